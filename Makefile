@@ -1,0 +1,44 @@
+# The two commands of the README: `make demo` and `make test`. Both set up .venv themselves.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test check lint format install clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# torch first and pinned, so pip takes the local CPU wheel instead of a multi-GB CUDA build
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -c constraints.txt -e '.[all,dev]'
+	# legacy Keras 2 beside Keras 3 (its declared dependency is the full tensorflow wheel)
+	$(BIN)/pip install -q --no-deps tf-keras==2.21.0
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	@$(BIN)/trainmedic rules
+	@echo
+	@$(BIN)/trainmedic explain oom-killed
+
+# pytest exits 5 when it collects no test: that is a failure here, not a pass.
+test: $(STAMP)
+	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests examples benchmarks
+	$(BIN)/ruff format --check src tests examples benchmarks
+	$(BIN)/mypy
+
+check: lint test
+
+format: $(STAMP)
+	$(BIN)/ruff format src tests examples benchmarks
+	$(BIN)/ruff check --fix src tests examples benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

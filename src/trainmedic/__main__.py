@@ -1,0 +1,5 @@
+"""`python -m trainmedic` runs the CLI."""
+
+from trainmedic.cli.main import entry
+
+entry()

@@ -1,0 +1,62 @@
+"""`trainmedic` entry point: the group, and the one place usage errors become one line.
+
+click's own usage errors (bad option, missing argument) and trainmedic's
+`UsageError` are both printed as a single `trainmedic: error: ...` line with exit
+status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import click
+
+from trainmedic import __version__
+from trainmedic.cli import explain_cmd, rules_cmd
+from trainmedic.errors import ExitCode, UsageError
+
+COMMAND_MODULES = (rules_cmd, explain_cmd)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="trainmedic")
+def cli() -> None:
+    """trainmedic: catch the silent failures of ML training, with evidence and a fix."""
+
+
+for _module in COMMAND_MODULES:
+    cli.add_command(_module.command)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI and return the exit status (for `python -m trainmedic` and tests)."""
+    try:
+        result = cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        return ExitCode.USAGE_ERROR
+    except click.UsageError as exc:
+        return usage_error(exc.format_message())
+    except UsageError as exc:
+        return usage_error(exc.message)
+    except click.exceptions.Abort:
+        click.echo("trainmedic: aborted", err=True)
+        return 130
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.ClickException as exc:
+        return usage_error(exc.format_message())
+    except BrokenPipeError:
+        return ExitCode.OK
+    return int(result) if isinstance(result, int) else ExitCode.OK
+
+
+def usage_error(message: str) -> int:
+    one_line = " ".join(message.split())
+    click.echo(f"trainmedic: error: {one_line}", err=True)
+    return ExitCode.USAGE_ERROR
+
+
+def entry() -> None:
+    sys.exit(main())

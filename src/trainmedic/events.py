@@ -1,0 +1,317 @@
+"""Events: the single currency between collectors and rules.
+
+Every collector (supervisor, in-process hooks, log readers) turns what it sees
+into these small typed records; rules read nothing else. They are written as
+JSONL as they happen, one line per event and one `write` per line, so a killed
+writer leaves every complete line readable and several processes can append
+to the same file (O_APPEND keeps each line whole).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+Phase = Literal["train", "eval", "epoch_end", "checkpoint", "predict", "idle"]
+PHASES: tuple[str, ...] = ("train", "eval", "epoch_end", "checkpoint", "predict", "idle")
+
+
+def _now() -> float:
+    return time.time()
+
+
+@dataclass(kw_only=True)
+class Event:
+    """Fields every event has: wall time, process, distributed rank and node."""
+
+    kind: ClassVar[str] = "event"
+    t: float = field(default_factory=_now)
+    pid: int = field(default_factory=os.getpid)
+    rank: int | None = None
+    node: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["kind"] = self.kind
+        return data
+
+
+@dataclass(kw_only=True)
+class RunStart(Event):
+    kind: ClassVar[str] = "run_start"
+    command: list[str]
+    cwd: str = ""
+    name: str = ""
+    expect_epochs: int | None = None
+    attempt: int = 0
+
+
+@dataclass(kw_only=True)
+class RunEnd(Event):
+    """How the supervised command ended: `exit_code` as the shell sees it, `signal` if killed."""
+
+    kind: ClassVar[str] = "run_end"
+    exit_code: int
+    signal: int | None = None
+    duration_s: float = 0.0
+    attempt: int = 0
+
+
+@dataclass(kw_only=True)
+class ProcessSpawn(Event):
+    """A process of the supervised tree, as seen by the supervisor or announced by itself."""
+
+    kind: ClassVar[str] = "process_spawn"
+    ppid: int | None = None
+    cmdline: list[str] = field(default_factory=list)
+    role: str = "unknown"  # launcher | trainer | worker | unknown
+    source: str = "supervisor"  # supervisor | announce
+
+
+@dataclass(kw_only=True)
+class ProcessExit(Event):
+    kind: ClassVar[str] = "process_exit"
+    exit_code: int | None = None
+    signal: int | None = None
+
+
+@dataclass(kw_only=True)
+class PhaseStart(Event):
+    kind: ClassVar[str] = "phase_start"
+    phase: str
+    epoch: int | None = None
+    step: int | None = None
+
+
+@dataclass(kw_only=True)
+class PhaseEnd(Event):
+    kind: ClassVar[str] = "phase_end"
+    phase: str
+    epoch: int | None = None
+    step: int | None = None
+
+
+@dataclass(kw_only=True)
+class TrainingPlan(Event):
+    """What the training loop was asked to do (e.g. `fit(epochs=12, steps_per_epoch=500)`)."""
+
+    kind: ClassVar[str] = "training_plan"
+    framework: str
+    epochs: int | None = None
+    steps_per_epoch: int | None = None
+    max_steps: int | None = None
+    samples: int | None = None
+    batch_size: int | None = None
+    early_stopping: bool = False
+
+
+@dataclass(kw_only=True)
+class Step(Event):
+    """One optimizer/batch step; `metrics` holds what the framework logged for it."""
+
+    kind: ClassVar[str] = "step"
+    step: int
+    epoch: int | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    duration_s: float | None = None
+    data_wait_s: float | None = None
+
+
+@dataclass(kw_only=True)
+class Epoch(Event):
+    """An epoch finished; `steps` is how many batches it really ran."""
+
+    kind: ClassVar[str] = "epoch"
+    epoch: int
+    metrics: dict[str, float] = field(default_factory=dict)
+    steps: int | None = None
+
+
+@dataclass(kw_only=True)
+class Metric(Event):
+    """A single scalar outside step/epoch records (e.g. a TensorBoard tag)."""
+
+    kind: ClassVar[str] = "metric"
+    name: str
+    value: float
+    step: int | None = None
+    epoch: int | None = None
+
+
+@dataclass(kw_only=True)
+class MemorySample(Event):
+    """Memory of the trainer tree at one instant; `pid` is the sampler's, `processes` the tree's."""
+
+    kind: ClassVar[str] = "memory"
+    rss_bytes: int
+    processes: dict[str, int] = field(default_factory=dict)  # str(pid) -> rss
+    cgroup_bytes: int | None = None
+    limit_bytes: int | None = None
+    gpu_bytes: int | None = None
+    gpu_processes: dict[str, int] = field(default_factory=dict)
+    cpu_percent: float | None = None
+
+
+@dataclass(kw_only=True)
+class LogLine(Event):
+    kind: ClassVar[str] = "log"
+    stream: str = "stdout"
+    text: str = ""
+
+
+@dataclass(kw_only=True)
+class GuardObservation(Event):
+    """A fact an in-process hook measured (e.g. `{"check": "grad_norm", "value": 3e4}`)."""
+
+    kind: ClassVar[str] = "guard"
+    check: str
+    data: dict[str, Any] = field(default_factory=dict)
+    step: int | None = None
+    epoch: int | None = None
+
+
+@dataclass(kw_only=True)
+class FindingRaised(Event):
+    """A finding decided in-process (a guard at the step it happened), as `Finding.to_dict()`."""
+
+    kind: ClassVar[str] = "finding"
+    finding: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(kw_only=True)
+class UnknownEvent(Event):
+    """An event type this version does not know (written by a newer trainmedic): kept, not lost."""
+
+    kind: ClassVar[str] = "unknown"
+    original_kind: str = ""
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.kind: cls
+    for cls in (
+        RunStart,
+        RunEnd,
+        ProcessSpawn,
+        ProcessExit,
+        PhaseStart,
+        PhaseEnd,
+        TrainingPlan,
+        Step,
+        Epoch,
+        Metric,
+        MemorySample,
+        LogLine,
+        GuardObservation,
+        FindingRaised,
+    )
+}
+
+
+def encode(event: Event) -> str:
+    """One JSON line (no newline). Non-finite floats are kept as JSON's NaN/Infinity tokens."""
+    return json.dumps(event.to_dict(), separators=(",", ":"), default=str)
+
+
+def decode(line: str) -> Event:
+    """Parse one line; unknown kinds become `UnknownEvent`. Raises ValueError on bad JSON."""
+    data = json.loads(line)
+    if not isinstance(data, dict):
+        raise ValueError("event line is not a JSON object")
+    kind = str(data.pop("kind", ""))
+    cls = EVENT_TYPES.get(kind)
+    if cls is None:
+        base = {k: data.pop(k) for k in ("t", "pid", "rank", "node") if k in data}
+        return UnknownEvent(original_kind=kind, payload=data, **base)
+    names = {f.name for f in fields(cls)}
+    try:
+        return cls(**{k: v for k, v in data.items() if k in names})
+    except TypeError as exc:  # a required field is missing
+        raise ValueError(f"bad {kind} event: {exc}") from exc
+
+
+class EventWriter:
+    """Appends events to a JSONL file, one `os.write` per line, so each line lands whole.
+
+    Safe to share between threads, and between processes appending to the same
+    file. Each write goes straight to the kernel: a SIGKILL after `emit`
+    returns loses nothing.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._lock = threading.Lock()
+        # A fork while another thread holds the lock would deadlock the child's first emit.
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _reset_lock(ref))
+
+    def emit(self, event: Event) -> None:
+        data = (encode(event) + "\n").encode("utf-8")
+        with self._lock:
+            if self._fd is None:
+                return
+            os.write(self._fd, data)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def __enter__(self) -> EventWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _reset_lock(ref: weakref.ref[EventWriter]) -> None:
+    writer = ref()
+    if writer is not None:
+        writer._lock = threading.Lock()
+
+
+@dataclass
+class ReadResult:
+    """Events read from a file, and what had to be skipped (e.g. a line cut by a kill)."""
+
+    events: list[Event]
+    skipped_lines: list[int] = field(default_factory=list)
+    truncated_tail: bool = False
+
+
+def read_events(path: str | os.PathLike[str]) -> ReadResult:
+    """Read a JSONL event file, tolerating a truncated last line and unknown event types."""
+    raw = Path(path).read_bytes()
+    lines = raw.split(b"\n")
+    truncated_tail = bool(lines and lines[-1].strip())
+    result = ReadResult(events=[], truncated_tail=False)
+    for number, chunk in enumerate(lines, start=1):
+        if not chunk.strip():
+            continue
+        try:
+            result.events.append(decode(chunk.decode("utf-8", errors="replace")))
+        except (ValueError, json.JSONDecodeError):
+            if number == len(lines) and truncated_tail:
+                result.truncated_tail = True
+            else:
+                result.skipped_lines.append(number)
+    return result
+
+
+def iter_events(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Event]:
+    """Events of several files (ranks, nodes, restarts) merged in time order."""
+    merged: list[Event] = []
+    for path in paths:
+        merged.extend(read_events(path).events)
+    merged.sort(key=lambda e: e.t)
+    return iter(merged)

@@ -1,0 +1,157 @@
+"""Findings: what trainmedic reports, as plain data.
+
+A `FindingSpec` is the catalogue entry of one problem (code, slug, severity,
+documentation). A `Finding` is one occurrence of it, with the measured facts
+that prove it (`evidence`) and what to change (`fix`). Codes and slugs are a
+public API (see FINDINGS.md): scripts match on them, so they never change.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Severity(str, Enum):
+    """How bad a finding is. Ordered: ERROR > WARNING > INFO."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return {"info": 0, "warning": 1, "error": 2}[self.value]
+
+    def at_least(self, other: Severity) -> bool:
+        return self.rank >= other.rank
+
+
+_CODE = re.compile(r"^[A-Z]{3}[0-9]{3}$")
+_SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+DOC_SECTIONS = ("what", "why", "example", "fix")
+
+
+@dataclass(frozen=True, slots=True)
+class FindingSpec:
+    """One catalogue entry. Its four doc fields are what `trainmedic explain` prints."""
+
+    code: str
+    slug: str
+    severity: Severity
+    title: str
+    what: str
+    why: str
+    example: str
+    fix: str
+
+    def __post_init__(self) -> None:
+        if not _CODE.match(self.code):
+            raise ValueError(f"finding code {self.code!r} must look like ABC123")
+        if not _SLUG.match(self.slug):
+            raise ValueError(f"finding slug {self.slug!r} must be kebab-case")
+        for section in DOC_SECTIONS:
+            if not getattr(self, section).strip():
+                raise ValueError(f"{self.code}: documentation section {section!r} is empty")
+
+    @property
+    def group(self) -> str:
+        return self.code[:3]
+
+    def finding(
+        self,
+        message: str,
+        *,
+        evidence: Mapping[str, Any] | None = None,
+        fix: str | None = None,
+        severity: Severity | None = None,
+        **where: Any,
+    ) -> Finding:
+        """Make an occurrence of this spec; `where` takes pid/rank/step/epoch/file."""
+        return Finding(
+            code=self.code,
+            slug=self.slug,
+            severity=severity or self.severity,
+            message=message,
+            evidence=dict(evidence or {}),
+            fix=fix or self.fix,
+            **where,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One problem found, with its evidence. Field names are the stable JSON API."""
+
+    code: str
+    slug: str
+    severity: Severity
+    message: str
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    fix: str = ""
+    pid: int | None = None
+    rank: int | None = None
+    step: int | None = None
+    epoch: int | None = None
+    file: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["severity"] = self.severity.value
+        data["evidence"] = _jsonable(dict(self.evidence))
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Finding:
+        known = set(cls.__dataclass_fields__)
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["severity"] = Severity(kwargs["severity"])
+        return cls(**kwargs)
+
+
+def _jsonable(value: Any) -> Any:
+    """Evidence may hold numpy scalars, tuples, paths: make it plain JSON."""
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # "nan", "inf": JSON has no literal for them
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    item = getattr(value, "item", None)  # numpy scalar
+    if callable(item):
+        try:
+            return _jsonable(item())
+        except (TypeError, ValueError):
+            pass
+    tolist = getattr(value, "tolist", None)  # numpy array
+    if callable(tolist):
+        return _jsonable(tolist())
+    return str(value)
+
+
+def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """Worst first, then by code, then by where it happened."""
+    return sorted(
+        findings,
+        key=lambda f: (-f.severity.rank, f.code, f.rank or 0, f.step or 0, f.epoch or 0),
+    )
+
+
+def findings_to_json(findings: Iterable[Finding]) -> str:
+    """The stable JSON document: `{"findings": [...]}`."""
+    return json.dumps({"findings": [f.to_dict() for f in findings]}, indent=2, allow_nan=False)
+
+
+def worst_severity(findings: Iterable[Finding]) -> Severity | None:
+    worst: Severity | None = None
+    for f in findings:
+        if worst is None or f.severity.rank > worst.rank:
+            worst = f.severity
+    return worst

@@ -1,0 +1,69 @@
+"""What the boot `sitecustomize` runs in every Python process of a supervised tree.
+
+1. Announce the process (pid, ppid, argv, rank) so the supervisor knows the
+   real trainers for certain, not by guessing from command lines.
+2. Register post-import hooks so a framework is instrumented only when the
+   user's code imports it.
+
+Failures here are reported on stderr as one line and never stop the user's
+program.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from trainmedic.events import ProcessSpawn
+from trainmedic.instrument import channel, hooks
+
+# framework module -> "trainmedic module:function" that instruments it. Installers whose
+# module does not exist (yet) are skipped.
+FRAMEWORK_HOOKS: dict[str, str] = {
+    "keras": "trainmedic.instrument.keras:install",
+    "tf_keras": "trainmedic.instrument.keras:install",
+    "torch": "trainmedic.instrument.torch:install",
+    "lightning": "trainmedic.instrument.lightning:install",
+    "pytorch_lightning": "trainmedic.instrument.lightning:install",
+    "transformers": "trainmedic.instrument.hf:install",
+}
+
+_started = False
+
+
+def _argv() -> list[str]:
+    """The full command line: /proc where it exists (sys.argv is incomplete this early)."""
+    try:
+        raw = Path(f"/proc/{os.getpid()}/cmdline").read_bytes()
+        return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+    except OSError:
+        return [sys.executable, *getattr(sys, "argv", [])]
+
+
+def _installer(target: str) -> hooks.Callback | None:
+    module_name, _, func_name = target.partition(":")
+    if importlib.util.find_spec(module_name) is None:
+        return None
+
+    def install(module: ModuleType) -> None:
+        installer = getattr(importlib.import_module(module_name), func_name)
+        installer(module)
+
+    return install
+
+
+def start() -> None:
+    """Announce this process and arm the framework hooks (idempotent)."""
+    global _started
+    if _started or not channel.is_supervised():
+        return
+    _started = True
+    channel.emit(ProcessSpawn(ppid=os.getppid(), cmdline=_argv(), role="python", source="announce"))
+    for framework, target in FRAMEWORK_HOOKS.items():
+        callback = _installer(target)
+        if callback is not None:
+            hooks.when_imported(framework, callback)

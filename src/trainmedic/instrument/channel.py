@@ -1,0 +1,78 @@
+"""The channel from an instrumented process to the supervisor: the run's events file.
+
+Under `trainmedic run`, the supervisor sets TRAINMEDIC_EVENTS to the run's
+`events.jsonl`; every process of the tree appends to it (one `os.write` per
+line, O_APPEND), so events survive the trainer's death and need no socket or
+thread. Outside `run`, `emit` is a no-op and explicit guards keep their events
+in memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+
+from trainmedic.events import Event, EventWriter
+
+EVENTS_ENV = "TRAINMEDIC_EVENTS"
+INSTRUMENT_ENV = "TRAINMEDIC_INSTRUMENT"
+
+_lock = threading.Lock()
+_writer: EventWriter | None = None
+_writer_pid: int | None = None
+
+
+def _rank_from_env() -> int | None:
+    for name in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"):
+        value = os.environ.get(name)
+        if value is not None and value.strip().lstrip("-").isdigit():
+            return int(value)
+    return None
+
+
+RANK: int | None = _rank_from_env()
+NODE: str = os.environ.get("TRAINMEDIC_NODE") or socket.gethostname()
+
+
+def events_path() -> str | None:
+    """The events file of the supervising run, or None when not supervised or turned off."""
+    if os.environ.get(INSTRUMENT_ENV, "1") == "0":
+        return None
+    return os.environ.get(EVENTS_ENV) or None
+
+
+def is_supervised() -> bool:
+    return events_path() is not None
+
+
+def _get_writer() -> EventWriter | None:
+    global _writer, _writer_pid
+    pid = os.getpid()
+    if _writer is not None and _writer_pid == pid:
+        return _writer
+    path = events_path()
+    if path is None:
+        return None
+    with _lock:
+        if _writer is None or _writer_pid != pid:
+            _writer = EventWriter(path)
+            _writer_pid = pid
+    return _writer
+
+
+def emit(event: Event) -> None:
+    """Send one event to the supervisor, tagged with this process's rank and node.
+
+    Never raises: losing an event must not break the user's training.
+    """
+    writer = _get_writer()
+    if writer is None:
+        return
+    if event.rank is None:
+        event.rank = RANK
+    if event.node is None:
+        event.node = NODE
+    with contextlib.suppress(OSError):
+        writer.emit(event)

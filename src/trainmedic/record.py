@@ -1,0 +1,188 @@
+"""RunRecord: the events of one run, grouped for rules to read.
+
+Rules receive a `RunRecord`, never files or processes. The helpers here answer
+the questions most rules ask ("how many epochs were requested, how many ran",
+"what was memory in each phase") once, so every rule answers them the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TypeVar
+
+from trainmedic.events import (
+    Epoch,
+    Event,
+    FindingRaised,
+    GuardObservation,
+    LogLine,
+    MemorySample,
+    Metric,
+    PhaseEnd,
+    PhaseStart,
+    ProcessSpawn,
+    RunEnd,
+    RunStart,
+    Step,
+    TrainingPlan,
+)
+from trainmedic.findings import Finding
+
+E = TypeVar("E", bound=Event)
+
+
+@dataclass(frozen=True)
+class PhaseSpan:
+    """A phase as an interval of wall time in one process (end is None while open)."""
+
+    phase: str
+    pid: int
+    start: float
+    end: float | None
+    epoch: int | None = None
+
+
+@dataclass
+class RunRecord:
+    """All events of one run (possibly several processes, ranks and attempts), in time order."""
+
+    events: list[Event] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.events = sorted(self.events, key=lambda e: e.t)
+
+    @classmethod
+    def of(cls, events: Iterable[Event]) -> RunRecord:
+        return cls(events=list(events))
+
+    def of_type(self, kind: type[E]) -> list[E]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    # -- the run ---------------------------------------------------------------
+    @property
+    def start(self) -> RunStart | None:
+        starts = self.of_type(RunStart)
+        return starts[-1] if starts else None
+
+    @property
+    def end(self) -> RunEnd | None:
+        ends = self.of_type(RunEnd)
+        return ends[-1] if ends else None
+
+    @property
+    def processes(self) -> list[ProcessSpawn]:
+        return self.of_type(ProcessSpawn)
+
+    @property
+    def log_lines(self) -> list[LogLine]:
+        return self.of_type(LogLine)
+
+    def last_log_lines(self, n: int = 20) -> list[str]:
+        return [line.text for line in self.log_lines[-n:]]
+
+    @property
+    def guard_observations(self) -> list[GuardObservation]:
+        return self.of_type(GuardObservation)
+
+    @property
+    def raised_findings(self) -> list[Finding]:
+        """Findings decided in-process by guards and shipped as events."""
+        return [Finding.from_dict(e.finding) for e in self.of_type(FindingRaised)]
+
+    # -- training progress --------------------------------------------------------
+    @property
+    def plans(self) -> list[TrainingPlan]:
+        return self.of_type(TrainingPlan)
+
+    @property
+    def epochs_requested(self) -> int | None:
+        """Epochs asked for: `--expect-epochs` wins, then the last training plan seen."""
+        start = self.start
+        if start is not None and start.expect_epochs:
+            return start.expect_epochs
+        for plan in reversed(self.plans):
+            if plan.epochs:
+                return plan.epochs
+        return None
+
+    @property
+    def epochs_completed(self) -> int:
+        """Distinct epochs that finished (per rank, the max over ranks)."""
+        per_rank: dict[int | None, set[int]] = {}
+        for e in self.of_type(Epoch):
+            per_rank.setdefault(e.rank, set()).add(e.epoch)
+        return max((len(v) for v in per_rank.values()), default=0)
+
+    @property
+    def steps(self) -> list[Step]:
+        return self.of_type(Step)
+
+    def metric_series(self, name: str) -> list[tuple[int, float]]:
+        """(x, value) for a metric: per epoch when epochs carry it, else per step."""
+        epochs = [(e.epoch, e.metrics[name]) for e in self.of_type(Epoch) if name in e.metrics]
+        if epochs:
+            return epochs
+        steps = [(s.step, s.metrics[name]) for s in self.steps if name in s.metrics]
+        if steps:
+            return steps
+        return [
+            (m.step if m.step is not None else (m.epoch or 0), m.value)
+            for m in self.of_type(Metric)
+            if m.name == name
+        ]
+
+    # -- memory by phase -------------------------------------------------------------
+    @cached_property
+    def phase_spans(self) -> list[PhaseSpan]:
+        """Phase intervals, pairing each start with the next end of that phase in that process."""
+        spans: list[PhaseSpan] = []
+        open_: dict[tuple[int, str], PhaseStart] = {}
+        for e in self.events:
+            if isinstance(e, PhaseStart):
+                open_[(e.pid, e.phase)] = e
+            elif isinstance(e, PhaseEnd):
+                begun = open_.pop((e.pid, e.phase), None)
+                if begun is not None:
+                    spans.append(PhaseSpan(e.phase, e.pid, begun.t, e.t, begun.epoch))
+        spans.extend(PhaseSpan(s.phase, s.pid, s.t, None, s.epoch) for s in open_.values())
+        return sorted(spans, key=lambda s: s.start)
+
+    def phase_at(self, t: float) -> str | None:
+        """The innermost (latest-started) phase open at time t, in any process."""
+        current: PhaseSpan | None = None
+        for span in self.phase_spans:
+            if span.start <= t and (span.end is None or t <= span.end):
+                current = span if current is None or span.start >= current.start else current
+        return current.phase if current else None
+
+    @property
+    def memory_samples(self) -> list[MemorySample]:
+        return self.of_type(MemorySample)
+
+    def memory_by_phase(self) -> dict[str, list[int]]:
+        """RSS samples of the trainer tree grouped by the phase open when each was taken."""
+        grouped: dict[str, list[int]] = {}
+        for sample in self.memory_samples:
+            phase = self.phase_at(sample.t) or "unknown"
+            grouped.setdefault(phase, []).append(sample.rss_bytes)
+        return grouped
+
+    @property
+    def peak_rss(self) -> int | None:
+        samples = self.memory_samples
+        return max((s.rss_bytes for s in samples), default=None)
+
+
+Rule = Callable[[RunRecord], list[Finding]]
+
+
+def median(values: Sequence[float]) -> float:
+    """Median of a non-empty sequence (rules use it for robust steady states)."""
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2

@@ -1,0 +1,188 @@
+"""DAT: data readiness before training (`trainmedic check data`)."""
+
+from __future__ import annotations
+
+from trainmedic.findings import FindingSpec, Severity
+
+SPLIT_OVERLAP = FindingSpec(
+    code="DAT001",
+    slug="split-overlap",
+    severity=Severity.ERROR,
+    title="Identical examples in more than one split",
+    what="Identical examples (features, ignoring the label) occur in more than one split.",
+    why="The model is evaluated on examples it trained on: the validation/test score is inflated.",
+    example="A row duplicated before train_test_split lands in both train and test.",
+    fix="Deduplicate before splitting, then split again (by group when examples are related).",
+)
+
+NEAR_DUPLICATE_OVERLAP = FindingSpec(
+    code="DAT002",
+    slug="near-duplicate-overlap",
+    severity=Severity.WARNING,
+    title="Near-duplicates across splits",
+    what=(
+        "Near-duplicate examples (perceptually identical images, rows equal up to rounding, "
+        "case or whitespace) occur across splits."
+    ),
+    why="Like exact overlap, it leaks: the model is scored on what it has practically seen.",
+    example="'New York ' in train and 'new york' in test with the same other features.",
+    fix="Normalise and deduplicate (or group near-duplicates) before splitting.",
+)
+
+GROUP_OVERLAP = FindingSpec(
+    code="DAT003",
+    slug="group-overlap",
+    severity=Severity.ERROR,
+    title="A group spans several splits",
+    what="A group (patient, user, session...) has examples in more than one split.",
+    why="The model learns the group, not the task: the score does not hold for new groups.",
+    example="Scans of the same patient in train and test.",
+    fix="Split by group: GroupKFold / GroupShuffleSplit or trainmedic.data.split(strategy='group').",
+)
+
+TEMPORAL_OVERLAP = FindingSpec(
+    code="DAT004",
+    slug="temporal-overlap",
+    severity=Severity.ERROR,
+    title="Later split holds earlier times",
+    what="A later split contains timestamps earlier than the latest training timestamp.",
+    why="The model is trained on the future of what it is evaluated on: a forecast score it cannot reach.",
+    example="A random split of a time series.",
+    fix="Split by time: everything in validation/test after the last training timestamp.",
+)
+
+TARGET_LEAKAGE = FindingSpec(
+    code="DAT005",
+    slug="target-leakage",
+    severity=Severity.ERROR,
+    title="A single feature predicts the label",
+    what="A single feature predicts the label almost perfectly.",
+    why="Such a feature usually encodes the label (an ID, a post-outcome field) and will not exist at serving time.",
+    example="A 'refund_issued' column in a churn data set.",
+    fix="Remove the feature, or confirm it is available at prediction time before keeping it.",
+)
+
+CONFLICTING_LABELS = FindingSpec(
+    code="DAT006",
+    slug="conflicting-labels",
+    severity=Severity.WARNING,
+    title="Identical features, different labels",
+    what="Identical features carry different labels.",
+    why="The examples contradict each other: a ceiling on accuracy and a sign of labelling errors.",
+    example="Two identical rows labelled 'cat' and 'dog'.",
+    fix="Review the conflicting rows; relabel or drop them, or add the feature that separates them.",
+)
+
+DUPLICATE_ROWS = FindingSpec(
+    code="DAT007",
+    slug="duplicate-rows",
+    severity=Severity.WARNING,
+    title="Duplicate examples within a split",
+    what="Duplicate examples within a split.",
+    why="Duplicates weigh some examples more and, split later, leak across splits.",
+    example="The same 2,000 rows appended twice by an export job.",
+    fix="Drop exact duplicates (df.drop_duplicates()) unless the repetition is intended.",
+)
+
+MISSING_VALUES = FindingSpec(
+    code="DAT008",
+    slug="missing-values",
+    severity=Severity.WARNING,
+    title="Missing values",
+    what="Missing values above threshold in a feature, or any missing label.",
+    why="Missing labels silently drop or corrupt examples; missing features bias the model when not handled.",
+    example="'income' is empty in 38% of rows; 12 rows have no label.",
+    fix="Impute inside the training pipeline (fitted on train only), or drop the column; never train on missing labels.",
+)
+
+CLASS_IMBALANCE = FindingSpec(
+    code="DAT009",
+    slug="class-imbalance",
+    severity=Severity.WARNING,
+    title="Class imbalance",
+    what="The minority/majority class ratio is below the threshold.",
+    why="Accuracy looks high while the minority class is ignored.",
+    example="99% negatives: predicting 'no' everywhere scores 99% accuracy.",
+    fix=(
+        "Report PR-AUC, balanced accuracy or F1; use class weights or threshold tuning; "
+        "never oversample before splitting."
+    ),
+)
+
+SCHEMA_MISMATCH = FindingSpec(
+    code="DAT010",
+    slug="schema-mismatch",
+    severity=Severity.ERROR,
+    title="Schema differs between splits",
+    what="Splits or serving data differ in columns, order or dtypes (or hold categories unseen in training).",
+    why="The model receives features it was not trained on, in the wrong place or type.",
+    example="Serving data has 'age' as string and 'zip' before 'city'.",
+    fix="Align the columns, order and dtypes to the training schema (save it with trainmedic.contract).",
+)
+
+FEATURE_DRIFT = FindingSpec(
+    code="DAT011",
+    slug="feature-drift",
+    severity=Severity.WARNING,
+    title="Feature distribution drifted",
+    what="A feature's distribution differs between splits or between training and serving (statistic, p-value, PSI).",
+    why="The model is evaluated or served on a different population than it learned.",
+    example="'price' PSI 0.41 between train and serving after a currency change.",
+    fix="Find the cause (pipeline change, new population); retrain on representative data or fix the pipeline.",
+)
+
+LABEL_NOISE = FindingSpec(
+    code="DAT012",
+    slug="label-noise",
+    severity=Severity.WARNING,
+    title="Likely label errors",
+    what="Examples whose given label is confidently contradicted by out-of-fold predictions.",
+    why="Wrong labels cap accuracy and mislead evaluation.",
+    example="5% of labels flipped by an annotation tool bug.",
+    fix="Review the listed rows first (most suspicious first) and relabel or drop them.",
+)
+
+PREPROCESSING_MISMATCH = FindingSpec(
+    code="DAT013",
+    slug="preprocessing-mismatch",
+    severity=Severity.ERROR,
+    title="Inference input breaks the training contract",
+    what=(
+        "Inference inputs do not match the training input contract (image size, channels, "
+        "feature order, dtypes, normalisation)."
+    ),
+    why="The model silently predicts on inputs unlike those it learned: accuracy collapses in production.",
+    example="Trained at 400x400 RGB, served at 224x224.",
+    fix="Apply the training preprocessing at inference; load it from the saved contract.",
+)
+
+PREPROCESSING_BEFORE_SPLIT = FindingSpec(
+    code="DAT014",
+    slug="preprocessing-before-split",
+    severity=Severity.ERROR,
+    title="Preprocessing fitted before the split",
+    what=(
+        "Features were scaled/imputed/encoded with statistics of all the data before the "
+        "split, so the validation part was standardised with its own statistics."
+    ),
+    why="Information from the validation data leaks into training: the validation score is optimistic.",
+    example="X = StandardScaler().fit_transform(X); cross_val_score(model, X, y)",
+    fix="Put preprocessing inside a Pipeline/ColumnTransformer fitted on the training fold.",
+)
+
+SPECS: tuple[FindingSpec, ...] = (
+    SPLIT_OVERLAP,
+    NEAR_DUPLICATE_OVERLAP,
+    GROUP_OVERLAP,
+    TEMPORAL_OVERLAP,
+    TARGET_LEAKAGE,
+    CONFLICTING_LABELS,
+    DUPLICATE_ROWS,
+    MISSING_VALUES,
+    CLASS_IMBALANCE,
+    SCHEMA_MISMATCH,
+    FEATURE_DRIFT,
+    LABEL_NOISE,
+    PREPROCESSING_MISMATCH,
+    PREPROCESSING_BEFORE_SPLIT,
+)

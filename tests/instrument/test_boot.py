@@ -1,0 +1,76 @@
+"""The boot module in a real child interpreter: announce, post-import hooks, chaining, off switch."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from trainmedic.events import ProcessSpawn, read_events
+from trainmedic.instrument import bootstrap
+
+BOOT_DIR = Path(bootstrap.__file__).parent / "boot"
+
+
+def run_child(tmp_path: Path, code: str, extra_path: list[str] | None = None, **env: str):
+    events = tmp_path / "events.jsonl"
+    pythonpath = [str(BOOT_DIR), *(extra_path or [])]
+    full_env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(pythonpath),
+        "TRAINMEDIC_EVENTS": str(events),
+        **env,
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=60, check=False
+    )
+    found = read_events(events).events if events.exists() else []
+    return result, found
+
+
+def test_child_announces_itself_with_argv_and_rank(tmp_path: Path) -> None:
+    result, events = run_child(tmp_path, "print('hi')", RANK="3")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "hi\n"
+    assert result.stderr == ""
+    (announce,) = [e for e in events if isinstance(e, ProcessSpawn)]
+    assert announce.source == "announce"
+    assert announce.rank == 3
+    assert announce.ppid == os.getpid()
+    assert announce.cmdline[-2:] == ["-c", "print('hi')"]
+
+
+def test_post_import_hook_fires_only_when_the_module_is_imported(tmp_path: Path) -> None:
+    pkg = tmp_path / "site"
+    (pkg / "fakeframework").mkdir(parents=True)
+    (pkg / "fakeframework" / "__init__.py").write_text("VALUE = 41\n")
+    code = (
+        "import sys\n"
+        "from trainmedic.instrument import hooks\n"
+        "seen = []\n"
+        "hooks.when_imported('fakeframework', lambda m: seen.append(m.VALUE + 1))\n"
+        "assert seen == []\n"
+        "import fakeframework\n"
+        "assert fakeframework.__spec__.loader.__class__.__name__ != '_CallbackLoader'\n"
+        "print(seen)\n"
+    )
+    result, _ = run_child(tmp_path, code, extra_path=[str(pkg)])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "[42]\n"
+
+
+def test_existing_sitecustomize_still_runs(tmp_path: Path) -> None:
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "sitecustomize.py").write_text("import builtins\nbuiltins.USER_SITE_RAN = True\n")
+    result, events = run_child(tmp_path, "import builtins; print(builtins.USER_SITE_RAN)", [str(user)])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "True\n"
+    assert any(isinstance(e, ProcessSpawn) for e in events)
+
+
+def test_instrument_off_writes_nothing_and_changes_nothing(tmp_path: Path) -> None:
+    result, events = run_child(tmp_path, "print('hi')", TRAINMEDIC_INSTRUMENT="0")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "hi\n", "")
+    assert events == []

@@ -1,0 +1,58 @@
+"""Every finding in the registry, checked the same way (like sklearn's test_common)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from trainmedic.findings import DOC_SECTIONS, Finding, FindingSpec, Severity
+from trainmedic.registry import all_specs, lookup
+
+from .conftest import SHARED_FINDINGS, VENDORED_FINDINGS
+
+ROW = re.compile(r"^\| ([A-Z]{3}[0-9]{3}) \| `([a-z0-9-]+)` \|", re.MULTILINE)
+
+
+def catalogue() -> list[tuple[str, str]]:
+    source = SHARED_FINDINGS if SHARED_FINDINGS.exists() else VENDORED_FINDINGS
+    return ROW.findall(source.read_text())
+
+
+def test_registry_matches_findings_md_exactly() -> None:
+    assert [(s.code, s.slug) for s in all_specs()] == catalogue()
+
+
+def test_vendored_catalogue_is_current() -> None:
+    if not SHARED_FINDINGS.exists():
+        pytest.skip("no ../shared/FINDINGS.md beside this checkout")
+    assert ROW.findall(VENDORED_FINDINGS.read_text()) == ROW.findall(SHARED_FINDINGS.read_text())
+
+
+@pytest.mark.parametrize("spec", all_specs(), ids=lambda s: s.code)
+def test_every_spec_is_documented_and_round_trips(spec: FindingSpec) -> None:
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", spec.slug)
+    for section in DOC_SECTIONS:
+        assert len(getattr(spec, section).strip()) > 10, f"{spec.code}.{section} too short"
+    finding = spec.finding("measured fact", evidence={"peak": 1.5, "loss": float("nan")}, step=3)
+    data = json.loads(json.dumps(finding.to_dict(), allow_nan=False))
+    back = Finding.from_dict(data)
+    assert (back.code, back.slug, back.step, back.severity) == (spec.code, spec.slug, 3, spec.severity)
+    assert data["evidence"]["loss"] == "nan"
+    assert lookup(spec.code) is spec
+    assert lookup(spec.slug) is spec
+    assert lookup(spec.code.lower()) is spec
+
+
+def test_severity_order() -> None:
+    assert Severity.ERROR.at_least(Severity.WARNING)
+    assert not Severity.INFO.at_least(Severity.WARNING)
+
+
+def test_spec_rejects_bad_code_and_slug() -> None:
+    docs = {"title": "t", "what": "w", "why": "y", "example": "e", "fix": "f"}
+    with pytest.raises(ValueError, match="ABC123"):
+        FindingSpec(code="R1", slug="ok", severity=Severity.INFO, **docs)
+    with pytest.raises(ValueError, match="kebab"):
+        FindingSpec(code="RUN999", slug="Not_Kebab", severity=Severity.INFO, **docs)
