@@ -6,21 +6,42 @@ before a rule produces it: `trainmedic rules` and `explain` read this.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Iterable
 from functools import cache
+from types import ModuleType
 
+from trainmedic import rules as _rules_package
 from trainmedic.errors import UsageError
 from trainmedic.findings import Finding, FindingSpec, sort_findings
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules import config, data, dynamics, env, keras, run, torch
 
-_FAMILIES = (run, dynamics, keras, torch, data, config, env)
+# Catalogue order of the groups (FINDINGS.md); codes ascend within a group.
+GROUP_ORDER = ("RUN", "TRN", "KER", "TOR", "DAT", "CFG", "ENV")
+
+
+@cache
+def _families() -> tuple[ModuleType, ...]:
+    """Every module of `trainmedic.rules`: a new family is picked up by adding its file."""
+    names = sorted(m.name for m in pkgutil.iter_modules(_rules_package.__path__))
+    return tuple(importlib.import_module(f"trainmedic.rules.{name}") for name in names)
+
+
+def _catalogue_key(spec: FindingSpec) -> tuple[int, str]:
+    group = GROUP_ORDER.index(spec.group) if spec.group in GROUP_ORDER else len(GROUP_ORDER)
+    return group, spec.code
 
 
 @cache
 def all_specs() -> tuple[FindingSpec, ...]:
     """Every catalogue entry, in FINDINGS.md order; fails loudly on a duplicate code or slug."""
-    specs = tuple(spec for family in _FAMILIES for spec in family.SPECS)
+    specs = tuple(
+        sorted(
+            (spec for family in _families() for spec in getattr(family, "SPECS", ())),
+            key=_catalogue_key,
+        )
+    )
     for attr in ("code", "slug"):
         seen: set[str] = set()
         for spec in specs:
@@ -45,7 +66,7 @@ def lookup(code_or_slug: str) -> FindingSpec:
 
 def all_rules() -> tuple[Rule, ...]:
     """Every event rule (families without event rules, such as DAT, contribute none)."""
-    return tuple(r for family in _FAMILIES for r in getattr(family, "RULES", ()))
+    return tuple(r for family in _families() for r in getattr(family, "RULES", ()))
 
 
 def run_rules(record: RunRecord, rules: Iterable[Rule] | None = None) -> list[Finding]:

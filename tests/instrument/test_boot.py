@@ -8,9 +8,7 @@ import sys
 from pathlib import Path
 
 from trainmedic.events import ProcessSpawn, read_events
-from trainmedic.instrument import bootstrap
-
-BOOT_DIR = Path(bootstrap.__file__).parent / "boot"
+from trainmedic.instrument.environment import BOOT_DIR
 
 
 def run_child(tmp_path: Path, code: str, extra_path: list[str] | None = None, **env: str):
