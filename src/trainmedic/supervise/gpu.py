@@ -1,0 +1,88 @@
+"""GPU memory per process, behind one interface: NVML where a GPU is, nothing where not.
+
+`GpuProbe.used_by(pids)` returns the accelerator memory each process of the
+trainer tree holds. `NvmlProbe` asks the NVIDIA driver (nvidia-ml-py);
+`NullProbe` is what a machine without NVML gets (never an error);
+`FakeGpuProbe` stands in for the hardware in tests on machines without a GPU,
+through the same interface the sampler uses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Collection, Mapping
+from typing import Any, Protocol
+
+
+class GpuProbe(Protocol):
+    def used_by(self, pids: Collection[int]) -> dict[int, int]:
+        """Accelerator bytes held by each of `pids` (absent: holds none or unknown)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class NullProbe:
+    """No accelerator visible: no GPU memory is reported."""
+
+    def used_by(self, pids: Collection[int]) -> dict[int, int]:
+        return {}
+
+    def close(self) -> None:
+        return None
+
+
+class FakeGpuProbe:
+    """A fixed table pid -> bytes, for tests of the sampling path on GPU-less machines."""
+
+    def __init__(self, table: Mapping[int, int]) -> None:
+        self.table = dict(table)
+        self.calls = 0
+
+    def used_by(self, pids: Collection[int]) -> dict[int, int]:
+        self.calls += 1
+        return {pid: used for pid, used in self.table.items() if pid in pids}
+
+    def close(self) -> None:
+        return None
+
+
+class NvmlProbe:
+    """GPU memory of processes from the NVIDIA driver (all devices, compute and graphics)."""
+
+    def __init__(self) -> None:
+        import pynvml
+
+        self._nvml: Any = pynvml
+        pynvml.nvmlInit()
+        self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+
+    def used_by(self, pids: Collection[int]) -> dict[int, int]:
+        used: dict[int, int] = {}
+        for handle in self._handles:
+            for getter in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+                try:
+                    running = getattr(self._nvml, getter)(handle)
+                except self._nvml.NVMLError:
+                    continue
+                for proc in running:
+                    memory = proc.usedGpuMemory
+                    if proc.pid in pids and isinstance(memory, int):
+                        used[proc.pid] = used.get(proc.pid, 0) + memory
+        return used
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._nvml.nvmlShutdown()
+
+
+def default_probe() -> GpuProbe:
+    """NVML when the library and a driver are present, else the null probe. Never raises."""
+    try:
+        probe = NvmlProbe()
+    except Exception:  # no nvidia-ml-py, no driver, no device: all mean "no GPU here"
+        return NullProbe()
+    if not probe._handles:
+        probe.close()
+        return NullProbe()
+    return probe

@@ -1,0 +1,89 @@
+"""The POSIX-only parts of supervision, behind one small layer.
+
+Everything else in `supervise/` uses psutil and works on Windows too. What
+only POSIX (or only Linux) has lives here, with a no-op or a portable fallback:
+child subreaper (Linux), process groups, signal names, the 128+N exit-status
+convention.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+
+IS_LINUX = sys.platform.startswith("linux")
+IS_WINDOWS = sys.platform == "win32"
+_PR_SET_CHILD_SUBREAPER = 36
+
+# The graceful stop sequence: interrupt (KeyboardInterrupt in Python), terminate, kill.
+SIGINT = int(signal.SIGINT)
+SIGTERM = int(signal.SIGTERM)
+SIGKILL = int(getattr(signal, "SIGKILL", signal.SIGTERM))
+ESCALATION: tuple[int, ...] = (SIGINT, SIGTERM, SIGKILL)
+
+
+def become_subreaper() -> bool:
+    """Make this process the child subreaper (Linux): orphaned grandchildren are re-parented
+    to us, not to init, so a trainer whose launcher died stays visible and stoppable."""
+    if not IS_LINUX:
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def exit_status(returncode: int) -> int:
+    """Popen's returncode as a shell reports it: -N (killed by signal N) becomes 128+N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def signal_of(returncode: int) -> int | None:
+    """The signal that killed a child (Popen returncode -N), else None."""
+    return -returncode if returncode < 0 else None
+
+
+def new_group_kwargs() -> dict[str, object]:
+    """Popen arguments that start the child in its own process group, so a Ctrl-C at the
+    terminal reaches only the supervisor, which forwards it once, gracefully."""
+    if IS_WINDOWS:
+        return {"creationflags": 0x00000200}  # CREATE_NEW_PROCESS_GROUP
+    return {"process_group": 0}
+
+
+def send_signal(pid: int, signum: int) -> bool:
+    """Send a signal; False when the process is already gone. Windows maps all to terminate."""
+    try:
+        if IS_WINDOWS and signum != SIGINT:
+            os.kill(pid, signal.SIGTERM)
+        else:
+            os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError, OSError):
+        return False
+    return True
+
+
+def reap_zombie(pid: int) -> None:
+    """Collect the exit status of a re-parented child so it does not stay a zombie."""
+    if IS_WINDOWS:
+        return
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def forwardable_signals() -> list[int]:
+    """Signals a scheduler or a user sends to stop a job; the supervisor forwards them."""
+    names = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+    return [int(getattr(signal, n)) for n in names if hasattr(signal, n)]
