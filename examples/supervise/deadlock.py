@@ -1,6 +1,6 @@
 """A run that hangs: two threads take two locks in opposite order (a real deadlock).
 
-    trainmedic run --hang-timeout 5 --on-hang stop -- python examples/supervise/deadlock.py
+trainmedic run --hang-timeout 5 --on-hang stop -- python examples/supervise/deadlock.py
 """
 
 import threading
