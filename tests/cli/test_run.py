@@ -46,7 +46,10 @@ def findings(run_dir: Path) -> dict[str, dict]:
 
 
 def test_exit_status_output_tee_and_run_folder(tmp_path: Path) -> None:
-    code = "import sys; print('to stdout'); print('to stderr', file=sys.stderr); sys.stdout.write('bar 1\\rbar 2\\n'); sys.exit(3)"
+    code = (
+        "import sys; print('to stdout'); print('to stderr', file=sys.stderr);"
+        "sys.stdout.write('bar 1\\rbar 2\\n'); sys.exit(3)"
+    )
     result, run_dir = run_tm(tmp_path, PY, "-c", code)
     assert result.returncode == 3
     assert "to stdout\nbar 1\rbar 2\n" in result.stdout  # passed through unchanged

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -63,10 +64,8 @@ def cleanup():
     pids: list[int] = []
     yield pids
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def test_sigterm_to_supervisor_reaches_trainer_which_saves(tmp_path: Path, cleanup) -> None:

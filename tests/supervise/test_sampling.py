@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
-
 import pytest
 
 from trainmedic.supervise import gpu
@@ -15,12 +13,15 @@ from trainmedic.supervise.tree import snapshot
 
 @pytest.fixture
 def child():
-    code = "import time; x = bytearray(64 << 20); time.sleep(30)"  # touches 64 MiB
-    proc = subprocess.Popen([sys.executable, "-c", code])
-    time.sleep(0.8)
+    # bytearray(n) zero-fills: all 64 MiB are touched before "ready"
+    code = "import time; x = bytearray(64 << 20); print('ready', flush=True); time.sleep(30)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"ready\n"
     yield proc
     proc.kill()
     proc.wait()
+    proc.stdout.close()
 
 
 def test_sample_measures_rss_cpu_and_gpu_per_process(child) -> None:

@@ -40,9 +40,11 @@ from trainmedic.supervise.signals import stop_processes
 from trainmedic.supervise.stacks import dump_stacks
 from trainmedic.supervise.status import StatusLine
 
-_TREE_REFRESH_EARLY = 0.5  # launchers start their trainer within the first seconds
-_TREE_REFRESH = 3.0
-_EARLY_S = 10.0
+# Walking the tree reads every process of the machine (~5-15 ms): often while launchers start
+# their trainers, then less and less while the tree stays the same. A Python process that
+# announces itself through the events file triggers a walk at once.
+_TREE_REFRESH_MIN = 0.5
+_TREE_REFRESH_MAX = 15.0
 
 
 @dataclass
@@ -90,6 +92,7 @@ class Attempt:
         self._pending_signals: list[int] = []
         self._hang = HangWatch(config.hang_timeout)
         self._seen_bytes = 0
+        self._announced_seen = 0
         self.popen: subprocess.Popen[bytes] | None = None
 
     # -- start -------------------------------------------------------------------------
@@ -128,11 +131,14 @@ class Attempt:
         self.start()
         assert self.popen is not None
         last_refresh = time.monotonic()
+        refresh_every = _TREE_REFRESH_MIN
         while self.popen.poll() is None:
             now = time.monotonic()
-            early = now - self.started < _EARLY_S
-            if now - last_refresh >= (_TREE_REFRESH_EARLY if early else _TREE_REFRESH):
-                self._refresh_tree()
+            announced = len(self.tail.progress.announced)
+            if now - last_refresh >= refresh_every or announced != self._announced_seen:
+                self._announced_seen = announced
+                changed = self._refresh_tree()
+                refresh_every = _TREE_REFRESH_MIN if changed else min(refresh_every * 2, _TREE_REFRESH_MAX)
                 last_refresh = now
             self._tick()
             self.wake.wait(self.sampler.interval)
@@ -164,22 +170,27 @@ class Attempt:
             self.cfg.status.maybe_print(sample, self.logs, self.tail.progress, self.trainers())
 
     # -- the tree -------------------------------------------------------------------------
-    def _refresh_tree(self) -> None:
+    def _refresh_tree(self) -> bool:
+        """Re-walk the tree and classify it; True when its processes or roles changed."""
         assert self.popen is not None
         fresh = tree.snapshot(self.popen.pid)
         if not fresh:
-            return
+            return False
+        changed = set(fresh) != set(self.procs)
         roles = tree.classify(fresh, self.popen.pid, self.tail.progress.announced)
         for pid, proc in fresh.items():
             known = self.procs.get(pid)
             proc.handle = known.handle if known is not None else proc.handle
             role = roles.get(pid, "unknown")
             if known is None or self.roles.get(pid) != role:
+                changed = True
                 self.emit(ProcessSpawn(pid=pid, ppid=proc.ppid, cmdline=proc.cmdline, role=role))
             proc.role = role
         self.procs = fresh
         self.roles.update(roles)
-        self._write_live_state()
+        if changed:
+            self._write_live_state()
+        return changed
 
     def trainers(self) -> list[tree.Proc]:
         return [p for p in self.procs.values() if p.role == tree.ROLE_TRAINER]
