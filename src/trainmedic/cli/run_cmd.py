@@ -13,7 +13,6 @@ from pathlib import Path
 import click
 
 from trainmedic.errors import UsageError
-from trainmedic.report.text import render_text
 
 ON_HANG = ("wait", "stop")
 
@@ -110,6 +109,8 @@ def command(
         click.echo(f"trainmedic: error: {exc}", err=True)
         return 127
     outcome = supervisor.run()
+    from trainmedic.report.text import render_text  # after the run: rich costs nothing while it trains
+
     err = sys.stderr
     err.flush()
     render_text(outcome.findings, err, title=f"\ntrainmedic diagnosis (exit status {outcome.exit_status}):")

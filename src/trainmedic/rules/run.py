@@ -40,7 +40,10 @@ OOM_KILLED = FindingSpec(
     what="The trainer was killed by the kernel or cgroup out-of-memory killer (SIGKILL, exit 137).",
     why=(
         "The process vanishes without a traceback, often at epoch end or during evaluation, "
-        "and launchers report only 'exitcode -9'. Every step since the last checkpoint is lost."
+        "and launchers report only 'exitcode -9' (torchrun) or status 137 (bash). Every step "
+        "since the last checkpoint is lost. trainmedic tells it from an external SIGKILL by the "
+        "kernel's OOM-kill counter of the run's cgroup (memory.oom_control / memory.events), "
+        "or the machine's (/proc/vmstat) when the run has no cgroup of its own."
     ),
     example=(
         "A Keras callback that builds a second model at every epoch end to compute mAP, "
@@ -97,7 +100,8 @@ SILENT_EARLY_EXIT = FindingSpec(
     title="Exit 0 after fewer epochs than requested",
     what=(
         "The run exited with status 0 but fewer epochs (or steps) ran than were requested, "
-        "and no early-stopping callback explains it."
+        "and no early-stopping callback explains it. Requested: --expect-epochs, the framework's "
+        "training plan, or the N of 'Epoch k/N' log lines; completed: epoch events or the highest k."
     ),
     why="The job looks successful to the scheduler; the model is undertrained.",
     example="model.fit(ds, epochs=12, steps_per_epoch=500) returns after epoch 1, exit 0.",
@@ -587,9 +591,15 @@ def killed_by_signal(record: RunRecord) -> list[Finding]:
             how = f"by signal {signal_name(sig)}" if sig else f"with status {view.end.exit_code}"
             message = f"Stopped on request ({stops[0].reason}): the trainer ended {how}{_where(view)}"
             severity = Severity.WARNING
+            fix = (
+                "If the stop was planned (preemption, time limit), make the trainer save on SIGTERM "
+                "and resume from TRAINMEDIC_RESUME_FROM with --restarts; if it was a hang stop, read "
+                "the hang finding's stacks."
+            )
         else:
             message = f"Killed by {signal_name(sig or 0)} from outside the run{_where(view)}"
             severity = None
+            fix = None
             if sig == _signal.SIGKILL:
                 message += " (not the OOM killer: the OOM-kill counters did not rise)"
         native = _logtext.native_crash(view.lines)
@@ -599,7 +609,7 @@ def killed_by_signal(record: RunRecord) -> list[Finding]:
                 f" in {native[1][0]}" if native[1] else ""
             )
             severity = None
-        found.append(KILLED_BY_SIGNAL.finding(message, evidence=evidence, severity=severity))
+        found.append(KILLED_BY_SIGNAL.finding(message, evidence=evidence, severity=severity, fix=fix))
     return found
 
 
@@ -614,8 +624,13 @@ def crashed(record: RunRecord) -> list[Finding]:
         if tb is not None and _logtext.ACCELERATOR_OOM.search(f"{tb.exc_type}: {tb.message}"):
             continue  # RUN002
         evidence: dict[str, object] = {"exit_code": code, "last_log_lines": view.lines[-LAST_LINES:]}
+        fix = None
         if tb is None:
             message = f"Exited with status {code} without a Python traceback{_where(view)}"
+            fix = (
+                "Read the last log lines: the program chose this status (sys.exit, os._exit) or a "
+                "native part failed; run it once without the launcher to see its own error."
+            )
         else:
             frame = tb.user_frame
             evidence.update(
@@ -626,11 +641,8 @@ def crashed(record: RunRecord) -> list[Finding]:
             )
             at = f" at {PurePath(frame.file).name}:{frame.line} in {frame.function}" if frame else ""
             message = f"Crashed with {tb.exc_type}: {tb.message[:160]}{at}{_where(view)}"
-        found.append(
-            CRASHED.finding(
-                message, evidence=evidence, file=tb.user_frame.file if tb and tb.user_frame else None
-            )
-        )
+        file = tb.user_frame.file if tb and tb.user_frame else None
+        found.append(CRASHED.finding(message, evidence=evidence, fix=fix, file=file))
     return found
 
 
