@@ -10,10 +10,9 @@ latency to the end of a run.
 from __future__ import annotations
 
 import contextlib
-import os
+import functools
 import signal as signal_module
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -38,7 +37,7 @@ from trainmedic.supervise.logstream import OutputLog, StreamTee
 from trainmedic.supervise.sampler import HangWatch, TreeSampler
 from trainmedic.supervise.signals import stop_processes
 from trainmedic.supervise.stacks import dump_stacks
-from trainmedic.supervise.status import StatusLine
+from trainmedic.supervise.status import StatusLine, Terminal
 
 # Walking the tree reads every process of the machine (~5-15 ms): often while launchers start
 # their trainers, then less and less while the tree stays the same. A Python process that
@@ -56,7 +55,7 @@ class AttemptConfig:
     hang_timeout: float
     on_hang: str
     cgroup: LimitedCgroup | None
-    echo: bool
+    terminal: Terminal | None
     status: StatusLine | None
 
 
@@ -110,8 +109,11 @@ class Attempt:
         self.started = time.monotonic()
         assert self.popen.stdout is not None
         assert self.popen.stderr is not None
-        echo_out = sys.stdout.fileno() if self.cfg.echo else None
-        echo_err = sys.stderr.fileno() if self.cfg.echo else None
+        terminal = self.cfg.terminal
+        echo_out = echo_err = None
+        if terminal is not None:
+            echo_out = functools.partial(terminal.echo, terminal.out_fd)
+            echo_err = functools.partial(terminal.echo, terminal.err_fd)
         self.tees = [
             StreamTee("stdout", self.popen.stdout, echo_out, self.output, self.logs.on_line),
             StreamTee("stderr", self.popen.stderr, echo_err, self.output, self.logs.on_line),
@@ -149,6 +151,8 @@ class Attempt:
         for tee in self.tees:
             tee.join(timeout=5.0)
         self.logs.flush_tail()
+        if self.cfg.terminal is not None:
+            self.cfg.terminal.clear()
         trainers = [pid for pid, role in self.roles.items() if role == tree.ROLE_TRAINER]
         return AttemptResult(returncode, self.stop_reason, trainers)
 
@@ -275,7 +279,10 @@ class Attempt:
                 idle_s=round(idle, 1), cpu_percent=sample.cpu_percent or 0.0, stacks=stacks, action=action
             )
         )
-        os.write(2, f"trainmedic: no progress for {idle:.0f} s; stacks saved to events ({action})\n".encode())
+        if self.cfg.terminal is not None:
+            self.cfg.terminal.line(
+                f"trainmedic: no progress for {idle:.0f} s; stacks saved to events ({action})"
+            )
         if action == "stop" and self.stopping is None:
             self.stop(platform.SIGINT, f"hang: no progress for {idle:.0f} s (--on-hang stop)")
 

@@ -44,7 +44,7 @@ class StreamTee(threading.Thread):
         self,
         name: str,
         pipe: IO[bytes],
-        echo_fd: int | None,
+        echo: Callable[[bytes], None] | None,
         log: OutputLog,
         on_line: LineCallback,
     ) -> None:
@@ -52,7 +52,7 @@ class StreamTee(threading.Thread):
         self.stream = name
         self._fd = pipe.fileno()
         self._pipe = pipe
-        self._echo_fd = echo_fd
+        self._echo = echo
         self._log = log
         self._on_line = on_line
         self._pending = b""
@@ -67,7 +67,8 @@ class StreamTee(threading.Thread):
                     break
                 self.last_output = time.monotonic()
                 self.bytes_seen += len(chunk)
-                self._echo(chunk)
+                if self._echo is not None:
+                    self._echo(chunk)
                 self._log.write(chunk)
                 self._split(chunk)
             if self._pending:
@@ -75,17 +76,6 @@ class StreamTee(threading.Thread):
         finally:
             with contextlib.suppress(OSError):
                 self._pipe.close()
-
-    def _echo(self, chunk: bytes) -> None:
-        if self._echo_fd is None:
-            return
-        try:
-            view = memoryview(chunk)
-            while view:
-                written = os.write(self._echo_fd, view)
-                view = view[written:]
-        except OSError:
-            self._echo_fd = None  # the terminal went away: keep logging
 
     def _split(self, chunk: bytes) -> None:
         data = self._pending + chunk

@@ -12,7 +12,6 @@ import contextlib
 import os
 import shutil
 import signal as signal_module
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -41,7 +40,7 @@ from trainmedic.supervise.gpu import GpuProbe, default_probe
 from trainmedic.supervise.loginterp import LogInterpreter
 from trainmedic.supervise.logstream import OutputLog
 from trainmedic.supervise.sampler import TreeSampler
-from trainmedic.supervise.status import StatusLine
+from trainmedic.supervise.status import StatusLine, Terminal
 
 NO_RESTART_STATUSES = (0, 2, 126, 127)  # success, usage error, not executable, not found
 MAX_BACKOFF_S = 30.0
@@ -102,6 +101,8 @@ class Supervisor:
         self._signals: list[int] = []
         self._wake = threading.Event()
         self._logs: LogInterpreter | None = None
+        live = not options.quiet and os.isatty(2) and os.environ.get("TERM", "") != "dumb"
+        self.terminal = Terminal(live=live) if options.echo else None
 
     def run(self) -> RunOutcome:
         opts = self.opts
@@ -221,7 +222,7 @@ class Supervisor:
         sampler = TreeSampler(
             base_interval=opts.sample_interval, gpu=gpu, cgroup=self.cgroup.info if self.cgroup else None
         )
-        status = None if opts.quiet else StatusLine(sys.stderr)
+        status = None if opts.quiet or self.terminal is None else StatusLine(self.terminal)
         config = AttemptConfig(
             command=self.command,
             env=env,
@@ -230,7 +231,7 @@ class Supervisor:
             hang_timeout=opts.hang_timeout,
             on_hang=opts.on_hang,
             cgroup=self.cgroup,
-            echo=opts.echo,
+            terminal=self.terminal,
             status=status,
         )
         t0 = time.time()
@@ -286,8 +287,8 @@ class Supervisor:
             self.cgroup.remove()
 
     def _say(self, text: str) -> None:
-        if not self.opts.quiet:
-            os.write(2, (text + "\n").encode())
+        if not self.opts.quiet and self.terminal is not None:
+            self.terminal.line(text)
 
     @contextlib.contextmanager
     def _forward_signals(self) -> Iterator[None]:
