@@ -62,3 +62,22 @@ def test_hang_watch() -> None:
     assert watch.update(progressed=False, cpu_percent=0.0, now=20.0) is None  # fires once
     assert watch.update(progressed=False, cpu_percent=90.0, now=21.0) is None  # busy again
     assert watch.update(progressed=False, cpu_percent=0.0, now=32.0) == 11.0
+
+
+def test_without_a_driver_nvml_fails_and_the_default_probe_is_null() -> None:
+    if gpu.driver_may_exist():
+        pytest.skip("an NVIDIA driver is present")
+    with pytest.raises(Exception, match="NVML|nvml|Library|Driver"):
+        gpu.NvmlProbe()
+    assert isinstance(gpu.default_probe(), gpu.NullProbe)
+
+
+@pytest.mark.gpu
+def test_nvml_probe_on_a_real_gpu(child) -> None:
+    if not gpu.driver_may_exist():
+        pytest.skip("no NVIDIA driver here")
+    probe = gpu.NvmlProbe()
+    try:
+        assert probe.used_by({child.pid}) == {}  # the child holds no GPU memory
+    finally:
+        probe.close()

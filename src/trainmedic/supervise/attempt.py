@@ -98,13 +98,13 @@ class Attempt:
     def start(self) -> None:
         cgroup = self.cfg.cgroup
         preexec = cgroup.join_self if cgroup is not None else None
+        # preexec runs before our threads start; in the child it only joins the memory cgroup.
         self.popen = subprocess.Popen(
             self.cfg.command,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=self.cfg.env,
-            preexec_fn=preexec,  # noqa: PLW1509 - runs before our threads start; only joins the cgroup
-            **platform.new_group_kwargs(),  # type: ignore[call-overload]
+            **platform.child_start_kwargs(preexec),  # type: ignore[call-overload]
         )
         self.started = time.monotonic()
         assert self.popen.stdout is not None

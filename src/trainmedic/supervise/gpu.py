@@ -10,7 +10,9 @@ through the same interface the sampler uses.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Collection, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 
@@ -76,8 +78,21 @@ class NvmlProbe:
             self._nvml.nvmlShutdown()
 
 
+# Where an NVIDIA driver shows itself on Linux (bare metal, containers, WSL2): without any,
+# importing nvidia-ml-py and failing nvmlInit would only cost start-up time.
+_DRIVER_TRACES = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/usr/lib/wsl/lib/libnvidia-ml.so.1")
+
+
+def driver_may_exist() -> bool:
+    if not sys.platform.startswith("linux"):
+        return True
+    return any(Path(trace).exists() for trace in _DRIVER_TRACES)
+
+
 def default_probe() -> GpuProbe:
     """NVML when the library and a driver are present, else the null probe. Never raises."""
+    if not driver_may_exist():
+        return NullProbe()
     try:
         probe = NvmlProbe()
     except Exception:  # no nvidia-ml-py, no driver, no device: all mean "no GPU here"

@@ -14,6 +14,7 @@ import ctypes.util
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 IS_LINUX = sys.platform.startswith("linux")
 IS_WINDOWS = sys.platform == "win32"
@@ -55,12 +56,21 @@ def signal_of(returncode: int) -> int | None:
     return -returncode if returncode < 0 else None
 
 
-def new_group_kwargs() -> dict[str, object]:
+def child_start_kwargs(in_child: Callable[[], None] | None = None) -> dict[str, object]:
     """Popen arguments that start the child in its own process group, so a Ctrl-C at the
-    terminal reaches only the supervisor, which forwards it once, gracefully."""
+    terminal reaches only the supervisor, which forwards it once, gracefully; `in_child`
+    runs in the child before exec (joining the memory cgroup)."""
     if IS_WINDOWS:
         return {"creationflags": 0x00000200}  # CREATE_NEW_PROCESS_GROUP
-    return {"process_group": 0}
+    if sys.version_info >= (3, 11):
+        return {"process_group": 0, "preexec_fn": in_child}
+
+    def setup() -> None:  # Python 3.10 has no process_group argument
+        os.setpgid(0, 0)
+        if in_child is not None:
+            in_child()
+
+    return {"preexec_fn": setup}
 
 
 def send_signal(pid: int, signum: int) -> bool:
