@@ -183,3 +183,21 @@ def test_restart_resumes_from_the_reported_checkpoint(tmp_path: Path) -> None:
     assert [e.exit_code for e in events if e.kind == "run_end"] == [1, 0]  # type: ignore[attr-defined]
     assert "RuntimeError" in findings(run_dir)["crashed"]["message"]
     assert json.loads((run_dir / "manifest.json").read_text())["attempts"] == 2
+
+
+@pytest.mark.slow
+def test_torchrun_agent_is_a_launcher_of_two_trainers(tmp_path: Path) -> None:
+    torchrun = Path(PY).with_name("torchrun")
+    if not torchrun.exists():
+        pytest.skip("torchrun not installed")
+    worker = tmp_path / "worker.py"
+    worker.write_text(
+        "import os, time\nprint('rank', os.environ['RANK'], 'Epoch 1/1', flush=True)\ntime.sleep(4)\n"
+    )
+    result, run_dir = run_tm(tmp_path, str(torchrun), "--nproc-per-node", "2", str(worker), timeout=180)
+    assert result.returncode == 0, result.stderr
+    stub = findings(run_dir)["launcher-stub"]
+    assert stub["evidence"]["launcher"] == "torchrun agent"
+    assert len(stub["evidence"]["trainer_pids"]) == 2
+    ranks = {e.rank for e in read_events(run_dir / "events.jsonl").events if e.kind == "process_spawn"}
+    assert {0, 1} <= ranks  # the workers announced themselves with their rank

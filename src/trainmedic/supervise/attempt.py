@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import signal as signal_module
 import subprocess
 import threading
 import time
@@ -135,14 +134,17 @@ class Attempt:
         last_refresh = time.monotonic()
         refresh_every = _TREE_REFRESH_MIN
         while self.popen.poll() is None:
+            progressed = self.tail.poll()
             now = time.monotonic()
             announced = len(self.tail.progress.announced)
             if now - last_refresh >= refresh_every or announced != self._announced_seen:
                 self._announced_seen = announced
                 changed = self._refresh_tree()
+                if changed:  # a new process: sample densely again
+                    self.sampler.interval = self.sampler.base_interval
                 refresh_every = _TREE_REFRESH_MIN if changed else min(refresh_every * 2, _TREE_REFRESH_MAX)
                 last_refresh = now
-            self._tick()
+            self._tick(progressed)
             self.wake.wait(self.sampler.interval)
             self.wake.clear()
         returncode = self.popen.returncode
@@ -156,8 +158,8 @@ class Attempt:
         trainers = [pid for pid, role in self.roles.items() if role == tree.ROLE_TRAINER]
         return AttemptResult(returncode, self.stop_reason, trainers)
 
-    def _tick(self) -> None:
-        progressed = self.tail.poll()
+    def _tick(self, progressed: bool | None = None) -> None:
+        progressed = self.tail.poll() if progressed is None else progressed
         self._handle_signals()
         self._check_stop_request()
         if not self.procs:
@@ -182,6 +184,9 @@ class Attempt:
             return False
         changed = set(fresh) != set(self.procs)
         roles = tree.classify(fresh, self.popen.pid, self.tail.progress.announced)
+        for pid, role in self.roles.items():  # a launcher stays one after its children end
+            if role == tree.ROLE_LAUNCHER and pid in roles:
+                roles[pid] = role
         for pid, proc in fresh.items():
             known = self.procs.get(pid)
             proc.handle = known.handle if known is not None else proc.handle
@@ -219,7 +224,7 @@ class Attempt:
         while self._pending_signals:
             signum = self._pending_signals.pop(0)
             name = platform.signal_name(signum)
-            if signum in (platform.SIGINT, platform.SIGTERM, int(getattr(signal_module, "SIGHUP", -1))):
+            if signum in platform.STOP_SIGNALS:
                 if self.stopping is not None:  # a second Ctrl-C: no more waiting
                     self._kill_now(f"second {name} to the supervisor")
                 else:

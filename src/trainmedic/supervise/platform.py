@@ -25,6 +25,10 @@ SIGINT = int(signal.SIGINT)
 SIGTERM = int(signal.SIGTERM)
 SIGKILL = int(getattr(signal, "SIGKILL", signal.SIGTERM))
 ESCALATION: tuple[int, ...] = (SIGINT, SIGTERM, SIGKILL)
+# Signals that ask the supervised run to stop (the others are passed on as they are).
+STOP_SIGNALS: frozenset[int] = frozenset(
+    int(getattr(signal, name)) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
 
 
 def become_subreaper() -> bool:

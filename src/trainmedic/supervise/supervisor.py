@@ -98,7 +98,8 @@ class Supervisor:
         self.cgroup = LimitedCgroup(options.memory_limit) if options.memory_limit else None
         self.gpu = gpu
         self.attempt: Attempt | None = None
-        self._signals: list[int] = []
+        self._stop_signals: list[int] = []  # INT/TERM/HUP received: no further attempt
+        self._early_signals: list[int] = []  # received before the first attempt started
         self._wake = threading.Event()
         self._logs: LogInterpreter | None = None
         live = not options.quiet and os.isatty(2) and os.environ.get("TERM", "") != "dumb"
@@ -154,6 +155,8 @@ class Supervisor:
                     delay = min(opts.backoff * 2**attempt_no, MAX_BACKOFF_S)
                     self._say(f"trainmedic: exit status {status}; restart {attempt_no + 1} in {delay:.0f} s")
                     self._wake.wait(delay)
+                    if self._stop_signals:
+                        break
         finally:
             gpu.close()
             writer.close()
@@ -238,8 +241,9 @@ class Supervisor:
         self.attempt = Attempt(
             config, emit=emit, sampler=sampler, logs=self._logs, output=output, tail=EventTail(events_path)
         )
-        for signum in self._signals:
+        for signum in self._early_signals:
             self.attempt.request_signal(signum)
+        self._early_signals.clear()
         try:
             result = self.attempt.run()
         except OSError as exc:  # exec failed after the PATH check (permissions, bad interpreter line)
@@ -280,7 +284,7 @@ class Supervisor:
     def _should_restart(self, status: int, result: AttemptResult, number: int) -> bool:
         if number >= self.opts.restarts or status in NO_RESTART_STATUSES:
             return False
-        return result.stopped_by is None and not self._signals
+        return result.stopped_by is None and not self._stop_signals
 
     def _cleanup_cgroup(self) -> None:
         if self.cgroup is not None:
@@ -308,7 +312,10 @@ class Supervisor:
                     signal_module.signal(signum, handler)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._signals.append(signum)
+        if signum in platform.STOP_SIGNALS:
+            self._stop_signals.append(signum)
         self._wake.set()
         if self.attempt is not None:
             self.attempt.request_signal(signum)
+        else:
+            self._early_signals.append(signum)
