@@ -67,7 +67,7 @@ def test_hang_watch() -> None:
 def test_without_a_driver_nvml_fails_and_the_default_probe_is_null() -> None:
     if gpu.driver_may_exist():
         pytest.skip("an NVIDIA driver is present")
-    with pytest.raises(Exception, match="NVML|nvml|Library|Driver"):
+    with pytest.raises(Exception, match=r"NVML|nvml|Library|Driver"):
         gpu.NvmlProbe()
     assert isinstance(gpu.default_probe(), gpu.NullProbe)
 
