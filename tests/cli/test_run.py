@@ -201,3 +201,15 @@ def test_torchrun_agent_is_a_launcher_of_two_trainers(tmp_path: Path) -> None:
     assert len(stub["evidence"]["trainer_pids"]) == 2
     ranks = {e.rank for e in read_events(run_dir / "events.jsonl").events if e.kind == "process_spawn"}
     assert {0, 1} <= ranks  # the workers announced themselves with their rank
+
+
+def test_native_crash_keeps_the_python_stack(tmp_path: Path) -> None:
+    script = tmp_path / "native.py"
+    script.write_text(
+        "import ctypes\n\ndef read_bad_pointer():\n    ctypes.string_at(0)\n\nread_bad_pointer()\n"
+    )
+    result, run_dir = run_tm(tmp_path, PY, str(script))
+    assert result.returncode == 128 + 11
+    finding = findings(run_dir)["killed-by-signal"]
+    assert finding["message"].startswith("Native crash (Segmentation fault)")
+    assert any("read_bad_pointer" in frame for frame in finding["evidence"]["python_stack"])

@@ -30,6 +30,7 @@ def test_epoch_progress_and_phases() -> None:
     assert L.phase_of_line("***** Running Evaluation *****") == ("eval", None)
     assert L.phase_of_line("Validation DataLoader 0: 100%|") == ("eval", None)
     assert L.phase_of_line("Saving model checkpoint to out/checkpoint-500") == ("checkpoint", None)
+    assert L.phase_of_line("Epoch 0: 100%|##########| 32/32 [00:01<00:00, train_loss=0.5]") == ("train", 0)
     assert L.phase_of_line("step 5 loss 0.3") is None
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 # "Epoch 3/12" (Keras, plain prints). Lightning's "Epoch 3:" bars are 0-based and carry no total.
 EPOCH_OF = re.compile(r"^\s*epoch\s+(\d+)\s*/\s*(\d+)\b", re.IGNORECASE)
+LIGHTNING_EPOCH = re.compile(r"^Epoch (\d+):\s")  # "Epoch 3: 100%|...", 0-based
 EVAL_START = re.compile(r"^\s*(?:\*+\s*)?(?:running\s+)?(?:evaluat|validat)(?:ing|ion|e)\b", re.IGNORECASE)
 CHECKPOINT = re.compile(
     r"(?:sav(?:ing|ed)\s+(?:model\s+)?checkpoint(?:\s+to)?|saving\s+model\s+to)\s*:?\s+(\S+)",
@@ -120,6 +121,9 @@ def phase_of_line(line: str) -> tuple[str, int | None] | None:
     match = EPOCH_OF.match(line)
     if match:
         return "train", int(match.group(1))
+    lightning = LIGHTNING_EPOCH.match(line)
+    if lightning:
+        return "train", int(lightning.group(1))
     if EVAL_START.match(line):
         return "eval", None
     if CHECKPOINT.search(line):
@@ -131,6 +135,7 @@ def is_significant(line: str) -> bool:
     """Lines every rule may need, kept as events however chatty the trainer is."""
     return bool(
         EPOCH_OF.match(line)
+        or LIGHTNING_EPOCH.match(line)
         or EVAL_START.match(line)
         or CHECKPOINT.search(line)
         or EARLY_STOPPING.search(line)
