@@ -39,7 +39,11 @@ ON_HANG = ("wait", "stop")
     help="Seconds without progress and CPU before a hang is reported (0: off).",
 )
 @click.option(
-    "--on-hang", type=click.Choice(ON_HANG), default="wait", show_default=True, help="After a hang."
+    "--on-hang",
+    type=click.Choice(ON_HANG),
+    default="wait",
+    show_default=True,
+    help="After a hang: keep waiting, or stop the trainer.",
 )
 @click.option(
     "--restarts",
