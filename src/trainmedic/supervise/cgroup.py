@@ -13,7 +13,6 @@ import contextlib
 import os
 import re
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,7 +115,7 @@ class LimitedCgroup:
             )
         self.limit_bytes = limit_bytes
         self.version = parent.version
-        self.path = parent.path / f"trainmedic-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.path = parent.path / f"trainmedic-{os.getpid()}-{os.urandom(4).hex()}"
         try:
             if self.version == 2:
                 _enable_memory_controller(parent.path)

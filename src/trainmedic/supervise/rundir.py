@@ -81,7 +81,10 @@ def build_manifest(
         "signal": signal,
         "host": {
             "hostname": socket.gethostname(),
-            "platform": platform.platform(),
+            # uname only: platform.platform() reads the whole interpreter binary for libc_ver
+            "system": platform.system(),
+            "release": platform.release(),
+            "machine": platform.machine(),
             "python": sys.version.split()[0],
             "cpus": os.cpu_count(),
         },
