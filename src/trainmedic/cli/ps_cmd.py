@@ -26,7 +26,8 @@ def command(fmt: str) -> int:
     if not runs:
         click.echo("no supervised runs")
         return 0
-    table = Table("supervisor", "trainer pids", "elapsed", "run folder", "command", box=None, pad_edge=False)
+    table = Table("supervisor", "trainer pids", "elapsed", "run folder", box=None, pad_edge=False)
+    table.add_column("command", no_wrap=True, overflow="ellipsis", max_width=50)
     now = time.time()
     for run in runs:
         elapsed = int(now - run.started)
@@ -35,7 +36,7 @@ def command(fmt: str) -> int:
             ",".join(map(str, run.trainer_pids)) or "-",
             f"{elapsed // 3600}:{elapsed % 3600 // 60:02d}:{elapsed % 60:02d}",
             str(run.run_dir),
-            " ".join(run.command)[:60],
+            " ".join(run.command),
         )
     make_console(sys.stdout).print(table)
     return 0

@@ -142,7 +142,10 @@ LAUNCHER_STUB = FindingSpec(
     ),
     why=(
         "The PID you hold is not the process that trains: killing or profiling it misses the "
-        "trainer, which keeps running or is orphaned."
+        "trainer, which keeps running or is orphaned. A Python launcher that receives SIGINT "
+        "may even kill its child without letting it save. trainmedic takes as trainers the "
+        "Python processes with no other Python process below them (not counting their own "
+        "workers), and signals them directly."
     ),
     example="bash -c 'python train.py' -> bash (PID 100, 3 MB) -> python (PID 101, 5 GB).",
     fix="Signal and profile the trainer PIDs given here; `trainmedic stop` does it for you.",
@@ -159,7 +162,11 @@ HANG = FindingSpec(
     ),
     why="A deadlocked run holds its GPUs for hours while producing nothing.",
     example="Two DataLoader workers waiting on a lock the main process holds; a collective never joined.",
-    fix="Read the stacks: the frame each thread waits in names the lock, queue or collective.",
+    fix=(
+        "Read the stacks (taken with py-spy, from outside the process): the frame each thread "
+        "waits in names the lock, queue or collective; `--on-hang stop` ends such runs instead "
+        "of holding the machine."
+    ),
 )
 
 KILLED_BY_SIGNAL = FindingSpec(
