@@ -25,6 +25,7 @@ from trainmedic.events import (
     HangDetected,
     MemorySample,
     OrphanEnded,
+    ProcessExit,
     ProcessSpawn,
     StopRequest,
 )
@@ -148,6 +149,13 @@ class Attempt:
             self.wake.wait(self.sampler.interval)
             self.wake.clear()
         returncode = self.popen.returncode
+        self.emit(
+            ProcessExit(
+                pid=self.popen.pid,
+                exit_code=platform.exit_status(returncode),
+                signal=platform.signal_of(returncode),
+            )
+        )
         self._follow_reparented_trainers()
         self._end_orphans()
         for tee in self.tees:
@@ -183,6 +191,8 @@ class Attempt:
         if not fresh:
             return False
         changed = set(fresh) != set(self.procs)
+        for pid in set(self.procs) - set(fresh):
+            self.emit(ProcessExit(pid=pid))  # its status belongs to its parent; only the root's is ours
         roles = tree.classify(fresh, self.popen.pid, self.tail.progress.announced)
         for pid, role in self.roles.items():  # a launcher stays one after its children end
             if role == tree.ROLE_LAUNCHER and pid in roles:
