@@ -45,7 +45,8 @@ def wait_for_trainer(run_dir: Path, timeout: float = 30.0) -> int:
         except (OSError, ValueError):
             state = {}
         events = run_dir / "events.jsonl"
-        started = events.exists() and b"Epoch 1/" in events.read_bytes()
+        lines = read_events(events).events if events.exists() else []
+        started = any(e.kind == "log" and e.text.startswith("Epoch 1/") for e in lines)  # type: ignore[attr-defined]
         if state.get("trainer_pids") and started:
             return int(state["trainer_pids"][0])
         time.sleep(0.1)
@@ -181,3 +182,47 @@ def test_kill_9_of_the_supervisor_leaves_a_readable_event_log(tmp_path: Path, cl
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert stopped.stdout.startswith(f"sent SIGINT -> [{trainer}]")
     assert gone(trainer)
+
+
+@pytest.mark.slow
+def test_ctrl_c_escalates_to_sigkill_for_a_trainer_that_ignores_signals(tmp_path: Path, cleanup) -> None:
+    stubborn = (
+        "import signal, time\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "print('Epoch 1/1', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    proc, run_dir = start_supervised(tmp_path, PY, "-c", stubborn)
+    trainer = wait_for_trainer(run_dir)
+    cleanup.append(trainer)
+    proc.send_signal(signal.SIGINT)  # what Ctrl-C at the terminal does
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + 9, err.decode()
+    finding = findings(run_dir)["killed-by-signal"]
+    sent = [(s["signal"], s["pids"]) for s in finding["evidence"]["stop_requests"]]
+    assert sent == [("SIGINT", [trainer]), ("SIGTERM", [trainer]), ("SIGKILL", [trainer])]
+    assert "oom-killed" not in findings(run_dir)
+    assert gone(trainer)
+
+
+@pytest.mark.slow
+def test_silent_stretch_is_reported_as_hang_and_the_run_goes_on(tmp_path: Path) -> None:
+    script = tmp_path / "slow_loader.py"
+    script.write_text(
+        "import time\n\ndef wait_for_data():\n    time.sleep(4)\n\n"
+        "print('Epoch 1/1', flush=True)\nwait_for_data()\nprint('done')\n"
+    )
+    out = tmp_path / "run"
+    result = subprocess.run(
+        [*trainmedic_cmd(), "run", "--quiet", "--hang-timeout", "1.5", "--out", str(out), PY, str(script)],
+        capture_output=True,
+        text=True,
+        env=tm_env(tmp_path),
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0
+    hang = findings(out)["hang"]
+    assert hang["evidence"]["action"] == "wait"
+    assert "wait_for_data (slow_loader.py:4)" in hang["message"]
