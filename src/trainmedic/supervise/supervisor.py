@@ -29,6 +29,7 @@ from trainmedic.events import (
     RunEnd,
     RunStart,
 )
+from trainmedic.errors import UsageError
 from trainmedic.findings import Finding
 from trainmedic.instrument.environment import child_env
 from trainmedic.supervise import platform, rundir
@@ -112,8 +113,6 @@ class Supervisor:
             run_dir = rundir.make_run_dir(opts.out, name, opts.runs_base)
         except OSError as exc:
             self._cleanup_cgroup()
-            from trainmedic.errors import UsageError
-
             raise UsageError(f"--out: cannot create the run folder ({exc})") from exc
         started = time.time()
         writer = EventWriter(run_dir / rundir.EVENTS)
