@@ -21,6 +21,7 @@ from types import FrameType
 
 import psutil
 
+from trainmedic.errors import UsageError
 from trainmedic.events import (
     Event,
     EventWriter,
@@ -29,7 +30,6 @@ from trainmedic.events import (
     RunEnd,
     RunStart,
 )
-from trainmedic.errors import UsageError
 from trainmedic.findings import Finding
 from trainmedic.instrument.environment import child_env
 from trainmedic.supervise import platform, rundir
