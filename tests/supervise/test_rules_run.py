@@ -79,6 +79,22 @@ def test_oom_killed_needs_the_counter_and_names_limit_and_phase() -> None:
     assert [f.code for f in R.killed_by_signal(no_counter)] == ["RUN008"]
 
 
+def test_worker_oom_in_the_run_cgroup_explains_a_crash() -> None:
+    lines = logs(
+        "Traceback (most recent call last):",
+        "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed.",
+        t0=50.0,
+    )
+    record = stream(OomKill(t=60.0, count=1, scope="cgroup"), *lines, exit_code=1)
+    [finding] = R.oom_killed(record)
+    assert finding.message.startswith("A process of the trainer tree was killed by the OOM killer")
+    assert R.crashed(record) == []
+    # the machine-wide counter alone does not blame a crash (other jobs' kills count there)
+    host_only = stream(OomKill(t=60.0, count=1, scope="host"), *lines, exit_code=1)
+    assert R.oom_killed(host_only) == []
+    assert [f.code for f in R.crashed(host_only)] == ["RUN009"]
+
+
 def test_launcher_exit_status_137_counts_as_sigkill() -> None:
     record = stream(OomKill(t=50.0, count=1, scope="host"), exit_code=137)
     [finding] = R.oom_killed(record)

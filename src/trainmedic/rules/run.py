@@ -319,11 +319,22 @@ def _phase_at_end(record: RunRecord, view: AttemptView) -> tuple[str | None, int
 
 
 # -- RUN001 ---------------------------------------------------------------------------------
+def _oom_explains(view: AttemptView) -> bool:
+    """The OOM killer ended this attempt: its trainer died of SIGKILL while an OOM-kill counter
+    rose, or the run's own cgroup counted a kill (of a worker, say) and the run then failed.
+    The machine-wide counter alone does not blame a failed run: other jobs' kills count too."""
+    if not view.oom_kills or view.stops or view.end.exit_code == 0:
+        return False
+    if view.signal == _signal.SIGKILL:
+        return True
+    return any(k.scope == "cgroup" for k in view.oom_kills)
+
+
 def oom_killed(record: RunRecord) -> list[Finding]:
     """SIGKILL + a rise of the kernel's OOM-kill counter (the run's cgroup, else the host)."""
     found = []
     for view in attempts(record):
-        if view.signal != _signal.SIGKILL or not view.oom_kills or view.stops:
+        if not _oom_explains(view):
             continue
         kill = view.oom_kills[-1]
         limits = [e for e in view.events if isinstance(e, MemoryLimit)]
@@ -358,10 +369,16 @@ def oom_killed(record: RunRecord) -> list[Finding]:
             )
         elif phase == "train":
             fix = "Lower the batch size or the data kept in memory, or raise the limit."
+        victim = "Killed" if view.signal == _signal.SIGKILL else "A process of the trainer tree was killed"
+        then = (
+            ""
+            if view.signal == _signal.SIGKILL
+            else f"; the run then exited with status {view.end.exit_code}"
+        )
         found.append(
             OOM_KILLED.finding(
-                f"Killed by the OOM killer at {which}{during}{_where(view)}; peak RSS of the trainer tree "
-                f"{human_bytes(peak_rss)}",
+                f"{victim} by the OOM killer at {which}{during}{_where(view)}{then}; peak RSS of the "
+                f"trainer tree {human_bytes(peak_rss)}",
                 evidence=evidence,
                 fix=fix,
                 epoch=epoch,
@@ -625,7 +642,7 @@ def crashed(record: RunRecord) -> list[Finding]:
     found = []
     for view in attempts(record):
         code = view.end.exit_code
-        if code == 0 or view.signal is not None or view.stops:
+        if code == 0 or view.signal is not None or view.stops or _oom_explains(view):
             continue
         tb = _logtext.parse_traceback(view.lines)
         if tb is not None and _logtext.ACCELERATOR_OOM.search(f"{tb.exc_type}: {tb.message}"):
