@@ -111,6 +111,8 @@ def test_bad_memory_limit_is_usage_error(tmp_path: Path, limit: str) -> None:
 @pytest.mark.cgroup
 def test_oom_at_epoch_end_evaluation_under_a_real_limit(tmp_path: Path) -> None:
     result, run_dir = run_tm(tmp_path, "--memory-limit", "400M", PY, str(EXAMPLES / "eval_spike_oom.py"))
+    if result.returncode == 2 and "memory cgroup" in result.stderr:
+        pytest.skip(result.stderr.strip())  # not root / no delegated cgroup on this machine
     assert result.returncode == 137, result.stderr
     found = findings(run_dir)
     oom = found["oom-killed"]
