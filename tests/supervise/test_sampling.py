@@ -40,6 +40,17 @@ def test_sample_measures_rss_cpu_and_gpu_per_process(child) -> None:
     assert second.cpu_percent < 50  # the child sleeps
 
 
+def test_a_busy_gpu_keeps_a_cpu_idle_trainer_from_looking_hung(child) -> None:
+    sampler = TreeSampler(base_interval=0.1, gpu=gpu.FakeGpuProbe({child.pid: 1 << 30}, busy_percent=97.0))
+    sample = sampler.sample(snapshot(child.pid))
+    assert sampler.gpu_percent == 97.0
+    watch = HangWatch(timeout=10)
+    watch.update(progressed=True, cpu_percent=0.0, now=0.0)
+    assert watch.update(progressed=False, cpu_percent=0.0, gpu_percent=sampler.gpu_percent, now=20.0) is None
+    assert watch.update(progressed=False, cpu_percent=0.0, gpu_percent=0.0, now=31.0) == 11.0
+    assert sample.gpu_bytes == 1 << 30
+
+
 def test_interval_stretches_while_memory_is_flat(child) -> None:
     sampler = TreeSampler(base_interval=0.1)
     procs = snapshot(child.pid)

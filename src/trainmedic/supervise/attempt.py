@@ -177,7 +177,9 @@ class Attempt:
         output_bytes = sum(t.bytes_seen for t in self.tees)
         progressed = progressed or output_bytes != self._seen_bytes
         self._seen_bytes = output_bytes
-        idle = self._hang.update(progressed=progressed, cpu_percent=sample.cpu_percent)
+        idle = self._hang.update(
+            progressed=progressed, cpu_percent=sample.cpu_percent, gpu_percent=self.sampler.gpu_percent
+        )
         if idle is not None:
             self._on_hang(idle, sample)
         if self.cfg.status is not None:

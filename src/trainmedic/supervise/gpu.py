@@ -21,6 +21,11 @@ class GpuProbe(Protocol):
         """Accelerator bytes held by each of `pids` (absent: holds none or unknown)."""
         ...
 
+    def utilization(self, pids: Collection[int]) -> float | None:
+        """Highest utilization (%) of the devices where `pids` hold memory; None if unknown.
+        A trainer waiting on its GPU can use no CPU: this keeps it from looking hung."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -30,6 +35,9 @@ class NullProbe:
     def used_by(self, pids: Collection[int]) -> dict[int, int]:
         return {}
 
+    def utilization(self, pids: Collection[int]) -> float | None:
+        return None
+
     def close(self) -> None:
         return None
 
@@ -37,13 +45,17 @@ class NullProbe:
 class FakeGpuProbe:
     """A fixed table pid -> bytes, for tests of the sampling path on GPU-less machines."""
 
-    def __init__(self, table: Mapping[int, int]) -> None:
+    def __init__(self, table: Mapping[int, int], busy_percent: float | None = None) -> None:
         self.table = dict(table)
+        self.busy_percent = busy_percent
         self.calls = 0
 
     def used_by(self, pids: Collection[int]) -> dict[int, int]:
         self.calls += 1
         return {pid: used for pid, used in self.table.items() if pid in pids}
+
+    def utilization(self, pids: Collection[int]) -> float | None:
+        return self.busy_percent if any(pid in pids for pid in self.table) else None
 
     def close(self) -> None:
         return None
@@ -58,9 +70,11 @@ class NvmlProbe:
         self._nvml: Any = pynvml
         pynvml.nvmlInit()
         self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        self._devices_of_tree: list[Any] = []
 
     def used_by(self, pids: Collection[int]) -> dict[int, int]:
         used: dict[int, int] = {}
+        self._devices_of_tree = []
         for handle in self._handles:
             for getter in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
                 try:
@@ -71,7 +85,19 @@ class NvmlProbe:
                     memory = proc.usedGpuMemory
                     if proc.pid in pids and isinstance(memory, int):
                         used[proc.pid] = used.get(proc.pid, 0) + memory
+                        if handle not in self._devices_of_tree:
+                            self._devices_of_tree.append(handle)
         return used
+
+    def utilization(self, pids: Collection[int]) -> float | None:
+        """Of the devices the last `used_by` found the tree on (call that first)."""
+        rates = []
+        for handle in self._devices_of_tree:
+            try:
+                rates.append(float(self._nvml.nvmlDeviceGetUtilizationRates(handle).gpu))
+            except self._nvml.NVMLError:
+                continue
+        return max(rates) if rates else None
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

@@ -37,6 +37,7 @@ class TreeSampler:
     _cpu: dict[int, float] = field(default_factory=dict)
     _last_t: float | None = None
     _last_rss: int | None = None
+    gpu_percent: float | None = None  # utilization of the tree's GPUs at the last sample
 
     def __post_init__(self) -> None:
         self.interval = self.base_interval
@@ -52,6 +53,7 @@ class TreeSampler:
                 cpu_now[pid] = times.user + times.system
         cpu_percent = self._cpu_percent(cpu_now, now)
         gpu = self.gpu.used_by(set(procs)) if procs else {}
+        self.gpu_percent = self.gpu.utilization(set(procs)) if gpu else None
         total = sum(rss.values())
         self._adapt(total)
         return MemorySample(
@@ -96,11 +98,18 @@ class HangWatch:
     _fired: bool = False
 
     def update(
-        self, *, progressed: bool, cpu_percent: float | None, now: float | None = None
+        self,
+        *,
+        progressed: bool,
+        cpu_percent: float | None,
+        gpu_percent: float | None = None,
+        now: float | None = None,
     ) -> float | None:
-        """Feed one observation; returns the idle seconds when a hang is declared, else None."""
+        """Feed one observation; returns the idle seconds when a hang is declared, else None.
+        A busy GPU counts as activity: a trainer waiting on its kernels may use no CPU."""
         now = time.monotonic() if now is None else now
         busy = cpu_percent is None or cpu_percent >= self.cpu_threshold
+        busy = busy or (gpu_percent is not None and gpu_percent >= self.cpu_threshold)
         if progressed or busy:
             self._last_active = now
             self._fired = False
