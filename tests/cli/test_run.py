@@ -215,3 +215,34 @@ def test_native_crash_keeps_the_python_stack(tmp_path: Path) -> None:
     finding = findings(run_dir)["killed-by-signal"]
     assert finding["message"].startswith("Native crash (Segmentation fault)")
     assert any("read_bad_pointer" in frame for frame in finding["evidence"]["python_stack"])
+
+
+@pytest.mark.slow
+def test_legacy_keras_input_exhaustion_is_a_silent_early_exit(tmp_path: Path) -> None:
+    """Real legacy tf.keras (TF_USE_LEGACY_KERAS=1): a dataset without .repeat() and a larger
+    steps_per_epoch stops fit after epoch 1 with status 0 (FIELD-NOTES)."""
+    pytest.importorskip("tf_keras")
+    script = tmp_path / "exhaust.py"
+    script.write_text(
+        "import numpy as np\nimport tensorflow as tf\n"
+        "x = np.random.rand(64, 4).astype('float32'); y = np.random.rand(64, 1).astype('float32')\n"
+        "ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(16)\n"
+        "model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
+        "model.compile(optimizer='sgd', loss='mse')\n"
+        "model.fit(ds, epochs=5, steps_per_epoch=10, verbose=2)\n"
+    )
+    out = tmp_path / "run"
+    env = {**tm_env(tmp_path), "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run(
+        [*trainmedic_cmd(), "run", "--quiet", "--out", str(out), PY, str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    found = findings(out)
+    assert found["silent-early-exit"]["evidence"]["epochs_completed"] == 1
+    assert found["silent-early-exit"]["evidence"]["epochs_requested"] == 5
+    assert "Your input ran out of data" in found["input-exhausted"]["message"]
