@@ -150,6 +150,16 @@ def is_len_huge(data: Mapping[str, Any]) -> bool:
     return length >= HUGE_LEN or (memory is not None and index_bytes >= HUGE_INDEX_SHARE * memory)
 
 
+def _size(value: object) -> str:
+    """Bytes for a message: '3.4 GiB', '2.1e+08 TiB' (sys.maxsize makes absurd sizes)."""
+    size = float(value) if isinstance(value, (int, float)) else 0.0
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB" if size < 1e4 else f"{size:.1e} TiB"
+
+
 def sequence_len_huge(record: RunRecord) -> list[Finding]:
     found = []
     for obs in _observations(record, INPUT_CHECK):
@@ -160,7 +170,7 @@ def sequence_len_huge(record: RunRecord) -> list[Finding]:
         found.append(
             SEQUENCE_LEN_HUGE.finding(
                 f"len({name}) is {length:,} with shuffle=True: the Keras adapter would build a "
-                f"{obs.data.get('index_bytes', 0) / 2**30:,.1f} GiB index list and run out of memory",
+                f"{_size(obs.data.get('index_bytes'))} index list and run out of memory",
                 evidence={
                     "sequence_len": length,
                     "index_bytes": obs.data.get("index_bytes"),
