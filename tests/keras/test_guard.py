@@ -73,7 +73,8 @@ def test_looping_sequence_trains_by_steps_and_counts_real_passes(
     assert looping["len"] == 12
     assert looping["steps"] == [4, 4, 4]
     assert looping["codes"] == []
-    assert 12 <= looping["served"] <= 12 + 8  # plus what Keras peeks at and tf.data prefetches
+    # plus what Keras peeks at for the input signature and what its prefetching reads ahead
+    assert 12 <= looping["served"] <= 2 * 12
     assert looping["inner_epoch_ends"] == looping["served"] // 4  # once per pass over the 4 real batches
     if line != "tf-keras":
         assert out["looping_threads"] == {"workers": 2, "epochs": 2}
