@@ -68,19 +68,44 @@ def timed(instrumented: bool) -> tuple[float, float]:
 
 timed(False)  # warm-up: builds the train function, fills caches
 timed(True)
-wall_ratios, cpu_ratios = [], []
+wall_ratios, cpu_ratios, bare_walls = [], [], []
 print(f"{'pair':>4} {'bare s':>8} {'trainmedic s':>13} {'wall ratio':>10} {'cpu ratio':>10}")
 for pair in range(args.pairs):
     if pair % 2:  # alternate the order so drift of the machine cancels
         watched, bare = timed(True), timed(False)
     else:
         bare, watched = timed(False), timed(True)
+    bare_walls.append(bare[0])
     wall_ratios.append(watched[0] / bare[0])
     cpu_ratios.append(watched[1] / bare[1])
     print(f"{pair:>4} {bare[0]:8.3f} {watched[0]:13.3f} {wall_ratios[-1]:10.3f} {cpu_ratios[-1]:10.3f}")
+
+
+def hook_cost_us(n: int = 20000) -> float:
+    """Microseconds the two callbacks add to one batch, timed on the CallbackList fit uses."""
+    from trainmedic.keras._recorder import FitRecorder, callback_pair
+
+    recorder = FitRecorder(writer.emit, framework="bench", plan={})
+    recorder.train_begin({"epochs": 1, "steps": n})
+    recorder.epoch_begin(0)
+    logs = {"loss": 0.5}
+    costs = []
+    for cbs in ([], list(callback_pair(keras, recorder))):
+        callback_list = keras.callbacks.CallbackList(cbs, model=model)
+        start = time.perf_counter()
+        for i in range(n):
+            callback_list.on_train_batch_begin(i)
+            callback_list.on_train_batch_end(i, logs)
+        costs.append((time.perf_counter() - start) / n * 1e6)
+    return costs[1] - costs[0]
+
+
 line = instrument_keras.keras_line(keras)
 lines = sum(1 for _ in events.open())
 print(
     f"{line}: {args.steps} steps/fit, median ratio wall {statistics.median(wall_ratios):.3f}, "
     f"cpu {statistics.median(cpu_ratios):.3f} (target <= 1.02); {lines} events written"
 )
+step_us = min(bare_walls) / args.steps * 1e6
+extra = hook_cost_us()
+print(f"hook cost per batch: {extra:.1f} us = {extra / step_us:.2%} of a bare step ({step_us:.0f} us)")
