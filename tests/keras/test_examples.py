@@ -8,6 +8,7 @@ run on each part as they would on a supervised run of that script alone.
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -54,19 +55,28 @@ ALLOWED_RUN = {
 }
 
 
-@pytest.fixture(scope="module", params=sorted(LINES))
-def line_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    line = request.param
-    tmp = tmp_path_factory.mktemp(line)
-    run = run_instrumented(
-        ["python", str(DRIVER), *[str(EXAMPLES / spec) for spec in SPECS]],
-        tmp,
-        env=line_env(line),
-        cwd=REPO,
-        timeout=240,
-    )
+@pytest.fixture(scope="module")
+def all_lines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, InstrumentedRun]:
+    """The driver on every Keras line, the three at once (TensorFlow's start-up dominates)."""
+
+    def run(line: str) -> InstrumentedRun:
+        return run_instrumented(
+            ["python", str(DRIVER), *[str(EXAMPLES / spec) for spec in SPECS]],
+            tmp_path_factory.mktemp(line),
+            env=line_env(line),
+            cwd=REPO,
+            timeout=280,
+        )
+
+    with ThreadPoolExecutor(len(LINES)) as pool:
+        return dict(zip(LINES, pool.map(run, LINES), strict=True))
+
+
+@pytest.fixture(params=sorted(LINES))
+def line_run(request: pytest.FixtureRequest, all_lines: dict[str, InstrumentedRun]):
+    run = all_lines[request.param]
     assert run.result.returncode == 0, run.result.stderr[-3000:]
-    return line, run
+    return request.param, run
 
 
 def split(run: InstrumentedRun) -> dict[str, list[Event]]:
@@ -132,8 +142,9 @@ def test_huge_sequence_is_stopped_before_the_adapter_allocates(line_run: tuple[s
     events = split(run)["sequence_len_huge.py"]
     assert not [e for e in events if isinstance(e, TrainingPlan)]  # fit never started
     # The looping fix trained 3 x 8 steps (plus the batches Keras peeks at for the input
-    # signature and tf.data prefetches) and told the wrapped sequence once per 8 items served.
+    # signature and prefetching reads ahead: legacy tf.keras reads all 32) and told the wrapped
+    # sequence once per 8 items served.
     served = re.search(r"trained 3 epochs; (\d+) batches served, (\d+) passes", out)
     assert served, out
-    assert 24 <= int(served[1]) <= 24 + 8
+    assert 24 <= int(served[1]) <= 2 * 24
     assert int(served[2]) == int(served[1]) // 8

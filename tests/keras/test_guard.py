@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +17,29 @@ from .conftest import LINES, line_env
 SCRIPT = Path(__file__).with_name("guard_scenarios.py")
 
 
-@pytest.fixture(scope="module", params=sorted(LINES))
-def scenarios(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
-    line = request.param
+def run_scenarios(line: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **line_env(line)}
     env.pop("TRAINMEDIC_EVENTS", None)  # no supervisor: the Guard works alone
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=300, check=False
     )
+
+
+@pytest.fixture(scope="module")
+def all_lines() -> dict[str, subprocess.CompletedProcess[str]]:
+    """The scenarios on every Keras line, the three at once (TensorFlow's start-up dominates)."""
+    with ThreadPoolExecutor(len(LINES)) as pool:
+        return dict(zip(LINES, pool.map(run_scenarios, LINES), strict=True))
+
+
+@pytest.fixture(params=sorted(LINES))
+def scenarios(
+    request: pytest.FixtureRequest, all_lines: dict[str, subprocess.CompletedProcess[str]]
+) -> tuple[str, dict[str, Any]]:
+    result = all_lines[request.param]
     assert result.returncode == 0, result.stderr[-3000:]
     (line_out,) = [ln for ln in result.stdout.splitlines() if ln.startswith("RESULT ")]
-    return line, json.loads(line_out.removeprefix("RESULT "))
+    return request.param, json.loads(line_out.removeprefix("RESULT "))
 
 
 @pytest.mark.slow
