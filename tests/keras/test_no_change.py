@@ -61,6 +61,8 @@ def test_seeded_fit_is_bit_identical_bare_instrumented_off_and_broken(tmp_path: 
     assert len(record.of_type(TrainingPlan)) == 2  # it really was instrumented: both fits
     ends = [o for o in record.guard_observations if o.check == "keras_fit_end"]
     assert [o.data["epochs_run"] for o in ends] == [2, 2]
+    # evaluate / predict called by the script are phases of their own, outside any epoch
+    assert [s.phase for s in record.phase_spans if s.epoch is None] == ["eval", "predict"]
     assert "trainmedic" not in done["watched"][1]
     assert not (tmp_path / "off.jsonl").exists()
     assert "trainmedic" not in done["off"][1]

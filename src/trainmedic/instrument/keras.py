@@ -43,9 +43,11 @@ _local = threading.local()
 
 
 def keras_line(module: ModuleType) -> str:
-    """'tf-keras' for legacy Keras 2, else 'keras3-<backend>'."""
+    """'tf-keras' for legacy Keras 2, 'keras2' for the old standalone package, else 'keras3-<backend>'."""
     if module.__name__.split(".")[0] == "tf_keras":
         return "tf-keras"
+    if str(getattr(module, "__version__", "3")).startswith("2."):
+        return "keras2"
     try:
         return f"keras3-{module.backend.backend()}"
     except Exception:
