@@ -142,6 +142,8 @@ def _prepare_fit(
 
     user_callbacks = arg("callbacks")
     recorder = FitRecorder(sink, framework=line, plan=info, user_callbacks=_as_list(user_callbacks))
+    strategy = type(getattr(model, "_distribution_strategy", None)).__name__
+    recorder.batch_hooks = "ParameterServer" not in strategy  # tf-keras forbids batch hooks there
     head, tail = callback_pair(module, recorder)
     callbacks_list_cls = getattr(module.callbacks, "CallbackList", None)
     if callbacks_list_cls is not None and isinstance(user_callbacks, callbacks_list_cls):

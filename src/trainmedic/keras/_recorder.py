@@ -82,6 +82,8 @@ class FitRecorder:
         self.plan = dict(plan)
         self.user_callbacks = list(user_callbacks)
         self.disabled = False
+        # tf-keras refuses batch hooks under ParameterServerStrategy: then epochs carry no batch count.
+        self.batch_hooks = True
         self.epoch: int | None = None
         self.epoch_last_batch = -1
         self.global_step = 0
@@ -170,8 +172,8 @@ class FitRecorder:
 
     @_safe
     def epoch_end_done(self, epoch: int, logs: Mapping[str, Any] | None, stop_training: bool) -> None:
-        steps = self.epoch_last_batch + 1
-        self.global_step += steps
+        steps = self.epoch_last_batch + 1 if self.batch_hooks else None
+        self.global_step += steps or 0
         self.epochs_run += 1
         self.sink(Epoch(epoch=epoch, metrics=to_floats(logs), steps=steps))
         self._end("epoch_end")
@@ -258,6 +260,9 @@ def _build_classes(base: type) -> tuple[type, type]:
         def __init__(self, recorder: FitRecorder) -> None:
             super().__init__()
             self._tm = recorder
+
+        def _implements_train_batch_hooks(self) -> bool:  # tf-keras asks before calling them
+            return self._tm.batch_hooks
 
         def on_train_begin(self, logs: Any = None) -> None:
             self._tm.train_begin(self.params)
