@@ -66,6 +66,10 @@ def install(module: ModuleType, sink: Callable[[Event], None] = channel.emit) ->
     setattr(model_cls, PATCHED, True)
 
 
+class _ArgumentsRejected(Exception):
+    """fit's own signature rejects the call: not trainmedic's to report."""
+
+
 @contextlib.contextmanager
 def _depth(name: str) -> Iterator[int]:
     """How deep we are in instrumented calls of this kind in this thread (a fit inside a fit)."""
@@ -93,6 +97,8 @@ def _patched_fit(
                 )
             except SequenceLenHugeError:
                 raise
+            except _ArgumentsRejected:  # Keras itself will tell the user what is wrong
+                return original(self, *args, **kwargs)
             except Exception as exc:
                 sys.stderr.write(f"trainmedic: Keras instrumentation disabled for this fit: {exc!r}\n")
                 return original(self, *args, **kwargs)
@@ -115,7 +121,10 @@ def _prepare_fit(
     line: str,
     sink: Callable[[Event], None],
 ) -> tuple[FitRecorder, tuple[Any, ...], dict[str, Any]]:
-    bound = signature.bind(model, *args, **kwargs)
+    try:
+        bound = signature.bind(model, *args, **kwargs)
+    except TypeError as exc:
+        raise _ArgumentsRejected from exc
     given = dict(bound.arguments)
     given.update(given.pop("kwargs", {}) or {})
 
