@@ -74,7 +74,7 @@ INPUT_BOUND_MIN_RECORDS = 3
 # TRN007: a gradient norm this many times the median of the ones before it is an explosion.
 EXPLODE_FACTOR = 100.0
 EXPLODE_FLOOR = 1.0
-EXPLODE_MIN_HISTORY = 5
+EXPLODE_MIN_HISTORY = 3
 # TRN008: a weight whose gradient norm stays this far below the largest one, in most checks.
 VANISH_RATIO = 1e-7
 VANISH_SHARE = 0.8
