@@ -432,7 +432,7 @@ class Monitor:
         self.reported.add("nonfinite_loss")
         first_step, value = bad[0]
         finite_before = [v for s, v in losses if s < first_step and math.isfinite(v)]
-        indices = [idx for s, idx in self._recent_indices if s == first_step - 1]
+        indices = [idx for s, idx in self._recent_indices if s == first_step]
         indices = indices or ([self._indices] if self._indices else [])
         evidence: dict[str, Any] = {
             "step": first_step,
@@ -482,9 +482,10 @@ class Monitor:
         self.forward.close(None)
         primary = self.primary() if self.primary is not None else None
         state = self.opts.get(primary) if primary is not None else None
-        if primary is not None and state is not None and self.step > self._window_step:
+        step = self.step + (1 if state is not None and state.pre_done else 0)
+        if primary is not None and state is not None and step > self._window_step:
             with _quiet():
-                self._flush(primary, self.step)
+                self._flush(primary, step)
             if state.checks < 3:
                 self._check_membership(primary, state, self.step)
 
