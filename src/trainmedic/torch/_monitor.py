@@ -95,6 +95,8 @@ class Monitor:
         self._recent_indices: deque[tuple[int, list[Any]]] = deque(maxlen=self.every + 1)
         self._names: dict[int, str] = {}
         self._closed = False
+        # A framework callback (Lightning, HF) reports epochs itself: no loader-based ones then.
+        self.framework_epochs = False
         self.forward.open()  # the first step is always checked
 
     # -- events -----------------------------------------------------------------------------------
@@ -195,15 +197,20 @@ class Monitor:
 
     def on_loader_exhausted(self, iterator: Any) -> None:
         start = iterator.__dict__.pop("_tm_start_step", None)
-        if start is None or self.step <= start:
-            return  # not a training epoch (no optimizer step while it ran)
+        if start is None or self.step <= start or self.framework_epochs:
+            return  # not a training epoch (no optimizer step while it ran), or reported elsewhere
+        loss = self.take_epoch_loss()
+        metrics = {"loss": loss} if loss is not None else {}
+        self.emit(Epoch(epoch=self.epoch, steps=self.step - start, metrics=metrics))
+        self.epoch += 1
+
+    def take_epoch_loss(self) -> float | None:
+        """Mean of every loss since the last call (one host transfer for the unchecked ones)."""
         total, count = self._epoch_loss
         for _, value in self._drain_losses():
             total, count = total + value, count + 1
-        metrics = {"loss": total / count} if count else {}
-        self.emit(Epoch(epoch=self.epoch, steps=self.step - start, metrics=metrics))
-        self.epoch += 1
         self._epoch_loss = [0.0, 0]
+        return total / count if count else None
 
     def on_sampler_iter(self, sampler: Any) -> None:
         epochs = sampler.__dict__.setdefault("_tm_epochs", [])
@@ -224,6 +231,9 @@ class Monitor:
     def on_scheduler_step(self, scheduler: Any) -> None:
         optimizer = getattr(scheduler, "optimizer", None)
         state = self.opts.get(optimizer) if optimizer is not None else None
+        inner = getattr(optimizer, "optimizer", None)  # accelerate's AcceleratedOptimizer
+        if state is None and isinstance(inner, torch.optim.Optimizer):
+            state = self.opts.get(inner)
         if state is None or state.steps == 0:
             self.observe(
                 "scheduler_before_optimizer",
