@@ -9,9 +9,10 @@ automatically). `--fixed` passes the logits: the healthy form of this run.
 import sys
 import tempfile
 
+from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
+
 import torch
 from torch import nn
-from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
 
 
 class TokenData(torch.utils.data.Dataset):

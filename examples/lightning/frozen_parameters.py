@@ -8,9 +8,10 @@ healthy form of this run.
 import sys
 
 import lightning as L
+from torch.utils.data import DataLoader, TensorDataset
+
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 
 
 class Classifier(L.LightningModule):

@@ -7,9 +7,10 @@ bare, under `trainmedic run -- python examples/torch/<name>.py`, or with
 
 import sys
 
+from torch.utils.data import DataLoader, TensorDataset
+
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 
 FIXED = "--fixed" in sys.argv
 
@@ -25,7 +26,9 @@ def make_data(n=512, features=20, classes=4, seed=0):
 
 def make_loader(x, y, batch_size=32, shuffle=True, seed=0, **kwargs):
     generator = torch.Generator().manual_seed(seed)
-    return DataLoader(TensorDataset(x, y), batch_size=batch_size, shuffle=shuffle, generator=generator, **kwargs)
+    return DataLoader(
+        TensorDataset(x, y), batch_size=batch_size, shuffle=shuffle, generator=generator, **kwargs
+    )
 
 
 class MLP(nn.Module):

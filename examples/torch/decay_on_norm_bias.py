@@ -1,7 +1,8 @@
 """TOR007 (info): AdamW's weight decay also shrinks biases and LayerNorm parameters."""
 
-import torch
 from common import FIXED, make_data, make_loader, train_epoch
+
+import torch
 from torch import nn
 
 

@@ -1,7 +1,8 @@
 """TOR002: validation calls model.eval() and the loop never calls model.train() again."""
 
-import torch
 from common import FIXED, MLP, make_data, make_loader
+
+import torch
 from torch import nn
 
 

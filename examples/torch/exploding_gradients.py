@@ -5,8 +5,9 @@ shard. `--fixed` clips the gradient norm to 1 (normalising the shard is better
 still).
 """
 
-import torch
 from common import FIXED, MLP, make_data, make_loader
+
+import torch
 from torch import nn
 
 

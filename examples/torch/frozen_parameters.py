@@ -1,7 +1,8 @@
 """TOR001: only the head's parameters are given to the optimizer; the body never trains."""
 
-import torch
 from common import FIXED, MLP, make_data, make_loader, train_epoch
+
+import torch
 
 
 def main(fixed=FIXED):

@@ -1,7 +1,8 @@
 """TOR003: optimizer.zero_grad() is missing, so every step applies the sum of all past gradients."""
 
-import torch
 from common import FIXED, MLP, make_data, make_loader
+
+import torch
 from torch import nn
 
 

@@ -1,7 +1,8 @@
 """A healthy PyTorch loop: seeded, model.train(), zero_grad, scheduler after optimizer."""
 
-import torch
 from common import MLP, make_data, make_loader
+
+import torch
 from torch import nn
 
 

@@ -5,9 +5,10 @@
 
 import time
 
-import torch
 from common import FIXED, MLP, make_data, make_loader, train_epoch
 from torch.utils.data import DataLoader, Dataset
+
+import torch
 
 
 class SlowDataset(Dataset):

@@ -4,8 +4,9 @@ The guard reports the step and the batch's dataset indices. `--fixed` drops
 rows that are not finite before training.
 """
 
-import torch
 from common import FIXED, MLP, make_data, make_loader, train_epoch
+
+import torch
 
 
 def main(fixed=FIXED):

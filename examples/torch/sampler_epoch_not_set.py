@@ -6,11 +6,12 @@ on CPU) or alone (one replica).
 
 import os
 
-import torch
 import torch.distributed as dist
 from common import FIXED, MLP, make_data
-from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+import torch
+from torch import nn
 
 
 def main(fixed=FIXED):
@@ -20,8 +21,10 @@ def main(fixed=FIXED):
     torch.manual_seed(0)
     x, y = make_data()
     dataset = TensorDataset(x, y)
-    sampler = DistributedSampler(dataset, shuffle=True, seed=0) if distributed else (
-        DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=True, seed=0)
+    sampler = (
+        DistributedSampler(dataset, shuffle=True, seed=0)
+        if distributed
+        else (DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=True, seed=0))
     )
     loader = DataLoader(dataset, batch_size=32, sampler=sampler)
     model = MLP()
@@ -37,7 +40,7 @@ def main(fixed=FIXED):
             loss = loss_fn(model(xb), yb)
             loss.backward()
             optimizer.step()
-        print(f"rank {os.environ.get('RANK', 0)} epoch {epoch} loss {loss.item():.3f}")
+        print(f"rank {os.environ.get('RANK', '0')} epoch {epoch} loss {loss.item():.3f}")
     if distributed:
         dist.destroy_process_group()
 

@@ -1,7 +1,8 @@
 """TOR006: scheduler.step() is called before optimizer.step(): the first LR value is skipped."""
 
-import torch
 from common import FIXED, MLP, make_data, make_loader
+
+import torch
 from torch import nn
 
 

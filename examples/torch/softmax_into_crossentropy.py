@@ -1,7 +1,8 @@
 """TOR004: the model ends in Softmax and its probabilities go into CrossEntropyLoss."""
 
-import torch
 from common import FIXED, MLP, make_data, make_loader, train_epoch
+
+import torch
 from torch import nn
 
 

@@ -1,7 +1,8 @@
 """TOR008 (info): the run never seeds torch, so two runs cannot be compared."""
 
-import torch
 from common import FIXED, MLP, make_data, make_loader, train_epoch
+
+import torch
 
 
 def main(fixed=FIXED):

@@ -3,8 +3,9 @@
 `--fixed` uses ReLU and a residual-free but shallower net.
 """
 
-import torch
 from common import FIXED, make_data, make_loader, train_epoch
+
+import torch
 from torch import nn
 
 

@@ -24,7 +24,7 @@ except ImportError as exc:
 import trainmedic.torch as tm
 
 
-class Guard(TrainerCallback):  # type: ignore[misc]
+class Guard(TrainerCallback):
     """HF Trainer callback: the PyTorch guard plus epochs requested vs done (RUN004)."""
 
     def __init__(self, *, every: int = 10, on_nonfinite: str = "warn", early_stopping: bool = False) -> None:

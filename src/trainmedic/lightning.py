@@ -19,14 +19,16 @@ try:
     from lightning.pytorch.callbacks import Callback, EarlyStopping
 except ImportError:  # the legacy package name
     try:
-        from pytorch_lightning.callbacks import Callback, EarlyStopping
+        from pytorch_lightning.callbacks import Callback, EarlyStopping  # type: ignore[assignment]
     except ImportError as exc:
-        raise ImportError("trainmedic.lightning needs Lightning: pip install 'trainmedic[lightning]'") from exc
+        raise ImportError(
+            "trainmedic.lightning needs Lightning: pip install 'trainmedic[lightning]'"
+        ) from exc
 
 import trainmedic.torch as tm
 
 
-class Guard(Callback):  # type: ignore[misc]
+class Guard(Callback):
     """Lightning callback: the PyTorch guard plus epochs requested vs done (RUN004)."""
 
     def __init__(self, *, every: int = 10, on_nonfinite: str = "warn") -> None:

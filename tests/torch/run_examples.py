@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import torch
-
 from trainmedic.events import GuardObservation
 from trainmedic.instrument import channel
 from trainmedic.torch import _patches

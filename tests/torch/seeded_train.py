@@ -8,9 +8,10 @@ random augmentation and a scheduler all draw from the global generators.
 import hashlib
 import sys
 
+from torch.utils.data import DataLoader, TensorDataset
+
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 
 
 def main(out, use_guard):

@@ -76,7 +76,7 @@ def test_bug_found_under_run_and_in_process_and_fix_is_clean(path: str, records,
 @pytest.mark.slow
 @pytest.mark.parametrize("path", sorted(CASES))
 def test_guard_callback_is_added_once_and_reports_epochs(path: str, records, printed) -> None:
-    framework = path.split("/")[0]
+    framework = path.split("/", maxsplit=1)[0]
     assert printed[f"{path}:fixed:auto"]["guards"] == [f"trainmedic.{framework}"]
     assert printed[f"{path}:fixed:explicit"]["guards"] == [f"trainmedic.{framework}"]
     record = records[f"{path}:fixed:auto"]
@@ -88,7 +88,8 @@ def test_guard_callback_is_added_once_and_reports_epochs(path: str, records, pri
     assert [e.epoch for e in record.of_type(Epoch)] == [0, 1, 2]  # the framework's, not the loader's
     assert all("loss" in e.metrics for e in record.of_type(Epoch))
     val = [v for _, v in record.metric_series("val_loss")]
-    assert len(val) == 3 and val[-1] < val[0]
+    assert len(val) == 3
+    assert val[-1] < val[0]
     assert record.of_type(Step)
 
 

@@ -8,8 +8,8 @@ import runpy
 import sys
 
 import pytest
-import torch
 
+import torch
 import trainmedic.torch as tm
 from trainmedic.findings import Severity
 
@@ -67,11 +67,15 @@ def test_nonfinite_stop_raises_before_the_update_with_batch_indices() -> None:
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8)
     model = torch.nn.Linear(4, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    with tm.guard(model, optimizer, on_nonfinite="stop") as guard, pytest.raises(tm.NonFiniteLossError):
+
+    def train() -> None:
         for xb, yb in loader:
             optimizer.zero_grad()
             torch.nn.functional.cross_entropy(model(xb), yb).backward()
             optimizer.step()
+
+    with tm.guard(model, optimizer, on_nonfinite="stop") as guard, pytest.raises(tm.NonFiniteLossError):
+        train()
     assert torch.isfinite(model.weight).all()  # the NaN step was never applied
     (finding,) = [f for f in guard.findings() if f.code == "TRN001"]
     assert finding.step == 3  # indices 16..23 are the third batch
@@ -84,10 +88,12 @@ def test_overfit_batch_passes_for_a_sound_model_and_fails_for_double_softmax() -
     x, y = torch.randn(8, 10), torch.arange(8) % 4
     good = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
     result = tm.overfit_batch(good, (x, y), torch.nn.functional.cross_entropy, steps=150, lr=1e-2)
-    assert result.passed and result.finding is None
+    assert result.passed
+    assert result.finding is None
     assert result.final_loss < 0.05 * result.initial_loss
     bad = torch.nn.Sequential(good, torch.nn.Softmax(dim=1))
     result = tm.overfit_batch(bad, (x, y), torch.nn.functional.cross_entropy, steps=150, lr=1e-2)
     assert not result.passed
-    assert result.finding is not None and result.finding.code == "TRN006"
+    assert result.finding is not None
+    assert result.finding.code == "TRN006"
     assert result.finding.evidence["batch_size"] == 8

@@ -62,7 +62,9 @@ def test_two_nodes_write_into_one_events_file(tmp_path: Path) -> None:
             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "tm-test",
             SCRIPT,
         ]  # fmt: skip
-        return run_instrumented(argv, tmp_path, env={**SINGLE_THREAD, "TRAINMEDIC_NODE": f"node{index}"}, timeout=240)
+        return run_instrumented(
+            argv, tmp_path, env={**SINGLE_THREAD, "TRAINMEDIC_NODE": f"node{index}"}, timeout=240
+        )
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(node, [0, 1]))

@@ -35,8 +35,14 @@ def _jobs(tmp: Path) -> dict[str, tuple[list[str], dict[str, str] | None]]:
         "healthy": (["python", str(EXAMPLES / "healthy.py")], None),
         "unseeded_run": (["python", str(EXAMPLES / "unseeded_run.py")], None),
         "seeded-run": (["python", str(HERE / "seeded_train.py"), str(tmp / "seeded-run.out")], None),
-        "seeded-guard": (["python", str(HERE / "seeded_train.py"), str(tmp / "seeded-guard.out"), "guard"], None),
-        "nonfinite-stop": (["python", str(EXAMPLES / "nonfinite_loss.py")], {"TRAINMEDIC_ON_NONFINITE": "stop"}),
+        "seeded-guard": (
+            ["python", str(HERE / "seeded_train.py"), str(tmp / "seeded-guard.out"), "guard"],
+            None,
+        ),
+        "nonfinite-stop": (
+            ["python", str(EXAMPLES / "nonfinite_loss.py")],
+            {"TRAINMEDIC_ON_NONFINITE": "stop"},
+        ),
     }
 
 
@@ -95,11 +101,13 @@ def test_healthy_run_is_clean_and_reports_steps_and_epochs(runs) -> None:
     found = run_rules(run.record)
     assert [f for f in found if f.severity.at_least(Severity.WARNING)] == [], found
     steps = run.record.of_type(Step)
-    assert steps and all("loss" in s.metrics and "grad_norm" in s.metrics for s in steps)
+    assert steps
+    assert all("loss" in s.metrics and "grad_norm" in s.metrics for s in steps)
     assert [e.epoch for e in run.record.of_type(Epoch)] == [0, 1, 2, 3, 4]
     assert all(e.steps == 14 for e in run.record.of_type(Epoch))
     (config,) = [o for o in run.record.of_type(GuardObservation) if o.check == "torch_guard"]
-    assert config.data["every"] == 10 and config.data["mode"] == "auto"
+    assert config.data["every"] == 10
+    assert config.data["mode"] == "auto"
 
 
 @pytest.mark.slow
@@ -119,7 +127,9 @@ def test_watching_never_changes_the_run(runs, tmp_path: Path) -> None:
     assert guarded.result.returncode == 0, guarded.result.stderr
     assert instrumented.record.of_type(Step), "the instrumented run was not watched"
     outputs = [bare_out.read_text()]
-    outputs += [Path(p).read_text() for p in sorted(instrumented.events_path.parent.parent.glob("seeded-*.out"))]
+    outputs += [
+        Path(p).read_text() for p in sorted(instrumented.events_path.parent.parent.glob("seeded-*.out"))
+    ]
     assert len(outputs) == 3, outputs
     assert len(set(outputs)) == 1, outputs  # same weights, same batch order
 

@@ -14,7 +14,7 @@ def install(module: ModuleType) -> None:
     original = trainer_cls.__init__
 
     @functools.wraps(original)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807 (it replaces __init__)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
         from trainmedic.lightning import Guard
 

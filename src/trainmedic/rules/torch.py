@@ -118,7 +118,6 @@ SPECS: tuple[FindingSpec, ...] = (
 )
 
 
-
 def _ranks(observations: list[GuardObservation]) -> list[int]:
     return sorted({o.rank for o in observations if o.rank is not None})
 

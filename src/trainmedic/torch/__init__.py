@@ -14,7 +14,6 @@ from __future__ import annotations
 
 # torch first: under `run`, its import hook installs the monitor from these very modules.
 import torch as _torch  # noqa: F401
-
 from trainmedic.torch._guard import Guard, guard
 from trainmedic.torch._monitor import NonFiniteLossError
 from trainmedic.torch._overfit import OverfitResult, overfit_batch

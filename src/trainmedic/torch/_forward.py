@@ -16,10 +16,11 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.dropout import _DropoutNd
+
+import torch
+from torch import nn
 
 if TYPE_CHECKING:
     from trainmedic.torch._monitor import Monitor
@@ -69,7 +70,9 @@ class ForwardWatch:
             self._ce_steps.append(step)
             if len(self._ce_steps) >= _REPORT_AFTER:
                 self.monitor.observe(
-                    "softmax_into_crossentropy", {**self._ce, "checked_steps": list(self._ce_steps)}, step=step
+                    "softmax_into_crossentropy",
+                    {**self._ce, "checked_steps": list(self._ce_steps)},
+                    step=step,
                 )
 
     def _pre(self, module: nn.Module, args: Any) -> None:

@@ -24,7 +24,6 @@ from typing import Any
 
 import torch
 from torch import nn
-
 from trainmedic.events import Epoch, Event, FindingRaised, GuardObservation, Step
 from trainmedic.instrument import channel
 from trainmedic.rules.dynamics import NONFINITE_LOSS
@@ -106,7 +105,9 @@ class Monitor:
         for sink in self.sinks:
             sink(event)
 
-    def observe(self, check: str, data: dict[str, Any], *, once: bool = True, step: int | None = None) -> None:
+    def observe(
+        self, check: str, data: dict[str, Any], *, once: bool = True, step: int | None = None
+    ) -> None:
         if once and check in self.reported:
             return
         self.reported.add(check)
@@ -253,17 +254,18 @@ class Monitor:
         if state.probe is None:
             self._choose_probe(optimizer, state)
         param = state.probe() if state.probe is not None else None
-        grad = param.grad if param is not None else None
+        grad: Any = param.grad if param is not None else None
         if grad is None:
             return
+        version: int = grad._version
         backwards = self._backwards - state.backward_mark
         previous = state.last_grad() if state.last_grad is not None else None
-        if previous is grad and backwards >= 1 and grad._version - state.last_version == backwards:
+        if previous is grad and backwards >= 1 and version - state.last_version == backwards:
             state.not_zeroed += 1
         else:
             state.not_zeroed = 0
         state.last_grad = weakref.ref(grad)
-        state.last_version = grad._version
+        state.last_version = version
         if state.not_zeroed >= self.patience:
             self.observe(
                 "grads_not_zeroed",
@@ -283,7 +285,7 @@ class Monitor:
             state.probe = weakref.ref(smallest)
             state.probe_name = self._name(smallest)
 
-    # -- sampled checks (host syncs happen here only) ---------------------------------------------------------
+    # -- sampled checks (host syncs happen here only) --------------------------------------------
     def _check(self, optimizer: Any, state: _OptState, step: int, primary: bool) -> None:
         state.checks += 1
         state.checked_steps.append(step)
@@ -301,7 +303,11 @@ class Monitor:
     def _first_check(self, optimizer: Any) -> None:
         self.observe(
             "torch_guard",
-            {"every": self.every, "on_nonfinite": "stop" if self.stop_on_nonfinite else "warn", "mode": self.mode},
+            {
+                "every": self.every,
+                "on_nonfinite": "stop" if self.stop_on_nonfinite else "warn",
+                "mode": self.mode,
+            },
         )
         seed = torch.initial_seed()
         if seed >= 2**32:  # torch seeds itself with a random 64-bit value; people pick small ones
@@ -364,7 +370,11 @@ class Monitor:
         with torch.no_grad():
             parts = [torch.stack([t.detach().reshape(()).float() for t, _ in losses])] if losses else []
             if grads:
-                parts.append(torch.stack([n.float() for n in _norms(grads)]).to(parts[0].device if parts else grads[0].device))
+                parts.append(
+                    torch.stack([n.float() for n in _norms(grads)]).to(
+                        parts[0].device if parts else grads[0].device
+                    )
+                )
             values = torch.cat(parts).tolist() if parts else []
         loss_values = list(zip([s for _, s in losses], values[: len(losses)], strict=True))
         norms = values[len(losses) :]
@@ -449,7 +459,9 @@ class Monitor:
             "loss": value,
             "last_finite_loss": finite_before[-1] if finite_before else None,
             "epoch": self.epoch,
-            "checked": "every step" if self.stop_on_nonfinite else f"every {self.every} steps (all losses kept)",
+            "checked": "every step"
+            if self.stop_on_nonfinite
+            else f"every {self.every} steps (all losses kept)",
         }
         if indices:
             evidence["batch_indices"] = [i for batch in indices[0] for i in batch][:1024]
@@ -512,7 +524,7 @@ def _int_env(name: str) -> int | None:
     return int(value) if value.isdigit() else None
 
 
-class _quiet:  # noqa: N801 (a tiny context manager)
+class _quiet:
     """At exit a non-finite loss is reported, never raised."""
 
     def __enter__(self) -> None:

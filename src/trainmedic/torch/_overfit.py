@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-
 from trainmedic.events import GuardObservation
 from trainmedic.findings import Finding
 from trainmedic.instrument import channel
@@ -56,7 +55,7 @@ def overfit_batch(
         for _ in range(steps):
             opt.zero_grad(set_to_none=True)
             loss = loss_fn(net(inputs), targets)
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             opt.step()
             losses.append(loss.detach())
     values = torch.stack(losses).float().tolist() if losses else [float("nan")]

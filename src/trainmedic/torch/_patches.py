@@ -16,11 +16,12 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-import torch
 from torch.optim import lr_scheduler
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils.data import DistributedSampler
 from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+import torch
 
 if TYPE_CHECKING:
     from trainmedic.torch._monitor import Monitor
@@ -103,7 +104,7 @@ def _backward(original: Any) -> Any:
 
 
 def _loader_next(original: Any) -> Any:
-    def __next__(self: Any) -> Any:  # noqa: N807 (it replaces __next__)
+    def __next__(self: Any) -> Any:
         monitor = _active
         if monitor is None:
             return original(self)
@@ -133,7 +134,7 @@ def _loader_next_index(original: Any) -> Any:
 
 
 def _sampler_iter(original: Any) -> Any:
-    def __iter__(self: Any) -> Any:  # noqa: N807 (it replaces __iter__)
+    def __iter__(self: Any) -> Any:
         if _active is not None:
             _active.on_sampler_iter(self)
         return original(self)
