@@ -86,10 +86,11 @@ OVERFIT_REL = 0.05
 
 def guard_every(record: RunRecord, rank: int | None = None) -> int | None:
     """How often the in-process guard ran its host-syncing checks (for the evidence)."""
-    for obs in record.guard_observations:
-        if obs.check == "torch_guard" and (rank is None or obs.rank == rank):
-            every = obs.data.get("every")
-            return int(every) if isinstance(every, (int, float)) else None
+    configs = [o for o in record.guard_observations if o.check == "torch_guard"]
+    for obs in sorted(configs, key=lambda o: o.rank != rank):  # this rank's first, then any
+        every = obs.data.get("every")
+        if isinstance(every, (int, float)):
+            return int(every)
     return None
 
 
