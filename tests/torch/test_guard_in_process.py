@@ -97,3 +97,19 @@ def test_overfit_batch_passes_for_a_sound_model_and_fails_for_double_softmax() -
     assert result.finding is not None
     assert result.finding.code == "TRN006"
     assert result.finding.evidence["batch_size"] == 8
+
+
+@pytest.mark.slow
+def test_compiled_model_trains_under_the_guard_without_torch_warnings() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    compiled = torch.compile(model, backend="eager")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with tm.guard(model, optimizer, every=5) as guard:  # filterwarnings=error: any torch warning fails
+        for _ in range(20):
+            optimizer.zero_grad()
+            x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
+            torch.nn.functional.cross_entropy(compiled(x), y).backward()
+            optimizer.step()
+    assert [f.code for f in guard.findings() if f.severity.at_least(Severity.WARNING)] == []
+    assert len([e for e in guard.events if e.kind == "step"]) == 5

@@ -24,7 +24,11 @@ INPUT_BOUND = FindingSpec(
     severity=Severity.WARNING,
     title="Input-bound: steps wait for data",
     what="Most of each step is spent waiting for the next batch (data-loader bottleneck); the share is given.",
-    why="The accelerator idles while the input pipeline works: the run takes longer for nothing.",
+    why=(
+        "The accelerator idles while the input pipeline works: the run takes longer for nothing. "
+        "trainmedic times the DataLoader's __next__ on every step against the time between "
+        "optimizer steps, and reports when the median share is 50% or more (and at least 1 ms)."
+    ),
     example="DataLoader(num_workers=0) with JPEG decoding: 70% of each step waits for data.",
     fix="Raise num_workers, use pin_memory and prefetching, cache decoded data, or move augmentation to the device.",
 )
@@ -49,7 +53,10 @@ EXPLODING_GRADIENTS = FindingSpec(
     severity=Severity.ERROR,
     title="Exploding gradients",
     what="The gradient norm jumped by orders of magnitude or became non-finite.",
-    why="One such step can destroy the weights; the loss goes NaN soon after.",
+    why=(
+        "One such step can destroy the weights; the loss goes NaN soon after. The norm is the "
+        "one the optimizer applies (after clipping), measured on sampled steps."
+    ),
     example="Gradient norm ~1 for 500 steps, then 3e4 at step 512.",
     fix="Clip gradients (max_grad_norm=1.0), lower the learning rate, add warm-up, check for bad batches.",
 )

@@ -24,8 +24,14 @@ FROZEN_PARAMETERS = FindingSpec(
         "Parameters that the optimizer holds never receive a gradient or never change, or "
         "trainable parameters are missing from the optimizer."
     ),
-    why="Part of the model silently stays at its initial weights.",
-    example="optimizer = SGD(model.head.parameters())  # the backbone is never updated",
+    why=(
+        "Part of the model silently stays at its initial weights; the loss still falls (the rest "
+        "trains), so nothing looks wrong until the accuracy is compared."
+    ),
+    example=(
+        "optimizer = SGD(model.head.parameters())  # the backbone is never updated; or a branch "
+        "whose output is .detach()-ed, so its parameters never get a gradient"
+    ),
     fix="Pass model.parameters() (or every group you mean to train) to the optimizer; check requires_grad.",
 )
 
@@ -46,7 +52,11 @@ GRADS_NOT_ZEROED = FindingSpec(
     severity=Severity.ERROR,
     title="Gradients are never zeroed",
     what="Gradients accumulate across optimizer steps without zero_grad, and no accumulation is configured.",
-    why="Each step applies the sum of all past gradients: the effective learning rate grows without bound.",
+    why=(
+        "Each step applies the sum of all past gradients: the effective learning rate grows "
+        "without bound. trainmedic sees the same gradient tensor after every step, changed only "
+        "by backward(), so any way of zeroing (zero_grad, p.grad = None, p.grad.zero_()) counts."
+    ),
     example="for x, y in loader: loss(model(x), y).backward(); opt.step()  # no opt.zero_grad()",
     fix="Call optimizer.zero_grad(set_to_none=True) once per optimizer step.",
 )
@@ -68,7 +78,10 @@ SAMPLER_EPOCH_NOT_SET = FindingSpec(
     severity=Severity.WARNING,
     title="DistributedSampler.set_epoch never called",
     what="A DistributedSampler is used but set_epoch is never called: every epoch sees the same order.",
-    why="Shuffling is silently off across epochs, which hurts convergence and generalisation.",
+    why=(
+        "DistributedSampler seeds its shuffle with seed + epoch: without set_epoch every epoch "
+        "repeats the first epoch's order on every rank, which hurts convergence and generalisation."
+    ),
     example="for epoch in range(E): for batch in loader: ...  # no sampler.set_epoch(epoch)",
     fix="Call sampler.set_epoch(epoch) at the start of every epoch, before iterating the loader.",
 )
@@ -79,7 +92,11 @@ SCHEDULER_BEFORE_OPTIMIZER = FindingSpec(
     severity=Severity.WARNING,
     title="lr_scheduler.step() before optimizer.step()",
     what="lr_scheduler.step() is called before optimizer.step().",
-    why="The first value of the schedule is skipped: warm-up and decay are shifted by one step or epoch.",
+    why=(
+        "The first value of the schedule is skipped: warm-up and decay are shifted by one step or "
+        "epoch. PyTorch warns once ('Detected call of `lr_scheduler.step()` before "
+        "`optimizer.step()`'), a line easily lost in a long log."
+    ),
     example="scheduler.step(); optimizer.step()",
     fix="Call optimizer.step() first, then scheduler.step().",
 )
@@ -101,7 +118,10 @@ UNSEEDED_RUN = FindingSpec(
     severity=Severity.INFO,
     title="Run is not seeded",
     what="No seed was set for the run's random generators.",
-    why="Results cannot be reproduced or compared across changes.",
+    why=(
+        "Results cannot be reproduced or compared across changes. trainmedic recognises the "
+        "random 64-bit seed torch picks at start-up (torch.initial_seed() >= 2**32)."
+    ),
     example="A script that never calls torch.manual_seed / random.seed / np.random.seed.",
     fix="Seed Python, NumPy and torch once at start (and the DataLoader generator).",
 )

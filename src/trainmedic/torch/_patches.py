@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from torch.optim import lr_scheduler
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
@@ -26,6 +27,7 @@ import torch
 if TYPE_CHECKING:
     from trainmedic.torch._monitor import Monitor
 
+_COMPILE_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks on modules"
 _active: Monitor | None = None
 _undo: list[Callable[[], None]] = []
 
@@ -44,6 +46,7 @@ def install(monitor: Monitor) -> None:
     pre = register_optimizer_step_pre_hook(_step_pre)
     post = register_optimizer_step_post_hook(_step_post)
     _undo.extend([pre.remove, post.remove])
+    _silence_compile_warning()
     _wrap(torch.autograd, "backward", _backward)
     _wrap(_BaseDataLoaderIter, "__next__", _loader_next)
     _wrap(_BaseDataLoaderIter, "_next_index", _loader_next_index)
@@ -70,6 +73,19 @@ def uninstall() -> None:
     _active = None
     while _undo:
         _undo.pop()()
+
+
+def _silence_compile_warning() -> None:
+    """torch.compile warns whenever global forward hooks exist: ours are trainmedic's, not the user's."""
+    warnings.filterwarnings("ignore", message=_COMPILE_WARNING, category=UserWarning)
+    entry = warnings.filters[0]
+
+    def restore() -> None:
+        with contextlib.suppress(ValueError):
+            cast(list[Any], warnings.filters).remove(entry)
+            warnings._filters_mutated()  # type: ignore[attr-defined]
+
+    _undo.append(restore)
 
 
 def _wrap(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
