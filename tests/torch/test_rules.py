@@ -21,7 +21,9 @@ def timed(shares: list[float], step_s: float = 0.01, rank: int | None = None) ->
 
 
 def grad_steps(norms: list[float], rank: int | None = None) -> list[Step]:
-    return [Step(step=10 * (i + 1), metrics={"grad_norm": n}, rank=rank, t=float(i)) for i, n in enumerate(norms)]
+    return [
+        Step(step=10 * (i + 1), metrics={"grad_norm": n}, rank=rank, t=float(i)) for i, n in enumerate(norms)
+    ]
 
 
 def test_input_bound_reports_the_share_per_rank_and_skips_the_warm_up_window() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from trainmedic.events import ProcessSpawn, Step, read_events
+from trainmedic.events import GuardObservation, ProcessSpawn, Step, read_events
 from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules
 
@@ -47,6 +47,11 @@ def test_two_rank_job_reports_missing_set_epoch_with_ranks(tmp_path: Path) -> No
     assert finding.evidence["num_replicas"] == 2
     assert "ranks 0, 1" in finding.message
     assert {s.rank for s in run.record.of_type(Step)} == {0, 1}
+    configs = [o for o in run.record.of_type(GuardObservation) if o.check == "torch_guard"]
+    assert sorted((o.rank, o.data["local_rank"], o.data["world_size"]) for o in configs) == [
+        (0, 0, 2),
+        (1, 1, 2),
+    ]
     announced = {p.rank for p in run.record.of_type(ProcessSpawn) if p.source == "announce"}
     assert {0, 1} <= announced  # the workers announced themselves; the agent has no rank
 
@@ -75,3 +80,8 @@ def test_two_nodes_write_into_one_events_file(tmp_path: Path) -> None:
     assert finding.evidence["ranks"] == [0, 1]
     steps = record.of_type(Step)
     assert {(s.node, s.rank) for s in steps} == {("node0", 0), ("node1", 1)}
+    configs = [o for o in record.of_type(GuardObservation) if o.check == "torch_guard"]
+    assert sorted((o.node, o.data["group_rank"], o.data["local_rank"]) for o in configs) == [
+        ("node0", 0, 0),
+        ("node1", 1, 0),
+    ]

@@ -13,6 +13,7 @@ that checked step's gradients are ready. While on, they learn:
 
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -78,8 +79,15 @@ class ForwardWatch:
     def _pre(self, module: nn.Module, args: Any) -> None:
         depth = self._depth
         self._depth = depth + 1
-        if not torch.is_grad_enabled():
+        if not torch.is_grad_enabled() or self.monitor.broken:
             return
+        try:
+            self._learn(module, args, depth)
+        except Exception as exc:  # the guard turns itself off, never the user's forward
+            self.monitor.broken = True
+            sys.stderr.write(f"trainmedic: PyTorch guard turned off by an internal error: {exc!r}\n")
+
+    def _learn(self, module: nn.Module, args: Any, depth: int) -> None:
         if depth == 0:
             self.roots.add(module)
         if isinstance(module, _MODE_SENSITIVE):

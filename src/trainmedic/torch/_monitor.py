@@ -13,14 +13,16 @@ on sampled steps only, every `every` steps, in one batched transfer.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import sys
 import time
 import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import torch
 from torch import nn
@@ -30,6 +32,8 @@ from trainmedic.rules.dynamics import NONFINITE_LOSS
 from trainmedic.torch._forward import ForwardWatch
 
 Sink = Callable[[Event], None]
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class NonFiniteLossError(RuntimeError):
@@ -38,6 +42,28 @@ class NonFiniteLossError(RuntimeError):
     def __init__(self, message: str, finding: dict[str, Any]) -> None:
         super().__init__(message)
         self.finding = finding
+
+
+def _never_breaks(method: Callable[P, R]) -> Callable[P, R | None]:
+    """A failure inside the guard turns the guard off (one line on stderr), never the training."""
+
+    @functools.wraps(method)
+    def safe(*args: P.args, **kwargs: P.kwargs) -> R | None:
+        monitor = args[0]
+        if getattr(monitor, "broken", False):
+            return None
+        try:
+            return method(*args, **kwargs)
+        except NonFiniteLossError:
+            raise
+        except Exception as exc:
+            monitor.broken = True  # type: ignore[attr-defined]
+            sys.stderr.write(
+                f"trainmedic: PyTorch guard turned off by an internal error in {method.__name__}: {exc!r}\n"
+            )
+            return None
+
+    return safe
 
 
 @dataclass
@@ -94,6 +120,7 @@ class Monitor:
         self._recent_indices: deque[tuple[int, list[Any]]] = deque(maxlen=self.every + 1)
         self._names: dict[int, str] = {}
         self._closed = False
+        self.broken = False
         # A framework callback (Lightning, HF) reports epochs itself: no loader-based ones then.
         self.framework_epochs = False
         self.forward.open()  # the first step is always checked
@@ -127,13 +154,17 @@ class Monitor:
         return models + [m for m in self.forward.roots if all(m is not x for x in models)]
 
     # -- hooks ---------------------------------------------------------------------------------------
-    def on_backward(self, tensors: Any) -> None:
+    @_never_breaks
+    def on_backward(self, tensors: Any, keeps_graph: bool = False) -> None:
         self._backwards += 1
         if isinstance(tensors, torch.Tensor) and tensors.numel() == 1:
-            self._losses.append((tensors, self.step + 1))
+            # Holding the loss until the next check is free once backward freed its graph;
+            # with retain_graph the graph would live on, so keep a detached copy instead.
+            self._losses.append((tensors.detach() if keeps_graph else tensors, self.step + 1))
             if len(self._losses) > 4096:  # backward without optimizer steps: keep memory flat
                 self._drain_losses()
 
+    @_never_breaks
     def on_step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
         closure = kwargs.get("closure") if kwargs else None
         positional = closure is None and len(args) > 1 and callable(args[1])
@@ -153,6 +184,7 @@ class Monitor:
             return (args[0], measured_closure, *args[2:]), kwargs
         return args, {**kwargs, "closure": measured_closure}
 
+    @_never_breaks
     def on_step_post(self, optimizer: Any) -> None:
         state = self.opts.get(optimizer)
         if state is None:
@@ -168,6 +200,7 @@ class Monitor:
         if (self.step + 1) % self.every == 0:
             self.forward.open()
 
+    @_never_breaks
     def before_update(self, optimizer: Any) -> None:
         """Gradients of this step are final: the optimizer is about to apply them."""
         state = self.opts.get(optimizer)
@@ -186,6 +219,7 @@ class Monitor:
         elif primary and self.stop_on_nonfinite:
             self._check_losses_now(step)
 
+    @_never_breaks
     def on_batch(self, iterator: Any, wait: float) -> None:
         self._data_wait += wait
         if iterator._num_yielded == 1:
@@ -196,6 +230,7 @@ class Monitor:
             if isinstance(index, list) and index and isinstance(index[0], int):
                 self._indices.append(index)
 
+    @_never_breaks
     def on_loader_exhausted(self, iterator: Any) -> None:
         start = iterator.__dict__.pop("_tm_start_step", None)
         if start is None or self.step <= start or self.framework_epochs:
@@ -205,6 +240,7 @@ class Monitor:
         self.emit(Epoch(epoch=self.epoch, steps=self.step - start, metrics=metrics))
         self.epoch += 1
 
+    @_never_breaks
     def take_epoch_loss(self) -> float | None:
         """Mean of every loss since the last call (one host transfer for the unchecked ones)."""
         total, count = self._epoch_loss
@@ -213,6 +249,7 @@ class Monitor:
         self._epoch_loss = [0.0, 0]
         return total / count if count else None
 
+    @_never_breaks
     def on_sampler_iter(self, sampler: Any) -> None:
         epochs = sampler.__dict__.setdefault("_tm_epochs", [])
         epochs.append(getattr(sampler, "epoch", None))
@@ -229,6 +266,7 @@ class Monitor:
                 },
             )
 
+    @_never_breaks
     def on_scheduler_step(self, scheduler: Any) -> None:
         optimizer = getattr(scheduler, "optimizer", None)
         state = self.opts.get(optimizer) if optimizer is not None else None
@@ -307,6 +345,9 @@ class Monitor:
                 "every": self.every,
                 "on_nonfinite": "stop" if self.stop_on_nonfinite else "warn",
                 "mode": self.mode,
+                "local_rank": _int_env("LOCAL_RANK"),
+                "world_size": _int_env("WORLD_SIZE"),
+                "group_rank": _int_env("GROUP_RANK"),
             },
         )
         seed = torch.initial_seed()
@@ -496,6 +537,7 @@ class Monitor:
                     return self._name(p)
         return "<parameter>"
 
+    @_never_breaks
     def close(self) -> None:
         """End of the process or of the guard: send what the last window measured."""
         if self._closed:

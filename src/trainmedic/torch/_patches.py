@@ -113,7 +113,9 @@ def _step_post(optimizer: Any, args: Any, kwargs: Any) -> None:
 def _backward(original: Any) -> Any:
     def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
         if _active is not None:
-            _active.on_backward(tensors)
+            # backward(tensors, grad_tensors, retain_graph, create_graph, ...)
+            keeps = bool(kwargs.get("retain_graph") or kwargs.get("create_graph") or any(args[1:3]))
+            _active.on_backward(tensors, keeps)
         return original(tensors, *args, **kwargs)
 
     return backward
