@@ -60,7 +60,10 @@ class Guard(TrainerCallback):
 
     def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._epoch_start_step = state.global_step
-        self._emit(PhaseStart(phase="train", epoch=self._epoch(state), step=state.global_step))
+        epoch = int(state.epoch or 0)  # at an epoch's start HF's float epoch is the epochs done
+        if self.guard is not None:
+            self.guard.monitor.epoch = epoch  # numbers the guard's Step events
+        self._emit(PhaseStart(phase="train", epoch=epoch, step=state.global_step))
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
         if logs and isinstance(logs.get("loss"), (int, float)):

@@ -62,6 +62,8 @@ class Guard(Callback):
 
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         self._epoch_steps = trainer.global_step
+        if self.guard is not None:
+            self.guard.monitor.epoch = trainer.current_epoch  # numbers the guard's Step events
         self._emit(PhaseStart(phase="train", epoch=trainer.current_epoch, step=trainer.global_step))
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:

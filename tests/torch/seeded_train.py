@@ -18,7 +18,9 @@ def main(out, use_guard):
     torch.manual_seed(7)
     x = torch.randn(256, 16)
     y = torch.randint(0, 3, (256,))
-    loader = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True, num_workers=2, persistent_workers=True)
+    loader = DataLoader(
+        TensorDataset(x, y), batch_size=16, shuffle=True, num_workers=2, persistent_workers=True
+    )
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 3))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=48)
