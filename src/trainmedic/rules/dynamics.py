@@ -58,53 +58,6 @@ OVERFITTING = FindingSpec(
     ),
 )
 
-INPUT_BOUND = FindingSpec(
-    code="TRN005",
-    slug="input-bound",
-    severity=Severity.WARNING,
-    title="Input-bound: steps wait for data",
-    what="Most of each step is spent waiting for the next batch (data-loader bottleneck); the share is given.",
-    why="The accelerator idles while the input pipeline works: the run takes longer for nothing.",
-    example="DataLoader(num_workers=0) with JPEG decoding: 70% of each step waits for data.",
-    fix="Raise num_workers, use pin_memory and prefetching, cache decoded data, or move augmentation to the device.",
-)
-
-CANNOT_OVERFIT_BATCH = FindingSpec(
-    code="TRN006",
-    slug="cannot-overfit-batch",
-    severity=Severity.ERROR,
-    title="Cannot overfit one small batch",
-    what="The tiny-batch overfit test failed: the model cannot drive the loss on one small batch near zero.",
-    why="A model that cannot memorise 8 examples has a bug: it will not learn the full data set either.",
-    example="Loss on a fixed batch of 8 stays at 2.2 after 200 steps.",
-    fix=(
-        "Check that the loss gets logits (not probabilities), the labels match the inputs, "
-        "parameters are in the optimizer and require grad, and the learning rate."
-    ),
-)
-
-EXPLODING_GRADIENTS = FindingSpec(
-    code="TRN007",
-    slug="exploding-gradients",
-    severity=Severity.ERROR,
-    title="Exploding gradients",
-    what="The gradient norm jumped by orders of magnitude or became non-finite.",
-    why="One such step can destroy the weights; the loss goes NaN soon after.",
-    example="Gradient norm ~1 for 500 steps, then 3e4 at step 512.",
-    fix="Clip gradients (max_grad_norm=1.0), lower the learning rate, add warm-up, check for bad batches.",
-)
-
-VANISHING_GRADIENTS = FindingSpec(
-    code="TRN008",
-    slug="vanishing-gradients",
-    severity=Severity.WARNING,
-    title="Vanishing gradients",
-    what="The gradient norm of some layers stays near zero.",
-    why="Those layers do not learn; deep nets with saturating activations stall this way.",
-    example="A 20-layer sigmoid MLP: first-layer gradient norm 1e-9.",
-    fix="Use ReLU/GELU, residual connections, normalisation layers, and a suitable initialisation.",
-)
-
 EVAL_SET_IS_TRAIN = FindingSpec(
     code="TRN009",
     slug="eval-set-is-train",
@@ -124,10 +77,6 @@ SPECS: tuple[FindingSpec, ...] = (
     LOSS_DIVERGENCE,
     NOT_LEARNING,
     OVERFITTING,
-    INPUT_BOUND,
-    CANNOT_OVERFIT_BATCH,
-    EXPLODING_GRADIENTS,
-    VANISHING_GRADIENTS,
     EVAL_SET_IS_TRAIN,
 )
 
