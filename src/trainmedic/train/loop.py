@@ -513,6 +513,10 @@ class _Run:
             stopped_early=bool(saved.get("stopped_early", False)),
         )
         self.epoch_loss = saved.get("epoch_loss", torch.zeros(())).to(self.device)
+        # the data order continues as the interrupted run drew it, even if the seed argument changed
+        self.data.seed = int(state.get("sampler", {}).get("seed", self.data.seed))
+        if self.data.sampler is not None:
+            self.data.sampler.seed = self.data.seed
         saved_world = int(state.get("sampler", {}).get("world_size", 1))
         if saved_world != self.world.world_size and self.progress.batch_in_epoch:
             # positions are per rank: a different world size restarts the epoch
