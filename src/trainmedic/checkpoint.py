@@ -29,6 +29,7 @@ import os
 import random
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -200,9 +201,22 @@ def save(
             created=time.time(),
         )
         _write_json_atomic(info.manifest, _manifest_dict(info))
-    except OSError as exc:
-        raise CheckpointError(f"could not write checkpoint {payload}: {exc.strerror or exc}") from exc
+    except (OSError, RuntimeError) as exc:  # torch.save wraps a failed write in a RuntimeError
+        cause = _os_error_in(exc)
+        if cause is None:
+            raise
+        raise CheckpointError(f"could not write checkpoint {payload}: {cause.strerror or cause}") from exc
     return info
+
+
+def _os_error_in(exc: BaseException | None) -> OSError | None:
+    """The OSError (disk full, file too large, permission) behind an exception, if any."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, OSError):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
 
 
 def _manifest_dict(info: CheckpointInfo) -> dict[str, Any]:
@@ -278,7 +292,7 @@ def list_checkpoints(directory: str | os.PathLike[str]) -> list[Path]:
             data = json.loads(manifest.read_text())
             step, created = int(data["step"]), float(data.get("created") or 0.0)
         except (OSError, ValueError, KeyError, TypeError):
-            step, created = -1, 0.0  # still listed: load_latest reports it as damaged
+            step, created = sys.maxsize, 0.0  # may be the newest: tried first, reported as damaged
         found.append((step, created, 0 if _STEP_NAME.match(manifest.stem) else -1, manifest))
     found.sort(key=lambda item: item[:3], reverse=True)
     return [item[3] for item in found]
