@@ -28,6 +28,7 @@ import logging
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -356,12 +357,17 @@ class CheckpointManager:
         step: int,
         epoch: int,
         metrics: Mapping[str, float] | None = None,
+        extra_files: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> CheckpointInfo:
-        """Write `step-<step>`; link it as `best` if `best_metric` improved; rotate old ones."""
+        """Write `step-<step>`; link it as `best` if `best_metric` improved; rotate old ones.
+
+        Sharded checkpoints (`extra_files`) get no `best` link: their shards rotate away.
+        """
         emit(PhaseStart(phase="checkpoint", epoch=epoch, step=step))
         try:
-            info = save(state, self.directory, f"step-{step:08d}", step=step, epoch=epoch, metrics=metrics)
-            if self._improves(metrics):
+            name = f"step-{step:08d}"
+            info = save(state, self.directory, name, step=step, epoch=epoch, metrics=metrics, extra_files=extra_files)
+            if not extra_files and self._improves(metrics):
                 self._link_best(info)
             self._rotate()
         finally:
@@ -420,6 +426,7 @@ class CheckpointManager:
             for path in (manifest, manifest.with_suffix(".pt")):
                 with contextlib.suppress(OSError):
                     path.unlink()
+            shutil.rmtree(manifest.with_suffix(".dcp"), ignore_errors=True)
 
     def _remove_leftovers(self) -> None:
         """Temporary files of killed writes, and payloads whose manifest never landed."""
@@ -430,6 +437,9 @@ class CheckpointManager:
             if not payload.with_suffix(".json").exists():
                 with contextlib.suppress(OSError):
                     payload.unlink()
+        for shards in self.directory.glob("step-*.dcp"):
+            if not shards.with_suffix(".json").exists():
+                shutil.rmtree(shards, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- RNG and provenance

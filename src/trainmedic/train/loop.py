@@ -467,20 +467,24 @@ class _Run:
         dist_.barrier(self.world)
 
     def resume(self) -> None:
+        """Load the checkpoint rank 0 chose (every rank the same one), or start fresh."""
         source = self.resume_source()
         if source is None:
             return
+        choice = _choose_checkpoint(source) if self.world.is_main else None
+        outcome, detail = dist_.broadcast(choice, self.world)
+        if outcome == "error":
+            raise ConfigError(detail)
+        if outcome == "none":
+            return  # nothing saved yet: a fresh start
         if self.world.strategy == "fsdp":
             from trainmedic.train import fsdp
 
-            loaded = fsdp.load(self, source)
+            state = fsdp.load(self, Path(detail))
         else:
-            loaded = _load_source(source)
-        if loaded is None:
-            return
-        state, where = loaded
-        self.load_state_dict(state)
-        self.resumed_from = where
+            state, _ = ckpt.load(detail)
+        self.load_state_dict(state, model_and_optimizer=self.world.strategy != "fsdp")
+        self.resumed_from = str(Path(detail).with_suffix(".pt"))
         self.last_saved_step = self.progress.step
 
     def resume_source(self) -> Path | None:
@@ -526,18 +530,12 @@ class _Run:
             ckpt.restore_rng_state(rngs[self.world.rank] if self.world.rank < len(rngs) else rngs[0])
 
 
-def _load_source(source: Path) -> tuple[dict[str, Any], str] | None:
-    """A directory: its newest intact checkpoint (None when it has none yet). A file: that one."""
-    if source.is_dir():
-        loaded = ckpt.load_latest(source)
-        if loaded is None:
-            return None
-        return loaded.state, str(loaded.info.payload)
-    if not source.exists():
-        raise ConfigError(f"resume: no checkpoint at {str(source)!r}")
+def _choose_checkpoint(source: Path) -> tuple[str, str | None]:
+    """("ok", manifest) for the checkpoint to resume from; ("none", None); ("error", message)."""
+    if source.is_dir() or not source.exists():
+        loaded = ckpt.load_latest(source)  # an absent checkpoint_dir: nothing saved yet
+        return ("ok", str(loaded.info.manifest)) if loaded else ("none", None)
     try:
-        state, info = ckpt.load(source)
+        return "ok", str(ckpt.verify(source).manifest)
     except ckpt.CorruptCheckpointError as exc:
-        raise ConfigError(f"resume: {exc}") from exc
-    return state, str(info.payload)
-
+        return "error", f"resume: {exc}"
