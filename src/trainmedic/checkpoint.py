@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import os
 import random
 import re
@@ -145,7 +146,7 @@ def _write_atomic(path: Path, write: Any) -> dict[str, Any]:
             write(writer)
             raw.flush()
             os.fsync(raw.fileno())
-        os.replace(tmp, path)
+        tmp.replace(path)
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
@@ -261,7 +262,9 @@ def verify(manifest_or_payload: str | os.PathLike[str]) -> CheckpointInfo:
             raise CorruptCheckpointError(f"{file}: missing")
         size = file.stat().st_size
         if size != int(expected["bytes"]):
-            raise CorruptCheckpointError(f"{file}: {size} bytes, manifest says {expected['bytes']} (truncated?)")
+            raise CorruptCheckpointError(
+                f"{file}: {size} bytes, manifest says {expected['bytes']} (truncated?)"
+            )
         digest, _ = _hash_file(file)
         if digest != expected["sha256"]:
             raise CorruptCheckpointError(f"{file}: SHA-256 mismatch (the file was altered or damaged)")
@@ -366,7 +369,9 @@ class CheckpointManager:
         emit(PhaseStart(phase="checkpoint", epoch=epoch, step=step))
         try:
             name = f"step-{step:08d}"
-            info = save(state, self.directory, name, step=step, epoch=epoch, metrics=metrics, extra_files=extra_files)
+            info = save(
+                state, self.directory, name, step=step, epoch=epoch, metrics=metrics, extra_files=extra_files
+            )
             if not extra_files and self._improves(metrics):
                 self._link_best(info)
             self._rotate()
@@ -378,7 +383,7 @@ class CheckpointManager:
         if self.best_metric is None or not metrics or self.best_metric not in metrics:
             return False
         value = float(metrics[self.best_metric])
-        if value != value:  # NaN never becomes best
+        if math.isnan(value):  # NaN never becomes best
             return False
         if self.best_value is None:
             return True
@@ -394,7 +399,7 @@ class CheckpointManager:
             os.link(info.payload, tmp)
         except OSError:  # a filesystem without hard links
             _write_atomic(tmp, lambda f: f.write(info.payload.read_bytes()))
-        os.replace(tmp, best)
+        tmp.replace(best)
         _fsync_dir(self.directory)
         files = dict(info.files)
         files["best.pt"] = files.pop(info.payload.name)
@@ -461,7 +466,7 @@ def rng_state() -> dict[str, Any]:
         },
         "torch": torch.get_rng_state(),
     }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 

@@ -70,13 +70,14 @@ def train(directory: str, kill: list[object] | None) -> None:
 
         checkpoint._HashingWriter.write = write  # type: ignore[method-assign]
     if kill is not None and kill[0] == "replace":
-        original_replace = os.replace
+        original_replace = checkpoint.Path.replace
 
-        def replace(src: str, dst: str) -> None:
-            original_replace(src, dst)
+        def replace(self: checkpoint.Path, target: checkpoint.Path) -> checkpoint.Path:
+            done = original_replace(self, target)
             count("replace")
+            return done
 
-        checkpoint.os.replace = replace  # type: ignore[attr-defined]
+        checkpoint.Path.replace = replace  # type: ignore[method-assign]
     fit(
         model,
         train_loader,
@@ -145,7 +146,8 @@ def main() -> None:
     signals = [attempt(interrupted, kill) for kill in plan]
     assert attempt(interrupted, None) is None
     ref, got = checkpoint.load_latest(reference), checkpoint.load_latest(interrupted)
-    assert ref is not None and got is not None
+    assert ref is not None
+    assert got is not None
     result = {
         "kills": sum(1 for s in signals if s == signal.SIGKILL),
         "signals": signals,

@@ -41,11 +41,16 @@ LIMITED = textwrap.dedent(
 @pytest.mark.slow
 def test_finds_the_largest_batch_that_fits_and_keeps_the_effective_batch() -> None:
     result = subprocess.run(
-        [sys.executable, "-c", LIMITED], capture_output=True, text=True, env=subprocess_env(), timeout=180, check=False
+        [sys.executable, "-c", LIMITED],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=180,
+        check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     found = json.loads(result.stdout.strip().splitlines()[-1])
-    tried = {size: ok for size, ok in found["tried"]}
+    tried = dict(found["tried"])
     assert 8 <= found["per_device"] < 4096
     assert tried[found["per_device"]] is True
     assert tried[found["per_device"] + 1] is False or tried.get(found["per_device"] * 2) is False

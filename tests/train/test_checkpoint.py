@@ -82,7 +82,8 @@ def test_payload_without_manifest_never_counts(tmp_path: Path) -> None:
     (tmp_path / "step-00000004.pt").write_bytes(b"half a checkpoint")  # killed before its manifest
     (tmp_path / ".step-00000005.pt.123.tmp").write_bytes(b"killed mid-write")
     loaded = ckpt.load_latest(tmp_path)
-    assert loaded is not None and loaded.info.step == 3
+    assert loaded is not None
+    assert loaded.info.step == 3
     ckpt.CheckpointManager(tmp_path)  # the next run's manager clears the leftovers
     assert not (tmp_path / "step-00000004.pt").exists()
     assert not (tmp_path / ".step-00000005.pt.123.tmp").exists()
@@ -133,7 +134,8 @@ def test_disk_full_during_write_leaves_previous_intact(tmp_path: Path) -> None:
     assert "File too large" in result.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step-00000001.json", "step-00000001.pt"]
     loaded = ckpt.load_latest(tmp_path)
-    assert loaded is not None and loaded.info.step == 1
+    assert loaded is not None
+    assert loaded.info.step == 1
     assert torch.equal(loaded.state["w"], torch.zeros(1000))
 
 

@@ -31,7 +31,7 @@ def _kill_plan(seed: int) -> list[list[object]]:
 
 @pytest.fixture
 def fast_dir(tmp_path: Path) -> Path:
-    """tmpfs when there is one: what is tested is atomicity against kills, and fsync costs seconds there not."""
+    """tmpfs when there is one: what is tested is atomicity against kills; fsync there costs nothing."""
     shm = Path("/dev/shm")
     if shm.is_dir():
         import tempfile
@@ -108,7 +108,8 @@ def test_verify_resume_fails_on_an_irreproducible_run(tmp_path: Path) -> None:
 def test_verify_resume_without_a_command_is_a_usage_error(cli) -> None:  # type: ignore[no-untyped-def]
     result = cli("verify-resume")
     assert result.returncode == 2
-    assert result.stderr.startswith("trainmedic: error:") and "CMD" in result.stderr
+    assert result.stderr.startswith("trainmedic: error:")
+    assert "CMD" in result.stderr
     missing = cli("verify-resume", "--", "no-such-trainer-binary")
     assert missing.returncode == 2
     assert "cannot run 'no-such-trainer-binary'" in missing.stderr

@@ -46,7 +46,9 @@ def _train(batch_size: int, accum: int, samples: int = 40, **kwargs: object) -> 
 
 
 def _max_difference(a: nn.Module, b: nn.Module) -> float:
-    return max(float((p - q).detach().abs().max()) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+    return max(
+        float((p - q).detach().abs().max()) for p, q in zip(a.parameters(), b.parameters(), strict=True)
+    )
 
 
 def test_accumulation_matches_the_large_batch() -> None:
@@ -78,7 +80,8 @@ def test_validation_restores_mode_and_reports_metrics() -> None:
         val_loader=DataLoader(_data(20), batch_size=7),
         metrics={"accuracy": lambda out, y: (out.argmax(1) == y).float().mean()},
     )
-    assert seen_modes[:4] == [True] * 4 and seen_modes[4:7] == [False] * 3
+    assert seen_modes[:4] == [True] * 4
+    assert seen_modes[4:7] == [False] * 3
     assert set(result.history[0]) == {"train_loss", "val_loss", "val_accuracy", "lr"}
     assert 0.0 <= result.history[-1]["val_accuracy"] <= 1.0
     assert model.training
@@ -128,7 +131,14 @@ def test_schedules_step_as_they_need() -> None:
     lr_after = plateau_opt.param_groups[0]["lr"]
     assert lr_after in (1.0, 0.5, 0.25, 0.125)  # fed the metric once per epoch, never per step
     cycle_opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    fit(model, loader, optimizer=cycle_opt, loss_fn=F.cross_entropy, max_steps=6, scheduler=one_cycle(cycle_opt, max_lr=0.5, total_steps=6))
+    fit(
+        model,
+        loader,
+        optimizer=cycle_opt,
+        loss_fn=F.cross_entropy,
+        max_steps=6,
+        scheduler=one_cycle(cycle_opt, max_lr=0.5, total_steps=6),
+    )
     assert cycle_opt.param_groups[0]["lr"] < 0.1  # annealed: stepped 6 times, not twice (near 0.5)
 
 
@@ -139,10 +149,13 @@ def test_batch_scaling_helpers() -> None:
 
 
 def test_param_groups_exclude_bias_and_norms() -> None:
-    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.LayerNorm(4), nn.Linear(4, 2))
+    model = nn.Sequential(
+        nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.LayerNorm(4), nn.Linear(4, 2)
+    )
     groups = param_groups(model, weight_decay=0.1)
     decayed = {id(p) for p in groups[0]["params"]}
-    assert groups[0]["weight_decay"] == 0.1 and groups[1]["weight_decay"] == 0.0
+    assert groups[0]["weight_decay"] == 0.1
+    assert groups[1]["weight_decay"] == 0.0
     assert decayed == {id(model[0].weight), id(model[4].weight)}
     assert len(groups[1]["params"]) == 6  # two biases, BatchNorm and LayerNorm weight + bias
 
@@ -161,7 +174,8 @@ def test_max_steps_mid_epoch_then_resume_equals_one_run(tmp_path: Path) -> None:
         epochs=2,
         checkpoint_dir=tmp_path,
     )
-    assert result.resumed_from is not None and result.resumed_from.endswith("step-00000003.pt")
+    assert result.resumed_from is not None
+    assert result.resumed_from.endswith("step-00000003.pt")
     assert _max_difference(first, one_run) > 0  # the first part really stopped early
     assert _max_difference(resumed, one_run) == 0.0
 
@@ -190,13 +204,14 @@ def test_bad_arguments_name_the_argument(kwargs: dict[str, object], argument: st
             loss_fn=F.cross_entropy,
             **kwargs,  # type: ignore[arg-type]
         )
-    assert isinstance(info.value, ValueError) and isinstance(info.value, UsageError)
+    assert isinstance(info.value, ValueError)
+    assert isinstance(info.value, UsageError)
     assert "\n" not in str(info.value)
 
 
 def test_monitor_missing_is_named() -> None:
     model = _model()
-    with pytest.raises(ConfigError, match="early_stopping.monitor"):
+    with pytest.raises(ConfigError, match=r"early_stopping\.monitor"):
         fit(
             model,
             DataLoader(_data(), batch_size=8),
@@ -211,5 +226,12 @@ def test_fit_does_not_touch_the_callers_loader() -> None:
     loader = DataLoader(_data(), batch_size=8, shuffle=True)
     before = copy.copy(loader.__dict__)
     model = _model()
-    fit(model, loader, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), loss_fn=F.cross_entropy, epochs=1)
-    assert loader.sampler is before["sampler"] and loader.batch_size == 8
+    fit(
+        model,
+        loader,
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        loss_fn=F.cross_entropy,
+        epochs=1,
+    )
+    assert loader.sampler is before["sampler"]
+    assert loader.batch_size == 8

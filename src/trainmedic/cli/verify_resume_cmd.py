@@ -69,7 +69,7 @@ def _writing(directory: Path) -> bool:
 
 
 def _kill_once(
-    argv: list[str], directory: Path, steps: int | None, mode: str, budget: float, rng: random.Random
+    argv: list[str], directory: Path, steps: int | None, *, mode: str, budget: float, rng: random.Random
 ) -> dict[str, Any]:
     """Start CMD, wait for its first checkpoint, then SIGKILL its process group at the chosen point."""
     proc = subprocess.Popen(argv, env=_env(directory, steps), start_new_session=True)
@@ -99,7 +99,9 @@ def verify_resume(
     verdict = Verdict(False, "", workdir=str(workdir))
     for _ in range(kills):
         # a fresh interpreter's start-up is part of `duration`: kill within the same span
-        verdict.kills.append(_kill_once(argv, interrupted, steps, mode, duration * 1.5 + 5, rng))
+        verdict.kills.append(
+            _kill_once(argv, interrupted, steps, mode=mode, budget=duration * 1.5 + 5, rng=rng)
+        )
     code, _ = _run(argv, interrupted, steps, timeout)
     if code != 0:
         verdict.reason = f"the resumed run failed (exit status {code})"
@@ -115,7 +117,9 @@ def _compare(reference: Path, interrupted: Path, verdict: Verdict) -> Verdict:
     ref, got = load_latest(reference), load_latest(interrupted)
     if ref is None or got is None:
         missing = reference if ref is None else interrupted
-        verdict.reason = f"no checkpoint in {missing}: does CMD call trainmedic.train.fit with a checkpoint_dir?"
+        verdict.reason = (
+            f"no checkpoint in {missing}: does CMD call trainmedic.train.fit with a checkpoint_dir?"
+        )
         return verdict
     verdict.reference_step, verdict.resumed_step = ref.info.step, got.info.step
     if ref.info.step != got.info.step:
@@ -135,12 +139,20 @@ def _compare(reference: Path, interrupted: Path, verdict: Verdict) -> Verdict:
             verdict.reason = f"the weights differ after resume, first in {name!r}"
             return verdict
     verdict.passed = True
-    verdict.reason = f"resumed weights equal the uninterrupted run's bit for bit ({verdict.tensors_compared} tensors)"
+    verdict.reason = (
+        f"resumed weights equal the uninterrupted run's bit for bit ({verdict.tensors_compared} tensors)"
+    )
     return verdict
 
 
 @click.command("verify-resume", context_settings={"ignore_unknown_options": True})
-@click.option("--kills", default=1, show_default=True, type=click.IntRange(1, 100), help="Kills before the final resume.")
+@click.option(
+    "--kills",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 100),
+    help="Kills before the final resume.",
+)
 @click.option(
     "--kill-at",
     "mode",
@@ -149,14 +161,23 @@ def _compare(reference: Path, interrupted: Path, verdict: Verdict) -> Verdict:
     show_default=True,
     help="Kill at a random instant, or in the middle of a checkpoint write.",
 )
-@click.option("--steps", type=click.IntRange(1), default=None, help="Cap the run at this many optimizer steps.")
+@click.option(
+    "--steps", type=click.IntRange(1), default=None, help="Cap the run at this many optimizer steps."
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the kill points.")
 @click.option("--timeout", type=float, default=3600, show_default=True, help="Seconds allowed per run.")
 @click.option("--keep", is_flag=True, help="Keep the checkpoint folders (printed) instead of removing them.")
 @format_option
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-def command(
-    kills: int, mode: str, steps: int | None, seed: int, timeout: float, keep: bool, fmt: str, cmd: tuple[str, ...]
+def command(  # noqa: PLR0917 (click passes options by position)
+    kills: int,
+    mode: str,
+    steps: int | None,
+    seed: int,
+    timeout: float,
+    keep: bool,
+    fmt: str,
+    cmd: tuple[str, ...],
 ) -> int:
     """Run CMD uninterrupted, then killed and resumed; check the final weights are identical."""
     argv = [sys.executable if cmd[0] == "python" else cmd[0], *cmd[1:]]
@@ -177,10 +198,14 @@ def command(
         sys.stdout.write(f"verify-resume: {status}: {verdict.reason}\n")
         for number, kill in enumerate(verdict.kills, start=1):
             where = "during a checkpoint write" if kill.get("during_write") else "between checkpoints"
-            text = f"killed after {kill['after_s']} s, {where}" if kill["killed"] else "finished before the kill"
+            text = (
+                f"killed after {kill['after_s']} s, {where}" if kill["killed"] else "finished before the kill"
+            )
             sys.stdout.write(f"  kill {number}: {text}\n")
         if verdict.max_abs_difference is not None:
-            sys.stdout.write(f"  max |difference| in {verdict.first_difference}: {verdict.max_abs_difference:.3g}\n")
+            sys.stdout.write(
+                f"  max |difference| in {verdict.first_difference}: {verdict.max_abs_difference:.3g}\n"
+            )
         if keep:
             sys.stdout.write(f"  checkpoints kept in {workdir}\n")
     return 0 if verdict.passed else 1

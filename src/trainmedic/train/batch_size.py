@@ -64,11 +64,20 @@ def find_batch_size(
     if precision not in PRECISIONS:
         raise ConfigError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     if start < 1 or max_batch_size < start:
-        raise ConfigError(f"need 1 <= start <= max_batch_size, got start={start}, max_batch_size={max_batch_size}")
+        raise ConfigError(
+            f"need 1 <= start <= max_batch_size, got start={start}, max_batch_size={max_batch_size}"
+        )
     upper = min(max_batch_size, len(dataset))
     if upper < start:
         raise ConfigError(f"dataset has {len(dataset)} samples, fewer than start={start}")
-    trial = _Trial(model, dataset, loss_fn, optimizer, precision, collate_fn)
+    trial = _Trial(
+        model,
+        dataset=dataset,
+        loss_fn=loss_fn,
+        optimizer=optimizer,
+        precision=precision,
+        collate_fn=collate_fn,
+    )
     tried: list[tuple[int, bool]] = []
 
     def fits(size: int) -> bool:
@@ -95,7 +104,10 @@ def find_batch_size(
     if target_effective_batch_size is not None:
         accum = max(1, math.ceil(target_effective_batch_size / (good * devices)))
     return BatchSizeResult(
-        per_device=good, grad_accum_steps=accum, effective_batch_size=good * devices * accum, tried=tuple(tried)
+        per_device=good,
+        grad_accum_steps=accum,
+        effective_batch_size=good * devices * accum,
+        tried=tuple(tried),
     )
 
 
@@ -105,6 +117,7 @@ class _Trial:
     def __init__(
         self,
         model: nn.Module,
+        *,
         dataset: Sequence[Any],
         loss_fn: Callable[[Any, Any], torch.Tensor],
         optimizer: Optimizer,
@@ -147,7 +160,7 @@ class _Trial:
         self.model.train()
         with self._autocast():
             loss = self.loss_fn(self.model(inputs), targets)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         del loss

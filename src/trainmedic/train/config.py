@@ -8,8 +8,10 @@ and trainmedic's `UsageError` (what the CLI prints as one line, exit 2).
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from trainmedic.errors import UsageError
@@ -57,7 +59,7 @@ class EarlyStopping:
             raise ConfigError(f"early_stopping.min_delta must be >= 0, got {self.min_delta!r}")
 
     def improved(self, value: float, best: float | None) -> bool:
-        if value != value:  # NaN never improves
+        if math.isnan(value):  # NaN never improves
             return False
         if best is None:
             return True
@@ -104,7 +106,7 @@ class FitConfig:
         _positive_int("log_every", self.log_every)
         if self.checkpoint_dir is None and self.checkpoint_every is not None:
             raise ConfigError("checkpoint_every needs checkpoint_dir")
-        if self.resume not in (None, "auto") and not os.path.exists(self.resume):
+        if self.resume not in (None, "auto") and not Path(self.resume).exists():
             raise ConfigError(f"resume: no checkpoint at {self.resume!r} (use 'auto', a path, or None)")
 
     def with_environment(self) -> FitConfig:
@@ -122,8 +124,7 @@ class FitConfig:
         return FitConfig(**{**self.as_fields(), **changes})
 
     def as_fields(self) -> dict[str, Any]:
-        fields = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        return fields
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for the checkpoint (loadable with weights_only=True)."""

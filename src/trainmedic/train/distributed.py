@@ -57,7 +57,9 @@ def setup(strategy: str) -> World:
         chosen = strategy
     if chosen == "fsdp" and not dist.is_initialized():
         raise ConfigError("strategy='fsdp' needs torch.distributed: launch with torchrun")
-    return World(rank=rank, world_size=world_size, local_rank=int(os.environ.get("LOCAL_RANK", "0")), strategy=chosen)
+    return World(
+        rank=rank, world_size=world_size, local_rank=int(os.environ.get("LOCAL_RANK", "0")), strategy=chosen
+    )
 
 
 def wrap(model: nn.Module, world: World, device: torch.device) -> nn.Module:

@@ -27,7 +27,7 @@ def _hash(path: Path) -> dict[str, Any]:
 
 
 def save(run: _Run, rng: list[Any], metrics: Mapping[str, float]) -> None:
-    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import state_dict_saver
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
     assert run.config.checkpoint_dir is not None
@@ -35,7 +35,7 @@ def save(run: _Run, rng: list[Any], metrics: Mapping[str, float]) -> None:
     name = f"step-{run.progress.step:08d}"
     shards = directory / f"{name}.dcp"
     model_state, optimizer_state = get_state_dict(run.model, run.optimizer)
-    dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=str(shards))
+    state_dict_saver.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=str(shards))
     dist_.barrier(run.world)
     if run.manager is None:
         return
@@ -44,12 +44,14 @@ def save(run: _Run, rng: list[Any], metrics: Mapping[str, float]) -> None:
     del state["model"], state["optimizer"]
     state["rng"] = rng
     state["sharded"] = shards.name
-    run.manager.save(state, step=run.progress.step, epoch=run.progress.epoch, metrics=metrics, extra_files=files)
+    run.manager.save(
+        state, step=run.progress.step, epoch=run.progress.epoch, metrics=metrics, extra_files=files
+    )
 
 
 def load(run: _Run, source: Path) -> dict[str, Any]:
     """Every rank reads its shards of the sharded checkpoint whose manifest is `source`."""
-    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import state_dict_loader
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
     state, info = ckpt.load(source)
@@ -57,9 +59,6 @@ def load(run: _Run, source: Path) -> dict[str, Any]:
         raise ckpt.CheckpointError(f"{source}: not a sharded checkpoint (saved without FSDP)")
     shards = info.directory / str(state["sharded"])
     model_state, optimizer_state = get_state_dict(run.model, run.optimizer)
-    target = {"model": model_state, "optimizer": optimizer_state}
-    dcp.load(target, checkpoint_id=str(shards))
-    set_state_dict(
-        run.model, run.optimizer, model_state_dict=target["model"], optim_state_dict=target["optimizer"]
-    )
+    state_dict_loader.load({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=str(shards))
+    set_state_dict(run.model, run.optimizer, model_state_dict=model_state, optim_state_dict=optimizer_state)
     return state

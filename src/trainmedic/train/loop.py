@@ -122,7 +122,16 @@ def fit(
         log_every=log_every,
     ).with_environment()
     _check_objects(model, train_loader, optimizer, loss_fn, val_loader)
-    run = _Run(model, train_loader, optimizer, loss_fn, config, val_loader, scheduler, metrics)
+    run = _Run(
+        model,
+        train_loader,
+        optimizer=optimizer,
+        loss_fn=loss_fn,
+        config=config,
+        val_loader=val_loader,
+        scheduler=scheduler,
+        metrics=metrics,
+    )
     run.label_map = dict(label_map or {})
     run.extra_state = dict(extra_state or {})
     return run.fit()
@@ -176,6 +185,7 @@ class _Run:
         self,
         model: nn.Module,
         train_loader: DataLoader[Any],
+        *,
         optimizer: OptimizerArg,
         loss_fn: LossFn,
         config: FitConfig,
@@ -209,7 +219,9 @@ class _Run:
             train_loader, seed=config.seed or 0, rank=self.world.rank, world_size=self.world.world_size
         )
         if self.data.batches_per_epoch < 1:
-            raise ConfigError("train_loader yields no batch (empty dataset, or drop_last with a larger batch)")
+            raise ConfigError(
+                "train_loader yields no batch (empty dataset, or drop_last with a larger batch)"
+            )
         self.steps_per_epoch = math.ceil(self.data.batches_per_epoch / config.grad_accum_steps)
         self.manager: ckpt.CheckpointManager | None = None
         if config.checkpoint_dir is not None and self.world.is_main:
@@ -283,7 +295,7 @@ class _Run:
                 with self.autocast():
                     loss = self.loss_fn(self.model(inputs), targets)
                 scaled = loss / window
-                (self.scaler.scale(scaled) if self.scaler else scaled).backward()
+                (self.scaler.scale(scaled) if self.scaler else scaled).backward()  # type: ignore[no-untyped-call]
             detached = loss.detach().float()
             self.epoch_loss += detached
             since_log += detached / window
@@ -344,7 +356,9 @@ class _Run:
         if isinstance(self.scheduler, ReduceLROnPlateau):
             monitor = self.config.best_metric or "val_loss"
             if monitor not in metrics:
-                raise ConfigError(f"scheduler: ReduceLROnPlateau needs the metric {monitor!r} (give val_loader)")
+                raise ConfigError(
+                    f"scheduler: ReduceLROnPlateau needs the metric {monitor!r} (give val_loader)"
+                )
             self.scheduler.step(metrics[monitor])
         else:
             self.scheduler.step()

@@ -24,7 +24,7 @@ _NORMS: tuple[type[nn.Module], ...] = (
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """Two groups for any torch optimizer: `weight_decay` on weights, 0 on biases, norms and 1-D params.
 
-        optimizer = torch.optim.AdamW(param_groups(model, 0.05), lr=3e-4)
+    optimizer = torch.optim.AdamW(param_groups(model, 0.05), lr=3e-4)
     """
     if weight_decay < 0:
         raise ValueError(f"weight_decay must be >= 0, got {weight_decay!r}")

@@ -108,7 +108,7 @@ class ResumableLoader:
         return iter(self.loader)
 
     def _replay(self, epoch: int, start_batch: int) -> Iterator[Any]:
-        inner = getattr(self.loader, "sampler", None)
+        inner: Any = self.loader.sampler
         if hasattr(inner, "set_epoch"):
             inner.set_epoch(epoch)
         iterator = iter(self.loader)
@@ -129,8 +129,10 @@ def resumable(loader: DataLoader[Any], *, seed: int, rank: int, world_size: int)
     shuffle: bool | None = None
     if isinstance(original, ResumableSampler):
         shuffle = original.shuffle
-    elif isinstance(original, RandomSampler) and not original.replacement and original.num_samples == len(
-        original.data_source  # type: ignore[arg-type]
+    elif (
+        isinstance(original, RandomSampler)
+        and not original.replacement
+        and original.num_samples == len(original.data_source)
     ):
         shuffle = True
     elif isinstance(original, SequentialSampler):

@@ -44,7 +44,9 @@ def warmup_cosine(
     if total_steps < 1:
         raise ConfigError(f"total_steps must be a positive integer, got {total_steps!r}")
     if not 0 <= warmup_steps <= total_steps:
-        raise ConfigError(f"warmup_steps must be between 0 and total_steps ({total_steps}), got {warmup_steps!r}")
+        raise ConfigError(
+            f"warmup_steps must be between 0 and total_steps ({total_steps}), got {warmup_steps!r}"
+        )
     if not 0.0 <= min_lr_ratio <= 1.0:
         raise ConfigError(f"min_lr_ratio must be between 0 and 1, got {min_lr_ratio!r}")
     return LambdaLR(optimizer, WarmupCosine(warmup_steps, total_steps, min_lr_ratio))
