@@ -191,7 +191,8 @@ def test_max_steps_mid_epoch_then_resume_equals_one_run(tmp_path: Path) -> None:
         ({"epochs": 1, "strategy": "horovod"}, "strategy"),
         ({"epochs": 1, "resume": "/nonexistent/ckpt.pt"}, "resume"),
         ({"epochs": 1, "checkpoint_every": 5}, "checkpoint_every needs checkpoint_dir"),
-        ({"epochs": 1, "checkpoint_dir": "/proc/trainmedic-ckpt"}, "checkpoint_dir"),
+        # a directory even root may not create (sysfs): a real permission failure
+        ({"epochs": 1, "checkpoint_dir": "/sys/kernel/trainmedic-ckpt"}, "checkpoint_dir .* not permitted"),
     ],
 )
 def test_bad_arguments_name_the_argument(kwargs: dict[str, object], argument: str) -> None:
@@ -235,3 +236,28 @@ def test_fit_does_not_touch_the_callers_loader() -> None:
     )
     assert loader.sampler is before["sampler"]
     assert loader.batch_size == 8
+
+
+def test_resume_from_environment_set_by_run_restarts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _train(batch_size=8, accum=1, max_steps=2, checkpoint_dir=tmp_path / "first")
+    monkeypatch.setenv("TRAINMEDIC_RESUME_FROM", str(tmp_path / "first" / "step-00000002.json"))
+    model = _model()
+    result = fit(
+        model,
+        DataLoader(_data(), batch_size=8),
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        loss_fn=F.cross_entropy,
+        max_steps=4,
+        checkpoint_dir=tmp_path / "second",
+    )
+    assert result.resumed_from == str(tmp_path / "first" / "step-00000002.pt")
+    assert result.steps == 4
+    monkeypatch.setenv("TRAINMEDIC_RESUME_FROM", str(tmp_path / "missing.pt"))
+    with pytest.raises(ConfigError, match="missing.pt"):
+        fit(
+            model,
+            DataLoader(_data(), batch_size=8),
+            optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+            loss_fn=F.cross_entropy,
+            max_steps=4,
+        )

@@ -485,7 +485,8 @@ class _Run:
         source = self.resume_source()
         if source is None:
             return
-        choice = _choose_checkpoint(source) if self.world.is_main else None
+        missing_ok = self.config.checkpoint_dir is not None and source == Path(self.config.checkpoint_dir)
+        choice = _choose_checkpoint(source, missing_ok=missing_ok) if self.world.is_main else None
         outcome, detail = dist_.broadcast(choice, self.world)
         if outcome == "error":
             raise ConfigError(detail)
@@ -544,8 +545,10 @@ class _Run:
             ckpt.restore_rng_state(rngs[self.world.rank] if self.world.rank < len(rngs) else rngs[0])
 
 
-def _choose_checkpoint(source: Path) -> tuple[str, str | None]:
+def _choose_checkpoint(source: Path, *, missing_ok: bool) -> tuple[str, str | None]:
     """("ok", manifest) for the checkpoint to resume from; ("none", None); ("error", message)."""
+    if not source.exists() and not missing_ok:
+        return "error", f"resume: no checkpoint at {str(source)!r} (from {RESUME_FROM_ENV} or resume=)"
     if source.is_dir() or not source.exists():
         loaded = ckpt.load_latest(source)  # an absent checkpoint_dir: nothing saved yet
         return ("ok", str(loaded.info.manifest)) if loaded else ("none", None)
