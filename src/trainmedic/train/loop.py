@@ -33,7 +33,7 @@ from torch.utils.data import DataLoader
 
 from trainmedic import checkpoint as ckpt
 from trainmedic.events import Epoch, PhaseEnd, PhaseStart, Step, TrainingPlan
-from trainmedic.instrument.channel import emit
+from trainmedic.instrument.channel import emit, is_supervised
 from trainmedic.train import distributed as dist_
 from trainmedic.train.config import RESUME_FROM_ENV, ConfigError, EarlyStopping, FitConfig
 from trainmedic.train.sampler import ResumableLoader, resumable
@@ -234,6 +234,8 @@ class _Run:
                 )
             except OSError as exc:
                 raise ConfigError(f"checkpoint_dir {config.checkpoint_dir!r}: {exc.strerror or exc}") from exc
+        # Step events cost a host sync each: only when someone listens (`trainmedic run`)
+        self.report_steps = self.world.is_main and is_supervised()
         self.progress = Progress()
         self.epoch_loss = torch.zeros((), device=self.device)  # summed on the device: no sync per step
         self.resumed_from: str | None = None
@@ -305,7 +307,7 @@ class _Run:
             grad_norm = self.optimizer_step()
             p.step += 1
             steps_since_log += 1
-            if p.step % self.config.log_every == 0 or p.step == 1:
+            if self.report_steps and (p.step % self.config.log_every == 0 or p.step == 1):
                 self.emit_step(since_log / steps_since_log, grad_norm)
                 since_log, steps_since_log = torch.zeros((), device=self.device), 0
             every = self.config.checkpoint_every
@@ -431,8 +433,6 @@ class _Run:
 
     def emit_step(self, mean_loss: torch.Tensor, grad_norm: torch.Tensor | None) -> None:
         """One host sync every `log_every` steps: the mean loss since the last one."""
-        if not self.world.is_main:
-            return
         metrics = {"loss": float(mean_loss)}
         metrics["lr"] = float(self.optimizer.param_groups[0]["lr"])
         if grad_norm is not None:
