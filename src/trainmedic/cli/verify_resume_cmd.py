@@ -102,6 +102,9 @@ def verify_resume(
         verdict.kills.append(
             _kill_once(argv, interrupted, steps, mode=mode, budget=duration * 1.5 + 5, rng=rng)
         )
+    if not any(kill["killed"] for kill in verdict.kills):
+        verdict.reason = "inconclusive: the run finished before any kill landed (make it longer)"
+        return verdict
     code, _ = _run(argv, interrupted, steps, timeout)
     if code != 0:
         verdict.reason = f"the resumed run failed (exit status {code})"
@@ -195,6 +198,8 @@ def command(  # noqa: PLR0917 (click passes options by position)
         sys.stdout.write(json.dumps(asdict(verdict), indent=2) + "\n")
     else:
         status = "PASS" if verdict.passed else "FAIL"
+        if verdict.reason.startswith("inconclusive"):
+            status, verdict.reason = "INCONCLUSIVE", verdict.reason.removeprefix("inconclusive: ")
         sys.stdout.write(f"verify-resume: {status}: {verdict.reason}\n")
         for number, kill in enumerate(verdict.kills, start=1):
             where = "during a checkpoint write" if kill.get("during_write") else "between checkpoints"
