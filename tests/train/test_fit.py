@@ -261,3 +261,15 @@ def test_resume_from_environment_set_by_run_restarts(tmp_path: Path, monkeypatch
             loss_fn=F.cross_entropy,
             max_steps=4,
         )
+
+
+def test_fp16_uses_a_grad_scaler_that_is_checkpointed(tmp_path: Path) -> None:
+    from trainmedic.checkpoint import load_latest
+
+    model = _train(batch_size=8, accum=2, epochs=1, precision="fp16", max_grad_norm=1.0, checkpoint_dir=tmp_path)
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    loaded = load_latest(tmp_path)
+    assert loaded is not None
+    assert loaded.state["scaler"]["scale"] > 0
+    assert loaded.state["config"]["precision"] == "fp16"
+    assert loaded.state["progress"]["step"] == 3  # 5 micro-batches, windows of 2, 2 and 1
