@@ -128,6 +128,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--models", default="mlp,cnn", help="comma-separated: mlp, cnn")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
@@ -135,6 +136,8 @@ def main() -> None:
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     logging.getLogger("lightning.fabric").setLevel(logging.ERROR)
     for kind, make in (("mlp", mlp), ("cnn", cnn)):
+        if kind not in args.models.split(","):
+            continue
         times: dict[str, list[float]] = {name: [] for name in LOOPS}
         for loop in LOOPS.values():  # warm-up: imports, first allocations
             torch.manual_seed(0)

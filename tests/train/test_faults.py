@@ -19,6 +19,10 @@ REPO = HERE.parents[1]
 EXAMPLE = REPO / "examples" / "train_mnist_like.py"
 
 
+# verify-resume's checkpoint folders on tmpfs: many small fsyncs cost seconds on a busy disk
+FAST_TMP = {"TMPDIR": "/dev/shm"} if Path("/dev/shm").is_dir() else {}
+
+
 def _kill_plan(seed: int) -> list[list[object]]:
     """20 points: 12 inside a step, 5 halfway through a checkpoint write, 3 right after a rename."""
     rng = random.Random(seed)
@@ -70,7 +74,7 @@ def test_verify_resume_passes_on_the_example_which_emits_loop_events(tmp_path: P
     """The example, run three times by verify-resume (reference, killed mid-write, resumed)."""
     cmd = ["python", str(EXAMPLE), "--samples", "128", "--epochs", "2"]
     argv = ["python", "-m", "trainmedic", "verify-resume", "--kill-at", "write", "--", *cmd]
-    run = run_instrumented(argv, tmp_path, env={"OMP_NUM_THREADS": "1"}, cwd=tmp_path)
+    run = run_instrumented(argv, tmp_path, env={"OMP_NUM_THREADS": "1", **FAST_TMP}, cwd=tmp_path)
     out = run.result.stdout
     assert "verify-resume: PASS: resumed weights equal the uninterrupted run's bit for bit" in out, (
         out + run.result.stderr[-2000:]
@@ -93,7 +97,7 @@ def test_verify_resume_fails_on_an_irreproducible_run(tmp_path: Path) -> None:
         [sys.executable, "-m", "trainmedic", "verify-resume", "--", "python", "unseeded.py"],
         capture_output=True,
         text=True,
-        env=subprocess_env(),
+        env=subprocess_env(**FAST_TMP),
         cwd=tmp_path,
         timeout=240,
         check=False,
@@ -125,6 +129,6 @@ x = torch.ones(64, 4) + noise
 y = (x.sum(1) > 4).long()
 model = torch.nn.Sequential(torch.nn.Linear(4, 2))
 fit(model, DataLoader(TensorDataset(x, y), batch_size=8, shuffle=True),
-    optimizer=torch.optim.SGD(model.parameters(), lr=0.1), loss_fn=F.cross_entropy, epochs=3,
+    optimizer=torch.optim.SGD(model.parameters(), lr=0.1), loss_fn=F.cross_entropy, epochs=40,
     checkpoint_dir="ck", checkpoint_every=1)
 """

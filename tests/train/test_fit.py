@@ -253,7 +253,7 @@ def test_resume_from_environment_set_by_run_restarts(tmp_path: Path, monkeypatch
     assert result.resumed_from == str(tmp_path / "first" / "step-00000002.pt")
     assert result.steps == 4
     monkeypatch.setenv("TRAINMEDIC_RESUME_FROM", str(tmp_path / "missing.pt"))
-    with pytest.raises(ConfigError, match="missing.pt"):
+    with pytest.raises(ConfigError, match=r"missing\.pt"):
         fit(
             model,
             DataLoader(_data(), batch_size=8),
@@ -266,7 +266,9 @@ def test_resume_from_environment_set_by_run_restarts(tmp_path: Path, monkeypatch
 def test_fp16_uses_a_grad_scaler_that_is_checkpointed(tmp_path: Path) -> None:
     from trainmedic.checkpoint import load_latest
 
-    model = _train(batch_size=8, accum=2, epochs=1, precision="fp16", max_grad_norm=1.0, checkpoint_dir=tmp_path)
+    model = _train(
+        batch_size=8, accum=2, epochs=1, precision="fp16", max_grad_norm=1.0, checkpoint_dir=tmp_path
+    )
     assert all(torch.isfinite(p).all() for p in model.parameters())
     loaded = load_latest(tmp_path)
     assert loaded is not None

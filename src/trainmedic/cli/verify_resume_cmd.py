@@ -69,15 +69,18 @@ def _writing(directory: Path) -> bool:
 
 
 def _kill_once(
-    argv: list[str], directory: Path, steps: int | None, *, mode: str, budget: float, rng: random.Random
+    argv: list[str], directory: Path, steps: int | None, *, mode: str, expected: float, rng: random.Random
 ) -> dict[str, Any]:
-    """Start CMD, wait for its first checkpoint, then SIGKILL its process group at the chosen point."""
+    """Start CMD, wait for its first checkpoint, then SIGKILL its process group at the chosen point.
+
+    `expected` is how long the uninterrupted run took: a random kill lands before that.
+    """
     proc = subprocess.Popen(argv, env=_env(directory, steps), start_new_session=True)
     started = time.monotonic()
-    deadline = started + budget
+    deadline = started + expected * 1.5 + 5  # a resumed run that hangs still gets killed
     while proc.poll() is None and not _has_checkpoint(directory) and time.monotonic() < deadline:
         time.sleep(POLL_S * 20)
-    when = time.monotonic() + rng.uniform(0.0, max(deadline - time.monotonic(), 0.0) * 0.8)
+    when = time.monotonic() + rng.uniform(0.0, max(started + expected - time.monotonic(), 0.0) * 0.9)
     while proc.poll() is None:
         now = time.monotonic()
         if (mode == "write" and _writing(directory)) or (mode == "random" and now >= when) or now >= deadline:
@@ -99,9 +102,7 @@ def verify_resume(
     verdict = Verdict(False, "", workdir=str(workdir))
     for _ in range(kills):
         # a fresh interpreter's start-up is part of `duration`: kill within the same span
-        verdict.kills.append(
-            _kill_once(argv, interrupted, steps, mode=mode, budget=duration * 1.5 + 5, rng=rng)
-        )
+        verdict.kills.append(_kill_once(argv, interrupted, steps, mode=mode, expected=duration, rng=rng))
     if not any(kill["killed"] for kill in verdict.kills):
         verdict.reason = "inconclusive: the run finished before any kill landed (make it longer)"
         return verdict

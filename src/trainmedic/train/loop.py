@@ -163,7 +163,7 @@ def seed_everything(seed: int) -> None:
 
 def _to_device(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, torch.Tensor):
-        return batch.to(device, non_blocking=True)
+        return batch if batch.device == device else batch.to(device, non_blocking=True)
     if isinstance(batch, Mapping):
         return {k: _to_device(v, device) for k, v in batch.items()}
     if isinstance(batch, list | tuple):
@@ -296,11 +296,12 @@ class _Run:
             with dist_.no_grad_sync(self.model, self.world, skip=not closes_window):
                 with self.autocast():
                     loss = self.loss_fn(self.model(inputs), targets)
-                scaled = loss / window
+                scaled = loss / window if window > 1 else loss  # the mean over the window's samples
                 (self.scaler.scale(scaled) if self.scaler else scaled).backward()  # type: ignore[no-untyped-call]
-            detached = loss.detach().float()
+            detached = loss.detach()
             self.epoch_loss += detached
-            since_log += detached / window
+            if self.report_steps:
+                since_log += detached / window
             p.batch_in_epoch += 1
             if not closes_window:
                 continue
