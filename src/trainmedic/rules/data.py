@@ -1,8 +1,24 @@
-"""DAT: data readiness before training (`trainmedic check data`)."""
+"""DAT: data readiness before training (`trainmedic check data`).
+
+The catalogue entries and the thresholds the checks use. The checks themselves
+run over DataFrames in `trainmedic.data` (they need pandas, scipy and
+scikit-learn); this module stays pure: no I/O, no framework.
+"""
 
 from __future__ import annotations
 
 from trainmedic.findings import FindingSpec, Severity
+
+# Thresholds (the defaults of `trainmedic.data.check`; documented in docs/data.md).
+TARGET_LEAKAGE_SCORE = 0.95  # held-out normalised accuracy (or R²) of one feature alone
+MISSING_FRACTION = 0.05  # a feature missing in more rows than this is reported
+CLASS_IMBALANCE_RATIO = 0.1  # minority / majority class count
+UNSEEN_CATEGORY_FRACTION = 0.01  # rows of a split holding categories never seen in train
+DRIFT_P_VALUE = 0.001  # drift must be significant ...
+DRIFT_PSI = 0.2  # ... and large: PSI at least this,
+DRIFT_EFFECT = 0.2  # or KS statistic / Cramér's V at least this
+LABEL_NOISE_FRACTION = 0.01  # share of training labels contradicted by out-of-fold predictions
+NEAR_DUPLICATE_HAMMING = 4  # bits of a 64-bit perceptual hash two near-identical images may differ by
 
 SPLIT_OVERLAP = FindingSpec(
     code="DAT001",
