@@ -49,7 +49,7 @@ def suggest(wanted: str, names: Iterable[object]) -> str:
     lowered = [c for c in columns if c.lower() == wanted.lower() and c not in close]
     hint = f"; did you mean {', '.join(repr(c) for c in lowered + close)}?" if lowered + close else ""
     shown = columns if len(columns) <= 12 else [*columns[:12], "..."]
-    return f"{hint} columns: {shown}"
+    return f"{hint}; columns: {shown}"
 
 
 def validate_roles(roles: Roles, splits: Sequence[tuple[str, pd.DataFrame]]) -> None:

@@ -7,7 +7,7 @@ collision among 10^7 rows has probability ~3e-6: negligible for counting.
 
 The *normalised* hash makes rows equal up to rounding, case and whitespace hash
 equally: floats are rounded to `NEAR_SIGNIFICANT_BITS` bits of mantissa (relative
-rounding, about 4 significant digits), strings are stripped, lower-cased and have
+rounding, about 6 significant digits: a CSV export or a float32 cast), strings are stripped, lower-cased and have
 inner whitespace collapsed. Strings are normalised per distinct value (factorize
 first), so the cost follows the number of distinct values, not of rows.
 """
@@ -21,7 +21,7 @@ import numpy.typing as npt
 import pandas as pd
 
 U64 = npt.NDArray[np.uint64]
-NEAR_SIGNIFICANT_BITS = 12
+NEAR_SIGNIFICANT_BITS = 20
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 

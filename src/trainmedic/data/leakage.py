@@ -89,7 +89,7 @@ def near_duplicate_overlap(data: Dataset) -> list[Finding]:
                     "rows": count,
                     "fraction": round(count / len(later), 6),
                     "example_rows": {later.name: later.example_rows(near)},
-                    "normalisation": "floats to ~4 significant digits; text stripped, lower-cased",
+                    "normalisation": "floats to ~6 significant digits; text stripped, lower-cased",
                 },
             )
         )
