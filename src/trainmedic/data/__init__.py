@@ -9,7 +9,29 @@ Leakage-free splits with `split` and `nested_cv`.
 from __future__ import annotations
 
 from trainmedic.data.readers import read_table
+from trainmedic.data.images import read_images
 from trainmedic.data.runner import CHECKS, DataReport, check, check_report
+from trainmedic.data.splits import NestedFold, nested_cv, split
 from trainmedic.data.summary import DataSummary
 
-__all__ = ["CHECKS", "DataReport", "DataSummary", "check", "check_report", "read_table"]
+
+def check_images(*args: object, **kwargs: object) -> DataReport:
+    """Image datasets (folders or CSVs of paths): see `image_checks.check_images_report`."""
+    from trainmedic.data.image_checks import check_images_report
+
+    return check_images_report(*args, **kwargs)  # type: ignore[arg-type]
+
+
+__all__ = [
+    "CHECKS",
+    "DataReport",
+    "DataSummary",
+    "NestedFold",
+    "check",
+    "check_images",
+    "check_report",
+    "nested_cv",
+    "read_images",
+    "read_table",
+    "split",
+]

@@ -105,7 +105,7 @@ def group_overlap(data: Dataset) -> list[Finding]:
     for earlier, later in split_pairs(data):
         groups = later.frame[column]
         mask = np.asarray(groups.isin(earlier.frame[column].dropna()).to_numpy(), dtype=bool)
-        mask &= np.asarray(groups.notna().to_numpy(), dtype=bool)
+        mask = mask & np.asarray(groups.notna().to_numpy(), dtype=bool)
         rows = int(mask.sum())
         if rows == 0:
             continue
