@@ -95,6 +95,7 @@ def score_label_noise(frame: pd.DataFrame, features: list[str], label: str) -> N
     """Out-of-fold probabilities and the confident-learning verdict per scored row."""
     from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.model_selection import StratifiedKFold, cross_val_predict
+    from threadpoolctl import threadpool_limits
 
     known = np.flatnonzero(frame[label].notna().to_numpy())
     if len(known) > NOISE_MAX_ROWS:
@@ -116,7 +117,12 @@ def score_label_noise(frame: pd.DataFrame, features: list[str], label: str) -> N
         random_state=_SEED,
     )
     folds = StratifiedKFold(n_splits=FOLDS, shuffle=True, random_state=_SEED)
-    probs = cross_val_predict(model, model_matrix(subset, features), classes, cv=folds, method="predict_proba")
+    # One OpenMP thread: on a busy or small machine (CI, a training box already at work) the
+    # default busy-waiting threads cost 10x the CPU time for the same result.
+    with threadpool_limits(limits=1):
+        probs = cross_val_predict(
+            model, model_matrix(subset, features), classes, cv=folds, method="predict_proba"
+        )
     suspicious, suspected, self_conf = confident_learning(np.asarray(probs, dtype=np.float64), classes)
     labels = np.asarray(uniques, dtype=object)
     return NoiseScores(
