@@ -246,7 +246,9 @@ def _check_table(contract: Contract, frame: pd.DataFrame) -> list[Finding]:
     found = []
     missing = [c for c in expected if c not in present]
     if missing:
-        found.append(_mismatch(f"{len(missing)} trained feature(s) are missing: {missing[:10]}", missing=missing))
+        found.append(
+            _mismatch(f"{len(missing)} trained feature(s) are missing: {missing[:10]}", missing=missing)
+        )
     common = [c for c in present if c in expected]
     if common != [c for c in expected if c in common]:
         found.append(
@@ -286,7 +288,8 @@ def _check_feature(spec: Mapping[str, Any], series: pd.Series) -> list[Finding]:
             severity = Severity.ERROR if fraction > 0.5 else Severity.WARNING
             return [
                 _mismatch(
-                    f"{fraction:.1%} of {name!r} values lie outside the training range [{low:.4g}, {high:.4g}]",
+                    f"{fraction:.1%} of {name!r} values lie outside the training range "
+                    f"[{low:.4g}, {high:.4g}]",
                     severity,
                     feature=name,
                     fraction=round(fraction, 6),
@@ -362,12 +365,15 @@ def _check_image_files(contract: Contract, path: Path) -> list[Finding]:
     return found
 
 
-def _check_geometry(expected: Mapping[str, Any], height: int, width: int, channels: int, n: int) -> list[Finding]:
+def _check_geometry(
+    expected: Mapping[str, Any], height: int, width: int, channels: int, n: int
+) -> list[Finding]:
     found = []
     if (height, width) != (expected["height"], expected["width"]):
         found.append(
             _mismatch(
-                f"Inputs are {width}x{height}, the model was trained at {expected['width']}x{expected['height']}",
+                f"Inputs are {width}x{height}, the model was trained at "
+                f"{expected['width']}x{expected['height']}",
                 expected_size=[expected["width"], expected["height"]],
                 received_size=[width, height],
                 images=n,
@@ -445,13 +451,17 @@ def _to_nhwc(array: npt.NDArray[Any], layout: str | None) -> tuple[npt.NDArray[A
     if array.ndim == 2:  # one grey image
         return array[None, :, :, None], "NHWC"
     if array.ndim == 3:
-        if layout == "NCHW" or (layout is None and array.shape[0] in _CHANNEL_COUNTS and array.shape[2] not in _CHANNEL_COUNTS):
+        if layout == "NCHW" or (
+            layout is None and array.shape[0] in _CHANNEL_COUNTS and array.shape[2] not in _CHANNEL_COUNTS
+        ):
             return array[None].transpose(0, 2, 3, 1), "NCHW"
         if array.shape[2] in _CHANNEL_COUNTS:
             return array[None], "NHWC"
         return array[:, :, :, None], "NHWC"  # a batch of grey images
     if array.ndim == 4:
-        if layout == "NCHW" or (layout is None and array.shape[1] in _CHANNEL_COUNTS and array.shape[3] not in _CHANNEL_COUNTS):
+        if layout == "NCHW" or (
+            layout is None and array.shape[1] in _CHANNEL_COUNTS and array.shape[3] not in _CHANNEL_COUNTS
+        ):
             return array.transpose(0, 2, 3, 1), "NCHW"
         return array, "NHWC"
     raise UsageError(f"expected an image batch with 2 to 4 dimensions, got shape {array.shape}")

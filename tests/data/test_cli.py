@@ -25,8 +25,15 @@ def clean_files(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_clean_data_exits_0_with_the_summary_first(clean_files: Path) -> None:
     result = run_cli(
-        "check", "data", str(clean_files / "train.csv"), "--val", str(clean_files / "val.parquet"),
-        "--test", str(clean_files / "test.jsonl"), "--label", "y",
+        "check",
+        "data",
+        str(clean_files / "train.csv"),
+        "--val",
+        str(clean_files / "val.parquet"),
+        "--test",
+        str(clean_files / "test.jsonl"),
+        "--label",
+        "y",
     )
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
@@ -42,8 +49,16 @@ def test_overlap_exits_1_and_json_is_stable(clean_files: Path) -> None:
     train = pd.read_csv(clean_files / "train.csv")
     val = pd.read_parquet(clean_files / "val.parquet")
     pd.concat([val, train.iloc[:30]]).to_parquet(clean_files / "val.parquet")
-    args = ["check", "data", str(clean_files / "train.csv"), "--val", str(clean_files / "val.parquet"),
-            "--label", "y", "--no-label-noise"]
+    args = [
+        "check",
+        "data",
+        str(clean_files / "train.csv"),
+        "--val",
+        str(clean_files / "val.parquet"),
+        "--label",
+        "y",
+        "--no-label-noise",
+    ]
     text = run_cli(*args)
     assert text.returncode == 1
     assert "ERROR   DAT001 split-overlap" in text.stdout
@@ -70,7 +85,10 @@ def test_fail_on_warning(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["{d}/train.csv", "--label", "lable"], "--label 'lable' is not a column of train; did you mean 'label'?"),
+        (
+            ["{d}/train.csv", "--label", "lable"],
+            "--label 'lable' is not a column of train; did you mean 'label'?",
+        ),
         (["{d}/nope.csv", "--label", "label"], "{d}/nope.csv: no such file"),
         (["{d}/train.csv", "--val", "{d}/empty.csv", "--label", "label"], "{d}/empty.csv: has no rows"),
         (["{d}/mixed.csv", "--label", "label"], "{d}/mixed.csv: mixed delimiters: line 3 uses ';'"),
@@ -113,7 +131,9 @@ def test_check_contract_cli(tmp_path: Path) -> None:
     clean_table(100, 1)[["x1", "x0"]].to_csv(tmp_path / "bad.csv", index=False)
     ok = run_cli("check", "contract", str(tmp_path / "contract.json"), str(tmp_path / "ok.csv"))
     assert (ok.returncode, "No findings." in ok.stdout) == (0, True)
-    bad = run_cli("check", "contract", str(tmp_path / "contract.json"), str(tmp_path / "bad.csv"), "--format", "json")
+    bad = run_cli(
+        "check", "contract", str(tmp_path / "contract.json"), str(tmp_path / "bad.csv"), "--format", "json"
+    )
     assert bad.returncode == 1
     assert {f["code"] for f in json.loads(bad.stdout)["findings"]} == {"DAT013"}
     missing = run_cli("check", "contract", str(tmp_path / "nope.json"), str(tmp_path / "ok.csv"))

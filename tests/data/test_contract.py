@@ -75,7 +75,9 @@ def test_image_folder_contract_with_normalisation(tmp_path: Path) -> None:
     raw = contract.check(trained, pixels)
     assert raw[0].message.startswith("Input values are on another scale")
     write_folder(tmp_path / "serve", {"a": [7]}, size=24)
-    assert messages(contract.check(trained, tmp_path / "serve")) == ["1 of 1 images are 24x24, trained at 40x40"]
+    assert messages(contract.check(trained, tmp_path / "serve")) == [
+        "1 of 1 images are 24x24, trained at 40x40"
+    ]
 
 
 def Image_open(path: Path) -> object:

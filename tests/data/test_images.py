@@ -62,7 +62,9 @@ def test_csv_of_paths_and_undecodable_image(tmp_path: Path) -> None:
     (tmp_path / "imgs" / "x" / "broken.png").write_bytes(b"not a png")
     with pytest.raises(UsageError, match=r"broken.png: cannot decode the image"):
         read_images(tmp_path / "imgs")
-    with pytest.raises(UsageError, match=r"--path-column 'path' is not a column .*; columns: \['file', 'target'\]"):
+    with pytest.raises(
+        UsageError, match=r"--path-column 'path' is not a column .*; columns: \['file', 'target'\]"
+    ):
         read_images(tmp_path / "train.csv", label="target")
 
 

@@ -11,14 +11,6 @@ from trainmedic.data import check, split
 
 LEAKS = {"DAT001", "DAT002", "DAT003", "DAT004"}
 
-frames = st.builds(
-    lambda n, seed, levels, with_group: _frame(n, seed, levels, with_group),
-    n=st.integers(20, 400),
-    seed=st.integers(0, 2**32 - 1),
-    levels=st.integers(1, 6),
-    with_group=st.booleans(),
-)
-
 
 def _frame(n: int, seed: int, levels: int, with_group: bool) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
@@ -35,6 +27,15 @@ def _frame(n: int, seed: int, levels: int, with_group: bool) -> pd.DataFrame:
     return frame
 
 
+frames = st.builds(
+    _frame,
+    n=st.integers(20, 400),
+    seed=st.integers(0, 2**32 - 1),
+    levels=st.integers(1, 6),
+    with_group=st.booleans(),
+)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(frame=frames, seed=st.integers(0, 1000))
 def test_random_split_of_distinct_rows_never_reports_overlap(frame: pd.DataFrame, seed: int) -> None:
@@ -48,7 +49,9 @@ def test_random_split_of_distinct_rows_never_reports_overlap(frame: pd.DataFrame
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(frame=frames, seed=st.integers(0, 1000), strategy=st.sampled_from(["random", "stratified", "group"]))
-def test_split_never_leaks_even_with_duplicates_and_groups(frame: pd.DataFrame, seed: int, strategy: str) -> None:
+def test_split_never_leaks_even_with_duplicates_and_groups(
+    frame: pd.DataFrame, seed: int, strategy: str
+) -> None:
     if strategy == "group" and "g" not in frame.columns:
         frame = frame.assign(g=np.arange(len(frame)) % 7)
     frame = pd.concat([frame, frame.iloc[: len(frame) // 3]], ignore_index=True)  # planted duplicates

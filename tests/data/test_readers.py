@@ -36,7 +36,11 @@ def test_every_format_round_trips(tmp_path: Path, suffix: str) -> None:
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
-        ("mixed.csv", "a,b,y\n1,2,0\n3;4;1\n", r"mixed.csv: mixed delimiters: line 3 uses ';' where line 1 uses ','"),
+        (
+            "mixed.csv",
+            "a,b,y\n1,2,0\n3;4;1\n",
+            r"mixed.csv: mixed delimiters: line 3 uses ';' where line 1 uses ','",
+        ),
         ("semi.csv", "a;b;y\n1;2;0\n", r"semi.csv: line 1 is delimited by ';', not ','"),
         ("ragged.csv", "a,b,y\n1,2,0\n1,2\n", r"ragged.csv: line 3 has 2 fields, the header has 3"),
         ("empty.csv", "", r"empty.csv: is empty"),

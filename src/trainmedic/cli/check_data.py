@@ -20,14 +20,19 @@ from trainmedic.report.text import make_console, render_text
 @click.option("--label", help="Label column (for --images: the label column of a CSV of paths).")
 @click.option("--group", help="Group column (patient, user, session): must not span splits.")
 @click.option("--time", "time_", metavar="COL", help="Time column: later splits must be later.")
-@click.option("--id", "id_", metavar="COL", help="Row id column: left out of the features, used to name rows.")
+@click.option(
+    "--id", "id_", metavar="COL", help="Row id column: left out of the features, used to name rows."
+)
 @click.option("--ignore", multiple=True, metavar="COL", help="Column to leave out (repeatable).")
 @click.option("--images", is_flag=True, help="Splits are image folders (class per folder) or CSVs of paths.")
-@click.option("--path-column", default="path", show_default=True, help="With --images: the CSV column of paths.")
+@click.option(
+    "--path-column", default="path", show_default=True, help="With --images: the CSV column of paths."
+)
 @click.option("--no-label-noise", is_flag=True, help="Skip the label-noise model (the slowest check).")
 @format_option
 @fail_on_option
-def command(
+def command(  # click passes every parameter by keyword
+    *,
     train: str,
     val: str | None,
     test: str | None,
@@ -54,8 +59,16 @@ def command(
         from trainmedic.data.runner import check_report
 
         report = check_report(
-            train, val, test, serving,
-            label=label, group=group, time=time_, id=id_, ignore=ignore, label_noise=not no_label_noise,
+            train,
+            val,
+            test,
+            serving,
+            label=label,
+            group=group,
+            time=time_,
+            id=id_,
+            ignore=ignore,
+            label_noise=not no_label_noise,
         )
     out = sys.stdout
     if fmt == "json":

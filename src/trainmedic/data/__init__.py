@@ -8,8 +8,8 @@ Leakage-free splits with `split` and `nested_cv`.
 
 from __future__ import annotations
 
-from trainmedic.data.readers import read_table
 from trainmedic.data.images import read_images
+from trainmedic.data.readers import read_table
 from trainmedic.data.runner import CHECKS, DataReport, check, check_report
 from trainmedic.data.splits import NestedFold, nested_cv, split
 from trainmedic.data.summary import DataSummary

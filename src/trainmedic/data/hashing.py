@@ -1,15 +1,16 @@
 """One 64-bit hash per row, vectorised: the basis of every overlap and duplicate check.
 
 `pandas.util.hash_pandas_object` hashes a column in C; combining the columns'
-hashes is a few numpy operations, so a million rows × 20 columns hash in well
+hashes is a few numpy operations, so a million rows x 20 columns hash in well
 under a second and no Python loop ever runs over rows. With 64 bits, a chance
 collision among 10^7 rows has probability ~3e-6: negligible for counting.
 
 The *normalised* hash makes rows equal up to rounding, case and whitespace hash
 equally: floats are rounded to `NEAR_SIGNIFICANT_BITS` bits of mantissa (relative
-rounding, about 6 significant digits: a CSV export or a float32 cast), strings are stripped, lower-cased and have
-inner whitespace collapsed. Strings are normalised per distinct value (factorize
-first), so the cost follows the number of distinct values, not of rows.
+rounding, about 6 significant digits: a CSV export or a float32 cast), strings
+are stripped, lower-cased and have inner whitespace collapsed. Strings are
+normalised per distinct value (factorize first), so the cost follows the number
+of distinct values, not of rows.
 """
 
 from __future__ import annotations
@@ -51,12 +52,12 @@ def column_hash(series: pd.Series) -> U64:
         codes = series.cat.codes.to_numpy()
         category_hashes = pd.util.hash_array(series.cat.categories.astype(str).to_numpy(dtype=object))
         out = np.where(codes >= 0, category_hashes[np.maximum(codes, 0)], np.uint64(0))
-        return out.astype(np.uint64)
+        return np.asarray(out, dtype=np.uint64)
     if _is_text(series):
         codes, uniques = pd.factorize(series, use_na_sentinel=True)
         unique_hashes = pd.util.hash_array(np.asarray(uniques, dtype=object).astype(str).astype(object))
         out = np.where(codes >= 0, unique_hashes[np.maximum(codes, 0)], np.uint64(0))
-        return out.astype(np.uint64)
+        return np.asarray(out, dtype=np.uint64)
     if pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype):
         # 3 in an int column and 3.0 in a float one (a split with a NaN) are the same value
         values = series.to_numpy(dtype=np.float64, na_value=np.nan) + 0.0  # -0.0 -> 0.0
@@ -84,7 +85,7 @@ def normalise(series: pd.Series) -> pd.Series:
 
 
 def _is_text(series: pd.Series) -> bool:
-    return pd.api.types.is_object_dtype(series.dtype) or pd.api.types.is_string_dtype(series.dtype)
+    return bool(pd.api.types.is_object_dtype(series.dtype) or pd.api.types.is_string_dtype(series.dtype))
 
 
 def _combine(acc: U64, column: U64, position: int) -> U64:
@@ -92,4 +93,4 @@ def _combine(acc: U64, column: U64, position: int) -> U64:
     with np.errstate(over="ignore"):
         salted = column ^ np.uint64((position + 1) * 0x100000001B3 & 0xFFFFFFFFFFFFFFFF)
         mixed = (acc ^ salted) * _MIX
-        return mixed ^ (mixed >> np.uint64(29))
+        return np.asarray(mixed ^ (mixed >> np.uint64(29)), dtype=np.uint64)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -18,7 +19,7 @@ from trainmedic.data.summary import summarize
 from trainmedic.findings import Finding, sort_findings
 from trainmedic.rules.data import NEAR_DUPLICATE_HAMMING, NEAR_DUPLICATE_OVERLAP, SCHEMA_MISMATCH
 
-ImageSource = pd.DataFrame | str | Path
+ImageSource: TypeAlias = "pd.DataFrame | str | Path"
 
 
 def check_images_report(
@@ -32,7 +33,10 @@ def check_images_report(
 ) -> DataReport:
     """Folders, CSVs of paths, or frames already made by `read_images`."""
     frames = [
-        (name, src if isinstance(src, pd.DataFrame) else read_images(src, label=label, path_column=path_column))
+        (
+            name,
+            src if isinstance(src, pd.DataFrame) else read_images(src, label=label, path_column=path_column),
+        )
         for name, src in (("train", train), ("val", val), ("test", test))
         if src is not None
     ]
@@ -73,7 +77,10 @@ def perceptual_overlap(data: Dataset, max_hamming: int) -> list[Finding]:
             continue
         positions = np.flatnonzero(near)[:10]
         pairs = [
-            {later.name: str(later.frame[PATH_COLUMN].iloc[p]), earlier.name: str(earlier.frame[PATH_COLUMN].iloc[nearest[p]])}
+            {
+                later.name: str(later.frame[PATH_COLUMN].iloc[p]),
+                earlier.name: str(earlier.frame[PATH_COLUMN].iloc[nearest[p]]),
+            }
             for p in positions
         ]
         found.append(

@@ -42,7 +42,9 @@ class ImageInfo:
     std: tuple[float, ...]
 
 
-def read_images(source: str | Path, *, label: str | None = None, path_column: str = PATH_COLUMN) -> pd.DataFrame:
+def read_images(
+    source: str | Path, *, label: str | None = None, path_column: str = PATH_COLUMN
+) -> pd.DataFrame:
     """A class-per-folder tree, or a table of paths (relative to the table's folder)."""
     source = Path(source)
     if not source.exists():
@@ -54,10 +56,10 @@ def read_images(source: str | Path, *, label: str | None = None, path_column: st
         require_column(table, path_column, option="--path-column", split=str(source))
         if label is not None:
             require_column(table, label, option="--label", split=str(source))
-        paths = [p if Path(p).is_absolute() else str(source.parent / p) for p in table[path_column].astype(str)]
-        listing = pd.DataFrame(
-            {PATH_COLUMN: paths, LABEL_COLUMN: table[label].to_numpy() if label else None}
-        )
+        paths = [
+            p if Path(p).is_absolute() else str(source.parent / p) for p in table[path_column].astype(str)
+        ]
+        listing = pd.DataFrame({PATH_COLUMN: paths, LABEL_COLUMN: table[label].to_numpy() if label else None})
     if listing.empty:
         raise UsageError(f"{source}: holds no images; expected files ending in {sorted(IMAGE_SUFFIXES)}")
     infos = describe_images(listing[PATH_COLUMN].tolist())
@@ -114,7 +116,7 @@ def image_info(image: object) -> ImageInfo:
 
 
 def dhash(image: object) -> int:
-    """Difference hash: 8 rows × 8 comparisons of neighbouring pixels of a 9×8 grey thumbnail."""
+    """Difference hash: 8 rows x 8 comparisons of neighbouring pixels of a 9x8 grey thumbnail."""
     from PIL import Image
 
     assert isinstance(image, Image.Image)

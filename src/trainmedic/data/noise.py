@@ -83,7 +83,10 @@ def label_noise(data: Dataset) -> list[Finding]:
         "out_of_fold_accuracy": round(scores.oof_accuracy, 4),
         "most_suspicious": examples,
     }
-    message = f"{flagged:,} of {scored:,} training labels ({fraction:.1%}) are contradicted by out-of-fold predictions"
+    message = (
+        f"{flagged:,} of {scored:,} training labels ({fraction:.1%}) are contradicted by "
+        "out-of-fold predictions"
+    )
     if scored < len(train):
         evidence["sampled"] = f"seeded sample of {scored:,} of {len(train):,} rows"
         evidence["estimated_rows"] = round(fraction * len(train))
@@ -140,9 +143,7 @@ def confident_learning(
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp], npt.NDArray[np.float64]]:
     """(suspicious, confidently predicted class, probability of the given label) per row."""
     n, k = probs.shape
-    thresholds = np.array(
-        [probs[labels == j, j].mean() if np.any(labels == j) else 1.0 for j in range(k)]
-    )
+    thresholds = np.array([probs[labels == j, j].mean() if np.any(labels == j) else 1.0 for j in range(k)])
     above = probs >= thresholds[None, :]
     candidate = np.where(above, probs, -1.0)
     suspected = np.argmax(candidate, axis=1)

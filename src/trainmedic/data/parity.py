@@ -53,7 +53,7 @@ def schema_mismatch(data: Dataset) -> list[Finding]:
     train = data.train
     found = []
     for other in data.evaluation():
-        expected = [c for c in train.features]
+        expected = list(train.features)
         present = [str(c) for c in other.frame.columns]
         special = data.roles.special()
         missing = [c for c in expected if c not in other.frame.columns]
@@ -117,7 +117,11 @@ def _unseen_categories(train: Split, other: Split, common: list[str]) -> list[Fi
             f"{len(unseen)} column(s) of {other.name} hold categories never seen in train "
             f"(worst: {worst!r}, {unseen[worst]['fraction']:.1%} of rows)",
             severity=Severity.WARNING,
-            evidence={"split": other.name, "unseen_categories": unseen, "threshold": UNSEEN_CATEGORY_FRACTION},
+            evidence={
+                "split": other.name,
+                "unseen_categories": unseen,
+                "threshold": UNSEEN_CATEGORY_FRACTION,
+            },
             fix="Map unseen categories to an explicit 'other' level in the training pipeline, or retrain "
             "on data that holds them.",
         )
@@ -154,7 +158,11 @@ def feature_drift(data: Dataset) -> list[Finding]:
     train = data.train
     found = []
     for other in data.evaluation():
-        common = [c for c in train.features if c in other.frame.columns and kind(other.frame[c]) == kind(train.frame[c])]
+        common = [
+            c
+            for c in train.features
+            if c in other.frame.columns and kind(other.frame[c]) == kind(train.frame[c])
+        ]
         base, sampled_base = _sample(train.frame[common])
         comp, sampled_comp = _sample(other.frame[common])
         drifts = [d for c in common if (d := measure(base[c], comp[c])) is not None]
@@ -231,7 +239,7 @@ def _histogram(values: npt.NDArray[np.float64], edges: npt.NDArray[np.float64]) 
     codes = np.searchsorted(edges, values, side="right")
     codes[~np.isfinite(values)] = len(edges) + 1
     counts = np.bincount(codes, minlength=len(edges) + 2).astype(np.float64)
-    return counts / counts.sum()
+    return np.asarray(counts / counts.sum(), dtype=np.float64)
 
 
 def _levels(base: pd.Series, comp: pd.Series) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], int]:

@@ -81,7 +81,7 @@ def _with_label(split: Split) -> U64:
     if split.label_codes is None:
         return split.feature_hash
     with np.errstate(over="ignore"):
-        return split.feature_hash * np.uint64(1_000_003) ^ split.label_codes
+        return np.asarray(split.feature_hash * np.uint64(1_000_003) ^ split.label_codes, dtype=np.uint64)
 
 
 def missing_values(data: Dataset) -> list[Finding]:

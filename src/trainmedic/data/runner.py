@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeAlias
 
 import pandas as pd
 
@@ -21,7 +22,7 @@ from trainmedic.errors import UsageError
 from trainmedic.findings import Finding, sort_findings
 
 Check = Callable[[Dataset], list[Finding]]
-TableLike = pd.DataFrame | str | Path
+TableLike: TypeAlias = "pd.DataFrame | str | Path"
 
 CHECKS: Mapping[str, Check] = {
     "split-overlap": leakage.split_overlap,
@@ -54,15 +55,24 @@ def check(
     label: str | None,
     group: str | None = None,
     time: str | None = None,
-    id: str | None = None,  # noqa: A002 - the column role's name, as on the command line
+    id: str | None = None,
     ignore: Iterable[str] = (),
     label_noise: bool = True,
     skip: Iterable[str] = (),
 ) -> list[Finding]:
     """Every DAT finding for these splits, worst first. See `check_report` for the summary too."""
     return check_report(
-        train, val, test, serving, label=label, group=group, time=time, id=id,
-        ignore=ignore, label_noise=label_noise, skip=skip,
+        train,
+        val,
+        test,
+        serving,
+        label=label,
+        group=group,
+        time=time,
+        id=id,
+        ignore=ignore,
+        label_noise=label_noise,
+        skip=skip,
     ).findings
 
 
@@ -75,7 +85,7 @@ def check_report(
     label: str | None,
     group: str | None = None,
     time: str | None = None,
-    id: str | None = None,  # noqa: A002
+    id: str | None = None,
     ignore: Iterable[str] = (),
     label_noise: bool = True,
     skip: Iterable[str] = (),

@@ -53,7 +53,7 @@ def split(
     fractions = _fractions(sizes)
     _validate(frame, strategy, label=label, group=group, time=time)
     if strategy == "time":
-        assignment = _time_assignment(frame[time], fractions)  # type: ignore[index]
+        assignment = _time_assignment(frame[time], fractions)
     else:
         components = row_components(frame, label=label, group=group, time=time, ignore=ignore)
         strata = frame[label] if strategy == "stratified" else None
@@ -79,9 +79,11 @@ def nested_cv(
     _validate(frame, strategy, label=label, group=group, time=time)
     positions = np.arange(len(frame))
     if strategy == "time":
-        order = np.argsort(frame[time].to_numpy(), kind="stable")  # type: ignore[index]
+        order = np.argsort(frame[time].to_numpy(), kind="stable")
         return [
-            NestedFold(order[tr], order[te], [(order[tr][a], order[tr][b]) for a, b in _time_folds(len(tr), inner)])
+            NestedFold(
+                order[tr], order[te], [(order[tr][a], order[tr][b]) for a, b in _time_folds(len(tr), inner)]
+            )
             for tr, te in _time_folds(len(frame), outer)
         ]
     components = row_components(frame, label=label, group=group, time=time, ignore=ignore)
@@ -89,7 +91,9 @@ def nested_cv(
     folds = []
     for tr, te in _group_folds(positions, components, y, outer, seed):
         sub_y = y[tr] if y is not None else None
-        inner_folds = [(tr[a], tr[b]) for a, b in _group_folds(np.arange(len(tr)), components[tr], sub_y, inner, seed)]
+        inner_folds = [
+            (tr[a], tr[b]) for a, b in _group_folds(np.arange(len(tr)), components[tr], sub_y, inner, seed)
+        ]
         folds.append(NestedFold(tr, te, inner_folds))
     return folds
 
@@ -109,7 +113,7 @@ def row_components(
     roles = Roles(label=label, group=group, time=time, ignore=tuple(ignore))
     rows, _ = pd.factorize(pd.Series(row_hashes(frame, roles.features(frame))))
     if group is None:
-        return rows.astype(np.int64)
+        return np.asarray(rows, dtype=np.int64)
     groups, _ = pd.factorize(pd.Series(column_hash(frame[group])))
     n_rows = int(rows.max()) + 1
     n_nodes = n_rows + int(groups.max()) + 1
@@ -139,7 +143,9 @@ def verify(
         )
 
 
-def _validate(frame: pd.DataFrame, strategy: str, *, label: str | None, group: str | None, time: str | None) -> None:
+def _validate(
+    frame: pd.DataFrame, strategy: str, *, label: str | None, group: str | None, time: str | None
+) -> None:
     if strategy not in STRATEGIES:
         raise UsageError(f"strategy {strategy!r} is not one of {list(STRATEGIES)}")
     if len(frame) == 0:
@@ -156,7 +162,7 @@ def _fractions(sizes: Sequence[float]) -> npt.NDArray[np.float64]:
     values = np.asarray(sizes, dtype=np.float64)
     if values.ndim != 1 or len(values) < 2 or np.any(values <= 0):
         raise UsageError(f"sizes {list(sizes)} must be two or more positive fractions")
-    return values / values.sum()
+    return np.asarray(values / values.sum(), dtype=np.float64)
 
 
 def _component_assignment(
@@ -197,7 +203,11 @@ def _time_assignment(times: pd.Series, fractions: npt.NDArray[np.float64]) -> np
 
 
 def _group_folds(
-    positions: Index, components: npt.NDArray[np.int64], y: npt.NDArray[np.generic] | None, n_splits: int, seed: int
+    positions: Index,
+    components: npt.NDArray[np.int64],
+    y: npt.NDArray[np.generic] | None,
+    n_splits: int,
+    seed: int,
 ) -> list[tuple[Index, Index]]:
     from sklearn.model_selection import GroupKFold, StratifiedGroupKFold, StratifiedKFold
 

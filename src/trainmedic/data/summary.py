@@ -43,13 +43,18 @@ class DataSummary:
         dtypes = ", ".join(f"{count} {name}" for name, count in self.dtypes.items())
         out = [
             f"rows: {splits}",
-            f"columns: {self.columns} ({self.features} features: {dtypes}); {self.memory_mb:,.1f} MB in memory",
+            f"columns: {self.columns} ({self.features} features: {dtypes}); "
+            f"{self.memory_mb:,.1f} MB in memory",
         ]
         if self.label is not None:
             dist = self.label_distribution
             if dist.get("kind") == "classification":
                 classes = ", ".join(f"{k} {v:.1%}" for k, v in dist["fractions"].items())
-                more = f" (+{dist['classes'] - len(dist['fractions'])} more)" if dist["classes"] > len(dist["fractions"]) else ""
+                more = (
+                    f" (+{dist['classes'] - len(dist['fractions'])} more)"
+                    if dist["classes"] > len(dist["fractions"])
+                    else ""
+                )
                 out.append(f"label {self.label!r}: {dist['classes']} classes: {classes}{more}")
             elif dist:
                 out.append(
