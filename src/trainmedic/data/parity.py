@@ -163,8 +163,8 @@ def feature_drift(data: Dataset) -> list[Finding]:
             for c in train.features
             if c in other.frame.columns and kind(other.frame[c]) == kind(train.frame[c])
         ]
-        base, sampled_base = _sample(train.frame[common])
-        comp, sampled_comp = _sample(other.frame[common])
+        base, sampled_base = _sample(train.frame, common)
+        comp, sampled_comp = _sample(other.frame, common)
         drifts = [d for c in common if (d := measure(base[c], comp[c])) is not None]
         drifted = sorted((d for d in drifts if d.drifted), key=lambda d: -d.psi)
         if not drifted:
@@ -189,10 +189,12 @@ def feature_drift(data: Dataset) -> list[Finding]:
     return found
 
 
-def _sample(frame: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
+def _sample(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, bool]:
+    """At most DRIFT_MAX_ROWS rows of `columns`; rows are chosen first, so only they are copied."""
     if len(frame) <= DRIFT_MAX_ROWS:
         return frame, False
-    return frame.sample(DRIFT_MAX_ROWS, random_state=_SEED), True
+    rows = np.sort(np.random.default_rng(_SEED).choice(len(frame), DRIFT_MAX_ROWS, replace=False))
+    return frame.iloc[rows][columns], True
 
 
 def measure(base: pd.Series, comp: pd.Series) -> Drift | None:

@@ -47,19 +47,24 @@ def is_classification(label: pd.Series) -> bool:
 
 
 def feature_scores(frame: pd.DataFrame, features: Sequence[str], label: str) -> list[FeatureScore]:
-    """Every feature's held-out score, best first; rows with a missing label are left out."""
-    frame = frame[frame[label].notna()]
-    if len(frame) > MAX_ROWS:
-        frame = frame.sample(MAX_ROWS, random_state=_SEED)
-    if len(frame) < 20:
-        return []
+    """Every feature's held-out score, best first; rows with a missing label are left out.
+
+    Works column by column on the chosen rows, so it never copies the whole frame.
+    """
     rng = np.random.default_rng(_SEED)
-    fit = rng.random(len(frame)) < 0.5
-    target = frame[label]
+    rows = np.flatnonzero(frame[label].notna().to_numpy())
+    if len(rows) > MAX_ROWS:
+        rows = np.sort(rng.choice(rows, MAX_ROWS, replace=False))
+    if len(rows) < 20:
+        return []
+    every_row = len(rows) == len(frame)
+    fit = rng.random(len(rows)) < 0.5
+    target = frame[label] if every_row else frame[label].iloc[rows]
     classification = is_classification(target)
     scores = []
     for feature in features:
-        bins, n_bins = bin_codes(frame[feature], fit)
+        column = frame[feature] if every_row else frame[feature].iloc[rows]
+        bins, n_bins = bin_codes(column, fit)
         if classification:
             scores.append(_classification_score(feature, bins, n_bins, target, fit))
         else:

@@ -110,7 +110,7 @@ def missing_values(data: Dataset) -> list[Finding]:
                 )
         if not split.features:
             continue
-        fractions = split.frame[split.features].isna().mean()
+        fractions = pd.Series({c: split.frame[c].isna().mean() for c in split.features}, dtype="float64")
         over = fractions[fractions > MISSING_FRACTION].sort_values(ascending=False)
         if over.empty:
             continue

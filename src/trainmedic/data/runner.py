@@ -98,6 +98,7 @@ def check_report(
         if value is not None
     ]
     validate_roles(roles, frames)
+    require_data_extra()
     skipped = set(skip)
     unknown = skipped - set(CHECKS)
     if unknown:
@@ -121,6 +122,17 @@ def check_report(
         if name not in skipped:
             findings.extend(run(data))
     return DataReport(summarize(data), sort_findings(findings))
+
+
+def require_data_extra() -> None:
+    """scipy and scikit-learn come with the `data` extra: say how to get them, not a traceback."""
+    import importlib.util
+
+    missing = [m for m in ("scipy", "sklearn") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise UsageError(
+            f"trainmedic check data needs {' and '.join(missing)}: pip install 'trainmedic[data]'"
+        )
 
 
 def _as_frame(value: TableLike, name: str) -> pd.DataFrame:
