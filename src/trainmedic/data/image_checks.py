@@ -4,6 +4,7 @@ conflicting labels, imbalance, and colour modes that differ between splits."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import TypeAlias
 
@@ -57,7 +58,7 @@ def check_images_report(
     findings += quality.missing_values(data)
     findings += quality.class_imbalance(data)
     findings += mode_mismatch(data)
-    summary = summarize(data)
+    summary = replace(summarize(data), columns=1, features=1, dtypes={"image": 1})
     return DataReport(summary, sort_findings(findings))
 
 
