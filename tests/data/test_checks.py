@@ -185,6 +185,15 @@ def test_label_noise_finds_most_planted_flips_and_few_others() -> None:
     assert set(listed) <= set(flipped.tolist())
 
 
+@pytest.mark.slow
+def test_label_noise_is_not_judged_when_the_features_do_not_predict_the_label() -> None:
+    train = clean_table(3000, 0)
+    train["y"] = np.random.default_rng(5).integers(0, 2, size=len(train))
+    report = check_report(train, label="y")
+    assert by_code(report.findings, "DAT012") == []
+    assert any(n.startswith("label noise not judged: out-of-fold accuracy") for n in report.summary.notes)
+
+
 def test_bad_inputs_are_usage_errors_naming_the_column_or_split() -> None:
     train, val, _ = clean_splits(500)
     with pytest.raises(UsageError, match=r"--label 'lable' is not a column of train; did you mean 'label'"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -36,6 +37,7 @@ frames = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(frame=frames, seed=st.integers(0, 1000))
 def test_random_split_of_distinct_rows_never_reports_overlap(frame: pd.DataFrame, seed: int) -> None:
@@ -47,6 +49,7 @@ def test_random_split_of_distinct_rows_never_reports_overlap(frame: pd.DataFrame
     assert {f.code for f in findings} & LEAKS == set()
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(frame=frames, seed=st.integers(0, 1000), strategy=st.sampled_from(["random", "stratified", "group"]))
 def test_split_never_leaks_even_with_duplicates_and_groups(

@@ -6,7 +6,9 @@ class j a threshold t_j, the mean predicted probability of j over the rows
 labelled j; a row labelled i is suspicious when another class j is confidently
 predicted (p_j >= t_j, the most probable such j) *and* the row's own label gets
 less than half of t_i. The second condition keeps an uninformative model (one
-that predicts the prior everywhere) from flagging half the data.
+that predicts the prior everywhere) from flagging half the data; and when the
+out-of-fold model barely beats the majority class (random labels, features that
+do not carry the label) labels are not judged at all, and the summary says so.
 
 Above `NOISE_MAX_ROWS` training rows a seeded sample is scored and the count is
 extrapolated; the evidence says so. Regression targets are not checked.
@@ -29,6 +31,7 @@ from trainmedic.rules.data import LABEL_NOISE, LABEL_NOISE_FRACTION
 NOISE_MAX_ROWS = 50_000
 FOLDS = 3
 SELF_CONFIDENCE_MARGIN = 0.5
+MIN_INFORMATIVENESS = 0.2  # (oof accuracy - majority) / (1 - majority) needed to judge labels
 _MAX_CATEGORIES = 250
 _SEED = 0
 
@@ -43,6 +46,12 @@ class NoiseScores:
     suspected: npt.NDArray[np.object_]
     self_confidence: npt.NDArray[np.float64]
     oof_accuracy: float
+    baseline: float
+
+    @property
+    def informativeness(self) -> float:
+        """0 when the model is no better than the majority class, 1 when perfect."""
+        return (self.oof_accuracy - self.baseline) / (1 - self.baseline) if self.baseline < 1 else 0.0
 
 
 def label_noise(data: Dataset) -> list[Finding]:
@@ -55,6 +64,12 @@ def label_noise(data: Dataset) -> list[Finding]:
         return []
     scores = score_label_noise(train.frame, train.features, label)
     if scores is None:
+        return []
+    if scores.informativeness < MIN_INFORMATIVENESS:
+        data.notes.append(
+            f"label noise not judged: out-of-fold accuracy {scores.oof_accuracy:.3f} is barely above "
+            f"the majority baseline {scores.baseline:.3f} (the features hardly predict the label)"
+        )
         return []
     flagged = int(scores.suspicious.sum())
     scored = len(scores.positions)
@@ -115,6 +130,8 @@ def score_label_noise(frame: pd.DataFrame, features: list[str], label: str) -> N
         max_iter=50,
         learning_rate=0.2,
         max_leaf_nodes=15,
+        min_samples_leaf=40,  # smooth probabilities: a leaf of a few rows memorises their labels
+        l2_regularization=1.0,
         early_stopping=False,
         categorical_features="from_dtype",
         random_state=_SEED,
@@ -135,6 +152,7 @@ def score_label_noise(frame: pd.DataFrame, features: list[str], label: str) -> N
         suspected=labels[suspected],
         self_confidence=self_conf,
         oof_accuracy=float(np.mean(np.argmax(probs, axis=1) == classes)),
+        baseline=float(np.bincount(classes).max() / len(classes)),
     )
 
 
