@@ -194,6 +194,32 @@ def test_label_noise_is_not_judged_when_the_features_do_not_predict_the_label() 
     assert any(n.startswith("label noise not judged: out-of-fold accuracy") for n in report.summary.notes)
 
 
+@pytest.mark.parametrize("scaling", ["standard", "min-max"])
+def test_preprocessing_fitted_before_the_split(scaling: str) -> None:
+    train, val, test = clean_splits(2000)
+    columns = ["x0", "x1", "amount"]
+    union = pd.concat([train, val, test])[columns]
+    if scaling == "standard":
+        centre, scale = union.mean(), union.std(ddof=0)
+    else:
+        centre, scale = union.min(), union.max() - union.min()
+    for frame in (train, val, test):
+        frame[columns] = (frame[columns] - centre) / scale
+    leak = only(check(train, val, test, label="y", label_noise=False), "DAT014")
+    assert leak.evidence["splits"] == ["train", "val", "test"]
+    assert sorted(leak.evidence["features"]) == sorted(columns)
+    assert {f["scaling"] for f in leak.evidence["features"].values()} == {scaling}
+
+
+def test_preprocessing_fitted_on_train_alone_is_fine() -> None:
+    train, val, test = clean_splits(2000)
+    columns = ["x0", "x1", "amount"]
+    centre, scale = train[columns].mean(), train[columns].std(ddof=0)
+    for frame in (train, val, test):
+        frame[columns] = (frame[columns] - centre) / scale
+    assert by_code(check(train, val, test, label="y", label_noise=False), "DAT014") == []
+
+
 def test_bad_inputs_are_usage_errors_naming_the_column_or_split() -> None:
     train, val, _ = clean_splits(500)
     with pytest.raises(UsageError, match=r"--label 'lable' is not a column of train; did you mean 'label'"):

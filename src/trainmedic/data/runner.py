@@ -13,7 +13,7 @@ from typing import TypeAlias
 
 import pandas as pd
 
-from trainmedic.data import leakage, noise, parity, quality
+from trainmedic.data import leakage, noise, parity, preprocessing, quality
 from trainmedic.data.columns import Roles, validate_roles
 from trainmedic.data.context import Dataset, Split
 from trainmedic.data.readers import read_table
@@ -37,6 +37,7 @@ CHECKS: Mapping[str, Check] = {
     "schema-mismatch": parity.schema_mismatch,
     "feature-drift": parity.feature_drift,
     "label-noise": noise.label_noise,
+    "preprocessing-before-split": preprocessing.preprocessing_before_split,
 }
 
 

@@ -234,7 +234,12 @@ PREPROCESSING_BEFORE_SPLIT = FindingSpec(
         "split, so the validation part was standardised with its own statistics."
     ),
     why="Information from the validation data leaks into training: the validation score is optimistic.",
-    example="X = StandardScaler().fit_transform(X); cross_val_score(model, X, y)",
+    example=(
+        "X = StandardScaler().fit_transform(X); X_train, X_test = train_test_split(X). "
+        "Seen in the data: the union of train and test has mean 0 and std 1 to floating-point "
+        "precision (or spans exactly [0, 1]) while train alone does not; a scaler fitted on "
+        "train leaves train itself exactly standardised."
+    ),
     fix="Put preprocessing inside a Pipeline/ColumnTransformer fitted on the training fold.",
 )
 
