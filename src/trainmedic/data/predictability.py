@@ -19,7 +19,7 @@ import numpy.typing as npt
 import pandas as pd
 
 BINS = 128
-MAX_ROWS = 400_000
+MAX_ROWS = 200_000
 MAX_TABLE_CELLS = 20_000_000
 CLASSIFICATION_MAX_CLASSES = 50
 _SEED = 0

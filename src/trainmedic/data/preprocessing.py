@@ -35,21 +35,21 @@ class Moments:
     squares: float
     low: float
     high: float
-    fractional: bool
 
     @classmethod
     def of(cls, series: pd.Series) -> Moments:
         values = series.to_numpy(dtype=np.float64, na_value=np.nan)
-        values = values[np.isfinite(values)]
+        finite = np.isfinite(values)
+        if not finite.all():
+            values = values[finite]
         if values.size == 0:
-            return cls(0, 0.0, 0.0, np.inf, -np.inf, False)
+            return cls(0, 0.0, 0.0, np.inf, -np.inf)
         return cls(
             int(values.size),
             float(values.sum()),
-            float(np.square(values).sum()),
+            float(np.dot(values, values)),
             float(values.min()),
             float(values.max()),
-            bool(np.any(np.mod(values, 1) != 0)),
         )
 
     def __add__(self, other: Moments) -> Moments:
@@ -59,7 +59,6 @@ class Moments:
             self.squares + other.squares,
             min(self.low, other.low),
             max(self.high, other.high),
-            self.fractional or other.fractional,
         )
 
     @property
@@ -74,7 +73,7 @@ class Moments:
         return self.n > 1 and abs(self.mean) < MEAN_TOLERANCE and abs(self.std - 1) < STD_TOLERANCE
 
     def unit_range(self) -> bool:
-        return self.fractional and abs(self.low) < RANGE_TOLERANCE and abs(self.high - 1) < RANGE_TOLERANCE
+        return abs(self.low) < RANGE_TOLERANCE and abs(self.high - 1) < RANGE_TOLERANCE
 
 
 def preprocessing_before_split(data: Dataset) -> list[Finding]:
@@ -83,11 +82,12 @@ def preprocessing_before_split(data: Dataset) -> list[Finding]:
         return []
     train = splits[0]
     numeric = [c for c in train.features if kind(train.frame[c]) == "number"]
+    moments = {(s.name, c): Moments.of(s.frame[c]) for s in splits for c in numeric if c in s.frame.columns}
     found = []
     for others in _subsets(splits[1:]):
         group = [train, *others]
         columns = [c for c in numeric if all(c in s.frame.columns for s in others)]
-        joint = _jointly_scaled(group, columns)
+        joint = _jointly_scaled(group, columns, moments)
         if joint:
             names = [s.name for s in group]
             found.append(_finding(names, joint, len(columns)))
@@ -100,10 +100,12 @@ def _subsets(others: Sequence[Split]) -> list[tuple[Split, ...]]:
     return [c for size in range(len(others), 0, -1) for c in combinations(others, size)]
 
 
-def _jointly_scaled(group: Sequence[Split], columns: Sequence[str]) -> dict[str, dict[str, object]]:
+def _jointly_scaled(
+    group: Sequence[Split], columns: Sequence[str], moments: dict[tuple[str, str], Moments]
+) -> dict[str, dict[str, object]]:
     joint = {}
     for column in columns:
-        parts = [Moments.of(s.frame[column]) for s in group]
+        parts = [moments[(s.name, column)] for s in group]
         union = parts[0]
         for part in parts[1:]:
             union = union + part
@@ -116,13 +118,20 @@ def _jointly_scaled(group: Sequence[Split], columns: Sequence[str]) -> dict[str,
                 "train_mean": round(train.mean, 6),
                 "train_std": round(train.std, 6),
             }
-        elif union.unit_range() and not train.unit_range():
+        elif union.unit_range() and not train.unit_range() and _fractional(group, column):
             joint[column] = {
                 "scaling": "min-max",
                 "union_range": [union.low, union.high],
                 "train_range": [round(train.low, 6), round(train.high, 6)],
             }
     return joint
+
+
+def _fractional(group: Sequence[Split], column: str) -> bool:
+    """A 0/1 flag also spans [0, 1]: only columns with fractional values count as scaled."""
+    return any(
+        bool(np.any(np.mod(s.frame[column].dropna().to_numpy(dtype=np.float64), 1) != 0)) for s in group
+    )
 
 
 def _finding(names: list[str], joint: dict[str, dict[str, object]], compared: int) -> Finding:
