@@ -146,6 +146,34 @@ class Metric(Event):
 
 
 @dataclass(kw_only=True)
+class MetricSeries(Event):
+    """A whole curve read from a log file (a TensorBoard tag, an HF log column).
+
+    One event per curve, not one per point, so a log of a million scalars stays a
+    handful of events. `steps[i]` is the global step of `values[i]` (the epoch index
+    when `per == "epoch"`); `epochs[i]`, where the log says, is its (possibly
+    fractional) epoch; `times[i]` its wall time.
+    """
+
+    kind: ClassVar[str] = "series"
+    name: str = ""
+    steps: list[int] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    epochs: list[float] | None = None
+    times: list[float] | None = None
+    per: str = "step"  # step | epoch
+    source: str = ""
+
+
+@dataclass(kw_only=True)
+class EnvironmentManifest(Event):
+    """The environment of a run as `trainmedic env` captures it (manifest.json), for ENV rules."""
+
+    kind: ClassVar[str] = "environment"
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(kw_only=True)
 class MemorySample(Event):
     """Memory of the trainer tree at one instant; `pid` is the sampler's, `processes` the tree's."""
 
@@ -207,6 +235,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         Step,
         Epoch,
         Metric,
+        MetricSeries,
+        EnvironmentManifest,
         MemorySample,
         LogLine,
         GuardObservation,
