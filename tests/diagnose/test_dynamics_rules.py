@@ -62,7 +62,7 @@ def test_healthy_noisy_curves_fire_nothing(seed: int) -> None:
 def test_nonfinite_loss_gives_first_step_and_epoch() -> None:
     values = [2.3, 1.9, 8.1, 1e12, math.inf, math.nan, math.nan]
     [finding] = dynamics.nonfinite_loss(steps(values, per_epoch=3))
-    assert (finding.code, finding.step, finding.epoch) == ("TRN001", 4, 1)
+    assert (finding.code, finding.step, finding.epoch) == ("TRN001", 4, 2)  # epochs count from 1
     assert finding.evidence["value"] == "+Inf"
     assert finding.evidence["last_finite_value"] == 1e12
     assert "step 4 (epoch 2)" in finding.message
@@ -71,7 +71,7 @@ def test_nonfinite_loss_gives_first_step_and_epoch() -> None:
 def test_nonfinite_validation_loss_is_reported_too() -> None:
     [finding] = dynamics.nonfinite_loss(epochs(loss=[1.0, 0.9, 0.8], val_loss=[1.1, math.nan, math.nan]))
     assert finding.evidence["metric"] == "val_loss"
-    assert finding.epoch == 1
+    assert finding.epoch == 2
 
 
 def test_divergence_after_a_minimum() -> None:
@@ -125,7 +125,7 @@ def test_overfitting_gives_the_turning_epoch() -> None:
     val = [1.0, 0.8, 0.65, 0.58, 0.54, 0.52, 0.53, 0.55, 0.58, 0.61, 0.65, 0.7, 0.74, 0.77, 0.80]
     [finding] = dynamics.overfitting(epochs(loss=train, val_loss=val))
     assert finding.code == "TRN004"
-    assert finding.epoch == 5  # 0-based index of the sixth epoch
+    assert finding.epoch == 6  # the sixth epoch, counted from 1 as in the message
     assert finding.evidence["turn_epoch"] == 6
     assert finding.evidence["val_end"] > 0.7
     assert "epoch 6" in finding.message

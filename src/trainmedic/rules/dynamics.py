@@ -205,7 +205,7 @@ def nonfinite_loss(record: RunRecord) -> list[Finding]:
     evidence: dict[str, object] = {
         "metric": c.name,
         "value": value,
-        c.per: int(c.x[i]),
+        c.per: int(c.x[i]) + (1 if c.per == "epoch" else 0),
         "nonfinite_points": int(np.count_nonzero(~np.isfinite(c.y))),
         "points": len(c),
         "metrics_affected": affected,
@@ -213,7 +213,7 @@ def nonfinite_loss(record: RunRecord) -> list[Finding]:
     last = ""
     if i > 0:
         evidence["last_finite_value"] = float(c.y[i - 1])
-        evidence[f"last_finite_{c.per}"] = int(c.x[i - 1])
+        evidence[f"last_finite_{c.per}"] = int(c.x[i - 1]) + (1 if c.per == "epoch" else 0)
         last = f"; last finite value {c.y[i - 1]:.4g} at {_at(c, i - 1)}"
     if epoch is not None and c.per == "step":
         evidence["epoch"] = epoch
@@ -364,7 +364,8 @@ def _overfit(p: _Paired, train_name: str, val_name: str) -> Finding | None:
         f"Keep the checkpoint of {at_turn} (early stopping on `{val_name}` with restore_best_weights / "
         "load_best_model_at_end); add regularisation or data augmentation, or get more data."
     )
-    return OVERFITTING.finding(message, evidence=evidence, fix=fix, step=turn_step, epoch=turn_epoch)
+    epoch = None if turn_epoch is None else turn_epoch + 1  # 1-based, as in the message
+    return OVERFITTING.finding(message, evidence=evidence, fix=fix, step=turn_step, epoch=epoch)
 
 
 def _pair(t: Curve, v: Curve) -> _Paired | None:
@@ -407,8 +408,13 @@ def _at(c: Curve, i: int) -> str:
 
 
 def _where(c: Curve, i: int) -> tuple[int | None, int | None]:
-    """Finding location fields: (global step, epoch as a 0-based index like the events')."""
-    return (int(c.x[i]) if c.per == "step" else None), c.epoch_at(i)
+    """Finding location fields: (global step, epoch counted from 1 as the frameworks print it).
+
+    Events keep the frameworks' 0-based epoch index; findings are read by people, who see
+    "Epoch 3/12" in their logs, so a finding's epoch is 1-based like its message.
+    """
+    epoch = c.epoch_at(i)
+    return (int(c.x[i]) if c.per == "step" else None), (None if epoch is None else epoch + 1)
 
 
 RULES: tuple[Rule, ...] = (nonfinite_loss, loss_divergence, not_learning, overfitting)
