@@ -1,4 +1,4 @@
-"""Produce real training logs for the diagnose tests: `python make_logs.py FRAMEWORK SCENARIO OUT`.
+"""Produce real training logs for the diagnose tests: `python make_logs.py FRAMEWORK OUT`.
 
 Each framework trains a tiny model on synthetic data made here (CPU, seconds, no
 downloads) and writes the logs its users have: Keras history JSON + CSVLogger +
@@ -60,9 +60,9 @@ def lightning_logs(scenario: str, out: Path) -> None:
 
     torch.manual_seed(0)
     overfit = scenario == "overfit"
-    x, y = data(n=48 if overfit else 512, d=8, seed=1, noise=0.3 if overfit else 0.0)
-    xv, yv = data(n=256, d=8, seed=2, noise=0.3 if overfit else 0.0)
-    hidden = 256 if overfit else 16
+    x, y = data(n=128 if overfit else 512, d=8, seed=1, noise=0.2 if overfit else 0.0)
+    xv, yv = data(n=256, d=8, seed=2, noise=0.2 if overfit else 0.0)
+    hidden = 128 if overfit else 16
 
     class Net(L.LightningModule):
         def __init__(self) -> None:
@@ -82,12 +82,12 @@ def lightning_logs(scenario: str, out: Path) -> None:
             self.log("val_loss", nn.functional.cross_entropy(self.net(xb), yb))
 
         def configure_optimizers(self):
-            return torch.optim.Adam(self.parameters(), lr=0.01)
+            return torch.optim.Adam(self.parameters(), lr=0.003)
 
     train = DataLoader(TensorDataset(torch.tensor(x), torch.tensor(y)), batch_size=16, shuffle=True)
     val = DataLoader(TensorDataset(torch.tensor(xv), torch.tensor(yv)), batch_size=64)
     trainer = L.Trainer(
-        max_epochs=40 if overfit else 6,
+        max_epochs=30 if overfit else 6,
         logger=CSVLogger(str(out), name="lightning_logs"),
         log_every_n_steps=5,
         enable_checkpointing=False,
@@ -161,26 +161,43 @@ def hf_logs(scenario: str, out: Path) -> None:
 
 
 def tensorboard_logs(scenario: str, out: Path) -> None:
+    """torch's SummaryWriter; "diverge" is a run and its restart in two folders (steps 0-119, 120-239)."""
     import math
+    import random
 
     from torch.utils.tensorboard import SummaryWriter
 
-    writer = SummaryWriter(log_dir=str(out))
-    for step in range(200):
-        loss = 2.0 * math.exp(-step / 40) + 0.1 + 0.02 * math.sin(step)
-        if scenario == "diverge" and step >= 100:
-            loss = 0.2 + (step - 100) * 0.05
-        writer.add_scalar("train/loss", loss, step)
-        writer.add_scalar("train/lr", 0.001, step)
-        if step % 20 == 19:
-            writer.add_scalar("val/loss", loss * 1.1, step)
-    writer.close()
+    rng = random.Random(0)
+    parts = (
+        [(out, range(240))]
+        if scenario == "healthy"
+        else [(out / "run1", range(120)), (out / "run2", range(120, 240))]
+    )
+    for folder, steps in parts:
+        writer = SummaryWriter(log_dir=str(folder))
+        for step in steps:
+            loss = (2.0 * math.exp(-step / 40) + 0.2) * (1 + 0.1 * rng.gauss(0, 1))
+            if scenario == "diverge" and step >= 130:
+                loss = 0.25 + (step - 130) * 0.05
+            writer.add_scalar("train/loss", loss, step)
+            writer.add_scalar("train/lr", 0.001, step)
+            if step % 20 == 19:
+                writer.add_scalar("val/loss", loss * 1.1, step)
+        writer.close()
+
+
+SCENARIOS = {
+    "keras": (keras_logs, ("healthy", "nan")),
+    "lightning": (lightning_logs, ("healthy", "overfit")),
+    "hf": (hf_logs, ("healthy", "stopped")),
+    "tensorboard": (tensorboard_logs, ("healthy", "diverge")),
+}
 
 
 if __name__ == "__main__":
-    framework, scenario, target = sys.argv[1:4]
-    path = Path(target)
-    path.mkdir(parents=True, exist_ok=True)
-    {"keras": keras_logs, "lightning": lightning_logs, "hf": hf_logs, "tensorboard": tensorboard_logs}[
-        framework
-    ](scenario, path)
+    framework, target = sys.argv[1:3]
+    make, scenarios = SCENARIOS[framework]
+    for scenario in scenarios:
+        path = Path(target) / scenario
+        path.mkdir(parents=True, exist_ok=True)
+        make(scenario, path)

@@ -26,6 +26,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -314,7 +315,6 @@ def _slow_record(payload: bytes, tags: dict[str, _Scalars]) -> None:
 
 def _scalars_of(payload: bytes) -> Iterator[tuple[str, int, float, float]]:
     from tensorboard.compat.proto import event_pb2
-    from tensorboard.util import tensor_util
 
     try:
         event = event_pb2.Event.FromString(payload)
@@ -327,12 +327,24 @@ def _scalars_of(payload: bytes) -> Iterator[tuple[str, int, float, float]]:
         if kind == "simple_value":
             yield value.tag, event.step, event.wall_time, float(value.simple_value)
         elif kind == "tensor" and value.metadata.plugin_data.plugin_name in ("scalars", ""):
-            try:
-                array = tensor_util.make_ndarray(value.tensor)
-            except (TypeError, ValueError):
-                continue
-            if array.size == 1 and array.dtype.kind in "fiu":
-                yield value.tag, event.step, event.wall_time, float(array.reshape(-1)[0])
+            scalar = _tensor_scalar(value.tensor)
+            if scalar is not None:
+                yield value.tag, event.step, event.wall_time, scalar
+
+
+#: TensorProto dtype enum -> numpy dtype, for the scalar types `tf.summary.scalar` writes.
+_TENSOR_DTYPES = {1: "<f4", 2: "<f8", 3: "<i4", 9: "<i8", 19: "<f2"}
+
+
+def _tensor_scalar(tensor: Any) -> float | None:
+    """A one-element numeric TensorProto as a float, without tensor_util (which can pull in TensorFlow)."""
+    for repeated in (tensor.float_val, tensor.double_val, tensor.int64_val, tensor.int_val):
+        if len(repeated) == 1:
+            return float(repeated[0])
+    dtype = _TENSOR_DTYPES.get(tensor.dtype)
+    if dtype is None or len(tensor.tensor_content) != np.dtype(dtype).itemsize:
+        return None
+    return float(np.frombuffer(tensor.tensor_content, dtype=dtype)[0])
 
 
 # -- CRC-32C (Castagnoli), vectorised over the 8-byte length fields --------------------------------
