@@ -202,3 +202,47 @@ def noise_sigma(y: FloatArray) -> float:
 def smoothing_window(n: int) -> int:
     """About a tenth of the curve, odd, at least 1: enough to flatten noise, short enough to see a turn."""
     return max(1, (n // 10) | 1) if n >= 7 else 1
+
+
+@dataclass(frozen=True)
+class Departure:
+    """Where curve B first leaves curve A beyond noise (and stays away)."""
+
+    x: int
+    a: float
+    b: float
+    noise: float
+
+
+#: `diff`: B departs when it is this many noise-sigmas from A ...
+DEPART_SIGMAS = 4.0
+#: ... for this many consecutive shared points (or to the end).
+DEPART_HOLD = 3
+
+
+def departure(a: Curve, b: Curve) -> Departure | None:
+    """Compare B to A (the known-good run) point by point on their shared steps/epochs."""
+    if a.per != b.per:
+        return None
+    xs, ia, ib = np.intersect1d(a.x, b.x, return_indices=True)
+    if len(xs) < 2:
+        return None
+    ya, yb = a.y[ia], b.y[ib]
+    finite_a = ya[np.isfinite(ya)]
+    if not len(finite_a):
+        return None
+    noise = max(noise_sigma(finite_a) * float(np.sqrt(2.0)), 1e-3 * float(np.median(np.abs(finite_a))), 1e-12)
+    broke = np.isfinite(ya) & ~np.isfinite(yb)
+    gap = np.where(np.isfinite(ya) & np.isfinite(yb), yb - ya, 0.0)
+    smooth = rolling_median(gap, 5) if len(gap) >= 5 else gap
+    beyond = (np.abs(smooth) > DEPART_SIGMAS * noise) | broke
+    for i in np.flatnonzero(beyond):
+        if beyond[i : i + DEPART_HOLD].all():
+            return Departure(x=int(xs[i]), a=float(ya[i]), b=float(yb[i]), noise=noise)
+    return None
+
+
+def final_value(c: Curve) -> float | None:
+    """The last finite value of a curve (None when it has none)."""
+    finite = np.flatnonzero(np.isfinite(c.y))
+    return float(c.y[finite[-1]]) if len(finite) else None
