@@ -231,15 +231,30 @@ def departure(a: Curve, b: Curve) -> Departure | None:
     finite_a = ya[np.isfinite(ya)]
     if not len(finite_a):
         return None
-    noise = max(noise_sigma(finite_a) * float(np.sqrt(2.0)), 1e-3 * float(np.median(np.abs(finite_a))), 1e-12)
+    floor = max(1e-3 * float(np.median(np.abs(finite_a))), 1e-12)
+    # Noise of the difference of two runs, measured locally on A: early steps are far noisier
+    # than late ones, and one global sigma would call every early wobble a departure.
+    noise = np.maximum(local_noise(np.where(np.isfinite(ya), ya, 0.0)) * np.sqrt(2.0), floor)
     broke = np.isfinite(ya) & ~np.isfinite(yb)
     gap = np.where(np.isfinite(ya) & np.isfinite(yb), yb - ya, 0.0)
     smooth = rolling_median(gap, 5) if len(gap) >= 5 else gap
     beyond = (np.abs(smooth) > DEPART_SIGMAS * noise) | broke
     for i in np.flatnonzero(beyond):
         if beyond[i : i + DEPART_HOLD].all():
-            return Departure(x=int(xs[i]), a=float(ya[i]), b=float(yb[i]), noise=noise)
+            return Departure(x=int(xs[i]), a=float(ya[i]), b=float(yb[i]), noise=float(noise[i]))
     return None
+
+
+def local_noise(y: FloatArray) -> FloatArray:
+    """Point-to-point noise around each point (MAD of first differences in a window of ~1/10 of the curve)."""
+    if len(y) < 3:
+        return np.zeros(len(y))
+    diffs = np.abs(np.diff(y))
+    window = min(len(diffs), max(5, (len(y) // 10) | 1))
+    inner = np.median(np.lib.stride_tricks.sliding_window_view(diffs, window), axis=1)
+    before = (len(y) - len(inner)) // 2  # full windows only; the ends take their nearest full window
+    spread = np.pad(inner, (before, len(y) - len(inner) - before), mode="edge")
+    return np.asarray(1.4826 * spread / np.sqrt(2.0), dtype=np.float64)
 
 
 def final_value(c: Curve) -> float | None:
