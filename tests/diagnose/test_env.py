@@ -55,7 +55,8 @@ def test_manifest_records_versions_git_env_and_data(repo: Path, tmp_path: Path) 
 def test_capture_imports_no_framework() -> None:
     code = (
         "import sys; from trainmedic.envinfo import capture_manifest; m = capture_manifest();"
-        "print(sorted(x for x in ('torch', 'tensorflow', 'keras', 'transformers', 'lightning') if x in sys.modules));"
+        "names = ('torch', 'tensorflow', 'keras', 'transformers', 'lightning');"
+        "print(sorted(x for x in names if x in sys.modules));"
         "print(m['frameworks']['tensorflow']['version'])"
     )
     out = subprocess.run(
