@@ -13,8 +13,12 @@ from __future__ import annotations
 import json
 import math
 import re
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 from trainmedic.diagnose.source import LOG_PID, LogRead
 from trainmedic.errors import UsageError
@@ -48,24 +52,7 @@ def read_trainer_state(path: Path, data: dict[str, Any] | None = None) -> LogRea
 
 def _convert(read: LogRead, state: dict[str, Any], history: list[dict[str, Any]]) -> None:
     mtime = read.path.stat().st_mtime
-    columns: dict[str, tuple[list[int], list[float], list[float]]] = {}
-    finished = False
-    last_step, last_epoch = 0, 0.0
-    for entry in history:
-        if _SUMMARY_KEY in entry:
-            finished = True
-            continue
-        step = int(entry.get("step", last_step) or 0)
-        epoch = float(entry.get("epoch", last_epoch) or 0.0)
-        last_step, last_epoch = step, epoch
-        index = float(max(0, math.ceil(epoch - 1e-9) - 1))  # HF epoch 1.0 ends the first epoch (index 0)
-        for key, value in entry.items():
-            if key in _NOT_CURVES or not isinstance(value, (int, float)):
-                continue
-            steps, values, epochs = columns.setdefault(key, ([], [], []))
-            steps.append(step)
-            values.append(float(value))
-            epochs.append(index)
+    columns, finished, last_step, last_epoch = _columns(history)
     global_step = int(state.get("global_step") or last_step)
     final_epoch = float(state.get("epoch") or last_epoch)
     max_steps = _int(state.get("max_steps"))
@@ -85,7 +72,7 @@ def _convert(read: LogRead, state: dict[str, Any], history: list[dict[str, Any]]
                 pid=LOG_PID,
             )
         )
-    for name, (steps, values, epochs) in columns.items():
+    for name, (steps, values, epochs) in sorted(columns.items()):
         events.append(
             MetricSeries(
                 name=name,
@@ -107,6 +94,54 @@ def _convert(read: LogRead, state: dict[str, Any], history: list[dict[str, Any]]
         events.append(PhaseEnd(phase="train", step=global_step, epoch=completed, t=mtime, pid=LOG_PID))
     read.events = events
     read.points = sum(len(c[0]) for c in columns.values())
+
+
+Columns = dict[str, tuple[list[int], list[float], list[float]]]
+FloatArray = NDArray[np.float64]
+
+
+def _columns(history: list[dict[str, Any]]) -> tuple[Columns, bool, int, float]:
+    """Log entries to columns. Entries are grouped by their keys first (the Trainer writes a few
+    shapes over and over), so a 100 MB state is converted column by column, not value by value."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for entry in history:
+        groups.setdefault(tuple(entry), []).append(entry)
+    parts: dict[str, list[tuple[FloatArray, FloatArray, FloatArray]]] = {}
+    finished = False
+    last_step, last_epoch = 0, 0.0
+    for keys, entries in groups.items():
+        if _SUMMARY_KEY in keys:
+            finished = True
+            continue
+        steps = _numbers(entries, "step") if "step" in keys else np.zeros(len(entries))
+        epochs = _numbers(entries, "epoch") if "epoch" in keys else np.zeros(len(entries))
+        if np.isfinite(steps).any():
+            last_step = max(last_step, int(np.max(steps[np.isfinite(steps)])))
+        if np.isfinite(epochs).any():
+            last_epoch = max(last_epoch, float(np.max(epochs[np.isfinite(epochs)])))
+        index = np.maximum(0.0, np.ceil(epochs - 1e-9) - 1)  # HF epoch 1.0 ends the first epoch (index 0)
+        for key in keys:
+            if key in _NOT_CURVES or not isinstance(entries[0][key], (int, float)):
+                continue
+            parts.setdefault(key, []).append((steps, _numbers(entries, key), index))
+    columns: Columns = {}
+    for key, chunks in parts.items():
+        steps = np.concatenate([c[0] for c in chunks])
+        order = np.argsort(steps, kind="stable")
+        columns[key] = (
+            steps[order].astype(np.int64).tolist(),
+            np.concatenate([c[1] for c in chunks])[order].tolist(),
+            np.concatenate([c[2] for c in chunks])[order].tolist(),
+        )
+    return columns, finished, last_step, last_epoch
+
+
+def _numbers(entries: list[dict[str, Any]], key: str) -> FloatArray:
+    values = list(map(itemgetter(key), entries))
+    try:
+        return np.fromiter(values, dtype=np.float64, count=len(values))
+    except (TypeError, ValueError):  # null / strings among the numbers
+        return np.array([v if isinstance(v, (int, float)) else math.nan for v in values], dtype=np.float64)
 
 
 def _early_stopping(state: dict[str, Any]) -> bool:

@@ -59,9 +59,18 @@ NONFINITE_LOSS = FindingSpec(
     slug="nonfinite-loss",
     severity=Severity.ERROR,
     title="Loss became NaN or Inf",
-    what="The loss (or a metric used as the loss) became NaN or Inf; the first step and epoch are given.",
-    why="Every update after that step is garbage: the weights are NaN and the run is lost.",
-    example="A learning rate of 10 on an MLP: loss 2.3, 8.1, 1e12, inf, nan.",
+    what=(
+        "The loss (or a metric used as the loss, training or validation) became NaN or Inf; the "
+        "first step and epoch are given, with the last finite value before it."
+    ),
+    why=(
+        "Every update after that step is garbage: the weights are NaN and the run is lost. Keras "
+        "and the HF Trainer keep going and log NaN for every later epoch unless told to stop."
+    ),
+    example=(
+        "A learning rate of 10 on an MLP: loss 2.3, 8.1, 1e12, inf, nan. `trainmedic diagnose "
+        "history.json` names the epoch; on a TensorBoard log of every step, the step."
+    ),
     fix=(
         "Lower the learning rate or add warm-up, clip gradients, check the inputs of that "
         "batch for NaN/Inf, use bf16 instead of fp16 or a loss scaler."
@@ -73,7 +82,10 @@ LOSS_DIVERGENCE = FindingSpec(
     slug="loss-divergence",
     severity=Severity.ERROR,
     title="Loss diverged",
-    what="The loss rose far above its running minimum and kept rising.",
+    what=(
+        "The smoothed training loss ends far above its minimum (more than its own size, or half "
+        "of what it had gained, and 5x its noise) and stays there; the step it left is given."
+    ),
     why="The optimiser has left the region it was converging to; more steps make it worse.",
     example="Loss falls to 0.4 by step 300, then climbs steadily to 5.0 by step 600.",
     fix="Lower the learning rate (or its peak), add warm-up and gradient clipping.",
@@ -84,7 +96,10 @@ NOT_LEARNING = FindingSpec(
     slug="not-learning",
     severity=Severity.WARNING,
     title="Training loss is not decreasing",
-    what="The training loss did not decrease beyond noise after warm-up.",
+    what=(
+        "The training loss never got below its starting level by more than 2% and 2x its noise "
+        "(judged over at least 5 epochs or 20 logged steps)."
+    ),
     why="Compute is spent with no progress: a bug in the loop, a learning rate far off, or frozen weights.",
     example="Loss stays at 2.30 (= ln 10) for 20 epochs on a 10-class problem.",
     fix=(
@@ -98,7 +113,10 @@ OVERFITTING = FindingSpec(
     slug="overfitting",
     severity=Severity.WARNING,
     title="Overfitting: validation loss rises while training loss falls",
-    what="Validation loss rises while training loss keeps falling (a growing gap); the turning epoch is given.",
+    what=(
+        "Validation loss rises (by more than 10% and 3x its noise) after its minimum while the "
+        "training loss keeps falling: a growing gap. The turning epoch is given."
+    ),
     why="Every epoch after the turn makes the model worse on unseen data.",
     example="val_loss 0.52 at epoch 6, 0.61 at 10, 0.80 at 15; loss 0.30 -> 0.05.",
     fix=(

@@ -19,7 +19,10 @@ ENV_DRIFT = FindingSpec(
     slug="env-drift",
     severity=Severity.WARNING,
     title="Environment differs between two runs",
-    what="Two runs differ in package versions, hardware, driver, dataset hash or code commit.",
+    what=(
+        "Two runs differ in package versions, hardware, driver, dataset hash, code commit, "
+        "environment variables or command; the differences are the evidence (`trainmedic diff`)."
+    ),
     why="Half of 'it worked yesterday' is an environment change; this lists what changed.",
     example="torch 2.12.0 -> 2.13.0 and the dataset hash changed between the good and the bad run.",
     fix="Pin the versions that matter (frameworks, CUDA, numpy) and record data hashes with every run.",
@@ -30,7 +33,7 @@ DIRTY_WORKTREE = FindingSpec(
     slug="dirty-worktree",
     severity=Severity.INFO,
     title="Run started from uncommitted code",
-    what="The run started from uncommitted code.",
+    what="The run started from uncommitted code (tracked files modified; untracked files are counted apart).",
     why="The exact code of the run cannot be recovered from the commit it names.",
     example="git status shows modified train.py when the run starts.",
     fix="Commit (or stash) before long runs; trainmedic records the commit in the manifest.",
