@@ -14,7 +14,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -157,12 +157,23 @@ class MetricSeries(Event):
 
     kind: ClassVar[str] = "series"
     name: str = ""
-    steps: list[int] = field(default_factory=list)
-    values: list[float] = field(default_factory=list)
-    epochs: list[float] | None = None
-    times: list[float] | None = None
+    # Sequences: readers may hand numpy arrays (a million points as Python floats costs seconds).
+    steps: Sequence[int] = field(default_factory=list)
+    values: Sequence[float] = field(default_factory=list)
+    epochs: Sequence[float] | None = None
+    times: Sequence[float] | None = None
     per: str = "step"  # step | epoch
     source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        for key in ("steps", "values", "epochs", "times"):
+            tolist = getattr(data[key], "tolist", None)  # numpy arrays -> plain JSON lists
+            if callable(tolist):
+                data[key] = tolist()
+            elif data[key] is not None:
+                data[key] = list(data[key])
+        return data
 
 
 @dataclass(kw_only=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, trainmedic_cmd
 from trainmedic.cli.main import main
 from trainmedic.envinfo import capture_manifest, hash_data, write_manifest
 
@@ -125,3 +125,44 @@ def test_write_manifest_and_diagnose_a_run_folder_from_dirty_code(repo: Path, tm
     assert not list(run.glob(".*.tmp"))  # written atomically
     assert main(["diagnose", str(run)]) == 0
     assert "ENV002 dirty-worktree" in capsys.readouterr().out
+
+
+FAKE_NVML = '''
+"""A stand-in for nvidia-ml-py on this GPU-less machine: same functions, fixed answers."""
+class _Memory:
+    total = 150_000_000_000
+def nvmlInit(): pass
+def nvmlShutdown(): pass
+def nvmlDeviceGetCount(): return 2
+def nvmlDeviceGetHandleByIndex(i): return i
+def nvmlDeviceGetName(h): return "NVIDIA H200"
+def nvmlDeviceGetUUID(h): return f"GPU-{h:04d}"
+def nvmlDeviceGetMemoryInfo(h): return _Memory()
+def nvmlDeviceGetCudaComputeCapability(h): return (9, 0)
+def nvmlSystemGetDriverVersion(): return b"DRIVER"
+def nvmlSystemGetCudaDriverVersion(): return 12040
+'''
+
+
+@pytest.mark.parametrize("driver", ["550.54.15"])
+def test_gpus_and_driver_through_the_nvml_interface(tmp_path: Path, driver: str) -> None:
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "pynvml.py").write_text(FAKE_NVML.replace("DRIVER", driver))
+    path = os.pathsep.join([str(fake), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path, "NO_COLOR": "1"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*trainmedic_cmd(), *args], capture_output=True, text=True, env=env, check=False
+        )
+
+    result = run("env", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    gpus = json.loads(result.stdout)["manifest"]["gpus"]
+    assert gpus["driver"] == driver
+    assert gpus["cuda_driver"] == "12.4"
+    assert [d["name"] for d in gpus["devices"]] == ["NVIDIA H200", "NVIDIA H200"]
+    assert gpus["devices"][1]["compute_capability"] == "9.0"
+    text = run("env").stdout
+    assert f"driver {driver} (CUDA 12.4)" in text

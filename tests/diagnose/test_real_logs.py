@@ -54,7 +54,7 @@ def test_keras_tensorboard_scalars_are_tensor_summaries_read_per_epoch(real_logs
     record = load([real_logs / "keras/healthy/tb"]).record
     series = {s.name: s for s in record.of_type(MetricSeries)}
     assert series["train/epoch_loss"].per == "epoch"
-    assert series["train/epoch_loss"].steps == list(range(8))
+    assert list(series["train/epoch_loss"].steps) == list(range(8))
     assert len(series["validation/epoch_loss"].values) == 8
     assert record.epochs_completed == 8
 
@@ -90,7 +90,7 @@ def test_lightning_reads_epoch_and_step_columns_apart(real_logs: Path) -> None:
     assert {"val_loss", "train_loss_epoch"} <= set(epochs[-1].metrics)
     [step_series] = [s for s in record.of_type(MetricSeries) if s.name == "train_loss_step"]
     assert step_series.epochs is not None
-    assert step_series.epochs[-1] == 5
+    assert list(step_series.epochs)[-1] == 5
 
 
 def test_lightning_with_fewer_epochs_than_expected_warns(real_logs: Path, capsys) -> None:

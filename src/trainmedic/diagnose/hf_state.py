@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,6 +31,19 @@ _SUMMARY_KEY = "train_runtime"
 _SCALAR = re.compile(r'"(\w+)":\s*(-?[0-9][0-9.eE+\-]*|null|true|false|"[^"\\]*")')
 
 
+def parse_json(raw: bytes) -> Any:
+    """orjson when installed (about 4x faster on a 100 MB state), else json. orjson refuses the
+    NaN/Infinity tokens Python's json writes for a diverged loss: those files take the json path."""
+    try:
+        import orjson
+    except ImportError:
+        return json.loads(raw)
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
+
+
 def looks_like_trainer_state(data: Any) -> bool:
     return isinstance(data, dict) and isinstance(data.get("log_history"), list)
 
@@ -38,11 +52,11 @@ def read_trainer_state(path: Path, data: dict[str, Any] | None = None) -> LogRea
     """Read a trainer_state.json; a file cut short is salvaged entry by entry."""
     read = LogRead(path=path, format="hf-trainer-state", framework="transformers")
     if data is None:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        raw = path.read_bytes()
         try:
-            data = json.loads(text)
+            data = parse_json(raw)
         except json.JSONDecodeError:
-            data = _salvage(path, text, read)
+            data = _salvage(path, raw.decode("utf-8", errors="replace"), read)
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a JSON object with log_history (an HF trainer_state.json)")
     history = [e for e in data.get("log_history", []) if isinstance(e, dict)]
@@ -76,9 +90,9 @@ def _convert(read: LogRead, state: dict[str, Any], history: list[dict[str, Any]]
         events.append(
             MetricSeries(
                 name=name,
-                steps=steps,
-                values=values,
-                epochs=epochs,
+                steps=cast(Sequence[int], steps),
+                values=cast(Sequence[float], values),
+                epochs=cast(Sequence[float], epochs),
                 source=str(read.path),
                 t=mtime - 1,
                 pid=LOG_PID,
@@ -96,8 +110,9 @@ def _convert(read: LogRead, state: dict[str, Any], history: list[dict[str, Any]]
     read.points = sum(len(c[0]) for c in columns.values())
 
 
-Columns = dict[str, tuple[list[int], list[float], list[float]]]
+Columns = dict[str, tuple["IntArray", "FloatArray", "FloatArray"]]
 FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
 
 
 def _columns(history: list[dict[str, Any]]) -> tuple[Columns, bool, int, float]:
@@ -129,9 +144,9 @@ def _columns(history: list[dict[str, Any]]) -> tuple[Columns, bool, int, float]:
         steps = np.concatenate([c[0] for c in chunks])
         order = np.argsort(steps, kind="stable")
         columns[key] = (
-            steps[order].astype(np.int64).tolist(),
-            np.concatenate([c[1] for c in chunks])[order].tolist(),
-            np.concatenate([c[2] for c in chunks])[order].tolist(),
+            steps[order].astype(np.int64),
+            np.concatenate([c[1] for c in chunks])[order],
+            np.concatenate([c[2] for c in chunks])[order],
         )
     return columns, finished, last_step, last_epoch
 

@@ -135,10 +135,13 @@ def _read_file(path: Path) -> LogRead:
 
 
 def _read_json(path: Path) -> LogRead:
-    text = path.read_text(encoding="utf-8", errors="replace")
+    raw = path.read_bytes()
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data = hf_state.parse_json(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        text = raw.decode("utf-8", errors="replace")
+        if not isinstance(exc, json.JSONDecodeError):
+            raise UsageError(f"{path}: not UTF-8 JSON ({exc.reason})") from exc
         if '"log_history"' in text:
             return hf_state.read_trainer_state(path)  # salvages the complete entries of a cut file
         if exc.pos >= len(text.rstrip()) - 1:

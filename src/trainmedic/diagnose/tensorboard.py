@@ -23,10 +23,10 @@ tail is reported as skipped.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -111,12 +111,12 @@ def _events(tags: dict[str, _Scalars], read: LogRead) -> list[Event]:
         elif folder in epoch_maps and _last(name) != "epoch":
             epochs = _epochs_of(steps, epoch_maps[folder])
         events.append(
-            MetricSeries(
+            MetricSeries(  # numpy arrays as they are: a million points as Python floats costs seconds
                 name=name,
-                steps=steps.tolist(),
-                values=values.tolist(),
-                epochs=None if epochs is None else epochs.tolist(),
-                times=walls.tolist(),
+                steps=cast(Sequence[int], steps),
+                values=cast(Sequence[float], values),
+                epochs=None if epochs is None else cast(Sequence[float], epochs),
+                times=cast(Sequence[float], walls),
                 per=per,
                 source=str(read.path),
                 t=float(walls.max()) if len(walls) else 0.0,

@@ -36,7 +36,11 @@ def logged_run_ended_early(record: RunRecord) -> list[Finding]:
         return []
     finished = any(isinstance(e, PhaseEnd) and e.phase == "train" for e in record.events)
     found = _steps_short(record, plans, finished)
-    if found is None:
+    # With max_steps known (HF), steps decide: its num_train_epochs is ceil(max_steps / steps per
+    # epoch), so a complete run often ends inside its last "epoch". Epochs decide only when they
+    # were stated on their own (--expect-epochs, a Keras-style plan).
+    stated_epochs = any(p.epochs and not p.max_steps for p in plans)
+    if found is None and (stated_epochs or not any(p.max_steps for p in plans)):
         found = _epochs_short(record, plans[-1].framework, finished)
     return [found] if found is not None else []
 
