@@ -78,8 +78,8 @@ def write_trainer_state(folder: Path, megabytes: int) -> Path:
     return path
 
 
-def timed(argv: list[str]) -> tuple[float, float, str]:
-    """(seconds, peak RSS MiB, stdout) of one child process (os.wait4 gives that child's own rusage)."""
+def timed(argv: list[str]) -> tuple[float, float, float, str]:
+    """(wall s, CPU s, peak RSS MiB, stdout) of one child process (os.wait4: that child's own rusage)."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         start = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, stderr=err)
@@ -90,7 +90,14 @@ def timed(argv: list[str]) -> tuple[float, float, str]:
         err.seek(0)
         if proc.returncode not in (0, 1):
             raise SystemExit(f"{argv} failed: {err.read()[-2000:]}")
-        return seconds, usage.ru_maxrss / 1024, out.read()
+        return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out.read()
+
+
+def generate(function: str, folder: Path, size: int) -> None:
+    """Write an input in a child process: the parent must stay small for the RSS figures."""
+    code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import diagnose_scale as d;"
+    code += f"d.{function}(__import__('pathlib').Path({str(folder)!r}), {size})"
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def python_snippet(code: str) -> list[str]:
@@ -124,45 +131,43 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         t0 = time.perf_counter()
-        events = write_tensorboard(folder, args.points)
+        events = folder / "events.out.tfevents.1700000000.bench"
+        generate("write_tensorboard", folder, args.points)
         took = time.perf_counter() - t0
         print(f"wrote {events.stat().st_size / 1e6:.1f} MB of TensorBoard events in {took:.1f} s")
         t0 = time.perf_counter()
-        state = write_trainer_state(folder, args.mb)
+        state = folder / "trainer_state.json"
+        generate("write_trainer_state", folder, args.mb)
         took = time.perf_counter() - t0
         print(f"wrote {state.stat().st_size / 1e6:.1f} MB trainer_state.json in {took:.1f} s")
         rows = []
-        seconds, peak, out = timed([*diagnose, str(events)])
-        points = json.loads(out)["sources"][0]["points"]
-        rows.append(("trainmedic diagnose (TensorBoard)", seconds, peak, points))
-        tb_seconds = seconds
-        seconds, peak, out = timed([*diagnose, str(state)])
-        rows.append(
-            (
-                "trainmedic diagnose (trainer_state.json)",
-                seconds,
-                peak,
-                json.loads(out)["sources"][0]["points"],
-            )
-        )
-        hf_seconds = seconds
-        seconds, peak, out = timed([*python_snippet(JSON_FLOOR), str(state)])
-        rows.append(("json.load of the same trainer_state.json", seconds, peak, int(out)))
-        json_seconds = seconds
+        runs = [
+            ("trainmedic diagnose (TensorBoard)", [*diagnose, str(events)]),
+            ("trainmedic diagnose (trainer_state.json)", [*diagnose, str(state)]),
+            ("json.load of the same trainer_state.json", [*python_snippet(JSON_FLOOR), str(state)]),
+        ]
         if not args.no_peers:
-            seconds, peak, out = timed([*python_snippet(PEER_RAW), str(events)])
-            rows.append(("tensorboard RawEventFileLoader + protobuf", seconds, peak, int(out)))
-            raw_seconds = seconds
-            seconds, peak, out = timed([*python_snippet(PEER_ACCUMULATOR), str(events)])
-            rows.append(("tensorboard EventAccumulator (all points)", seconds, peak, int(out)))
-            acc_seconds = seconds
-    print(f"\n{'reader':<44}{'seconds':>9}{'peak MiB':>10}{'points':>10}")
-    for name, seconds, peak, n in rows:
-        print(f"{name:<44}{seconds:>9.2f}{peak:>10.0f}{n:>10}")
-    print(f"\ntrainmedic / json.load on the trainer state: {hf_seconds / json_seconds:.2f}x")
-    if not args.no_peers:
-        print(f"RawEventFileLoader+protobuf / trainmedic on the event file: {raw_seconds / tb_seconds:.1f}x")
-        print(f"EventAccumulator / trainmedic on the event file: {acc_seconds / tb_seconds:.1f}x")
+            runs += [
+                ("tensorboard RawEventFileLoader + protobuf", [*python_snippet(PEER_RAW), str(events)]),
+                (
+                    "tensorboard EventAccumulator (all points)",
+                    [*python_snippet(PEER_ACCUMULATOR), str(events)],
+                ),
+            ]
+        for name, argv in runs:
+            wall, cpu, peak, out = timed(argv)
+            text = out.strip()
+            points = json.loads(text)["sources"][0]["points"] if text.startswith("{") else int(text)
+            rows.append((name, wall, cpu, peak, points))
+    print(f"\n{'reader':<44}{'wall s':>8}{'CPU s':>8}{'peak MiB':>10}{'points':>10}")
+    for name, wall, cpu, peak, n in rows:
+        print(f"{name:<44}{wall:>8.2f}{cpu:>8.2f}{peak:>10.0f}{n:>10}")
+    cpu_of = {name: cpu for name, _, cpu, _, _ in rows}
+    tb = cpu_of["trainmedic diagnose (TensorBoard)"]
+    hf = cpu_of["trainmedic diagnose (trainer_state.json)"]
+    print(f"\nCPU ratios: trainmedic / json.load on the trainer state: {hf / cpu_of[rows[2][0]]:.2f}x")
+    for name in [r[0] for r in rows[3:]]:
+        print(f"CPU ratios: {name} / trainmedic on the event file: {cpu_of[name] / tb:.1f}x")
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
 
