@@ -158,6 +158,7 @@ def test_val_rising_with_train_rising_is_not_overfitting() -> None:
     assert dynamics.overfitting(epochs(loss=rising, val_loss=rising)) == []
 
 
+@pytest.mark.slow
 def test_million_point_series_is_reduced() -> None:
     values = healthy_steps(5, n=1_000_000, noise=0.3)
     record = RunRecord.of(

@@ -144,6 +144,7 @@ def nvmlSystemGetCudaDriverVersion(): return 12040
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("driver", ["550.54.15"])
 def test_gpus_and_driver_through_the_nvml_interface(tmp_path: Path, driver: str) -> None:
     fake = tmp_path / "fake"

@@ -132,3 +132,13 @@ def test_text_output_names_the_sources(real_logs: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert "(hf-trainer-state)" in out
     assert "No findings." in out
+
+
+def test_diff_of_two_real_keras_runs(real_logs: Path, capsys) -> None:
+    good, bad = real_logs / "keras/healthy/history.json", real_logs / "keras/nan/history.json"
+    assert main(["diff", "--format", "json", str(good), str(bad)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = {row["metric"]: row for row in doc["metrics"]}
+    assert rows["loss"]["departs_at"] == 1  # B is NaN from its first epoch (counted from 1)
+    assert rows["loss"]["b_final"] is None
+    assert doc["findings"] == []  # no manifests: the environment is not compared

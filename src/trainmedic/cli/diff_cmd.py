@@ -48,6 +48,13 @@ def command(a: Path, b: Path, fmt: str, fail_on: str) -> int:
     command_a, command_b = _command(side_a), _command(side_b)
     if command_a != command_b and "command" not in differences and command_a and command_b:
         differences["command"] = [command_a, command_b]
+    plan_a, plan_b = _plan(side_a), _plan(side_b)
+    if plan_a and plan_b and plan_a != plan_b:
+        differences["training_plan"] = {
+            k: [plan_a.get(k), plan_b.get(k)]
+            for k in sorted(set(plan_a) | set(plan_b))
+            if plan_a.get(k) != plan_b.get(k)
+        }
     metrics = compare_metrics(side_a.record, side_b.record)
     drift = env_drift(str(a), str(b), differences)
     findings = [drift] if drift is not None else []
@@ -96,6 +103,14 @@ def _command(side: Side) -> list[str] | None:
     return None
 
 
+def _plan(side: Side) -> dict[str, Any] | None:
+    """The training configuration the run stated (epochs, steps, batch size, early stopping)."""
+    if side.record is None or not side.record.plans:
+        return None
+    plan = side.record.plans[-1].to_dict()
+    return {k: v for k, v in plan.items() if k not in ("t", "pid", "rank", "node", "kind") and v is not None}
+
+
 def compare_metrics(a: RunRecord | None, b: RunRecord | None) -> list[dict[str, Any]]:
     """Every metric both runs logged: final values and where B first departs from A."""
     from trainmedic.rules.curves import curve, departure, final_value, is_loss
@@ -108,6 +123,7 @@ def compare_metrics(a: RunRecord | None, b: RunRecord | None) -> list[dict[str, 
         if ca is None or cb is None:
             continue
         left = departure(ca, cb)
+        offset = 1 if ca.per == "epoch" else 0  # epochs counted from 1, as in findings and framework logs
         rows.append(
             {
                 "metric": name,
@@ -116,7 +132,7 @@ def compare_metrics(a: RunRecord | None, b: RunRecord | None) -> list[dict[str, 
                 "b_final": final_value(cb),
                 "a_points": len(ca),
                 "b_points": len(cb),
-                "departs_at": None if left is None else left.x,
+                "departs_at": None if left is None else left.x + offset,
                 "a_at_departure": None if left is None else left.a,
                 "b_at_departure": None if left is None else left.b,
             }

@@ -124,6 +124,7 @@ def env_drift(a_name: str, b_name: str, differences: Mapping[str, Any]) -> Findi
         "env": "environment variables",
         "determinism": "seeds/determinism settings",
         "command": "command",
+        "training_plan": "training plan (epochs/steps/batch size)",
     }
     parts.extend(label for key, label in labels.items() if key in differences)
     message = f"{b_name} differs from {a_name} in " + "; ".join(parts)
