@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from trainmedic.cli.options import format_option
+from trainmedic.cli.options import plain_format_option
 from trainmedic.findings import FindingSpec
 from trainmedic.registry import lookup
 
@@ -25,7 +25,7 @@ def explain_text(spec: FindingSpec) -> str:
 
 @click.command("explain")
 @click.argument("finding")
-@format_option
+@plain_format_option
 def command(finding: str, fmt: str) -> int:
     """Explain a finding: what it means, why it hurts, an example, the fix."""
     spec = lookup(finding)
