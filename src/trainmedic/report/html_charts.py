@@ -23,6 +23,7 @@ from trainmedic.report.downsample import Point, minmax_downsample
 
 WIDTH, HEIGHT = 720, 260
 LEFT, RIGHT, TOP, BOTTOM = 62, 14, 18, 34
+_MAX_DOTS = 40
 _MIN_BAND_PX = 0.6  # bands narrower than this are merged with their neighbour of the same kind
 
 
@@ -118,8 +119,8 @@ def time_ticks(lo: float, hi: float, count: int = 6) -> list[float]:
 def clock(seconds: float) -> str:
     """Seconds as m:ss or h:mm:ss (a time axis label)."""
     sign, s = ("-" if seconds < 0 else ""), abs(seconds)
-    if s < 60 and s != int(s):
-        return f"{sign}{s:.1f}s"
+    if s < 60:
+        return f"{sign}{round(s, 2):g}s"
     total = round(s)
     h, rem = divmod(total, 3600)
     m, sec = divmod(rem, 60)
@@ -258,7 +259,7 @@ def _markers(chart: Chart, sx: _Scale) -> list[str]:
         out.append(
             f'<g class="marker {escape(kind)}"><title>{escape(label)}</title>'
             f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" y2="{HEIGHT - BOTTOM}"/>'
-            f'<text x="{x + dx:.1f}" y="{TOP + 11}" text-anchor="{anchor}">{escape(label)}</text></g>'
+            f'<text x="{x + dx:.1f}" y="{HEIGHT - BOTTOM - 5}" text-anchor="{anchor}">{escape(label)}</text></g>'
         )
     return out
 

@@ -7,6 +7,7 @@ drawing to `html_charts`. Times are seconds since the run started.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from html import escape
 
@@ -30,6 +31,7 @@ from trainmedic.report.html_sections import Outcome
 
 MAX_PROCESS_LINES = 6
 MAX_METRIC_CHARTS = 12
+LOG_SCALE_RATIO = 1e4  # a metric spanning more than this is drawn on a log axis (a diverging loss)
 _PREFIXES = ("val_", "val/", "train_", "train/", "eval_", "eval/", "test_", "test/")
 
 
@@ -229,23 +231,28 @@ def _metric_chart(
 ) -> Chart:
     series: list[Series] = []
     markers: list[VMarker] = []
-    for i, name in enumerate(sorted(names, key=lambda n: (n != family, n))):
-        points = sorted(data[name])
-        finite, first_bad = split_finite(points)
-        series.append(Series(name, finite, tone=i, dashed=name != family and i > 0))
+    finite_by_name: dict[str, list[Point]] = {}
+    for name in sorted(names, key=lambda n: (n != family, n)):
+        finite, first_bad = split_finite(sorted(data[name]))
+        finite_by_name[name] = finite
         if first_bad is not None:
             markers.append(
                 VMarker(first_bad[0], f"{name} {first_bad[1]} at {axis} {int(first_bad[0])}", "nan")
             )
+    values = [y for pts in finite_by_name.values() for _, y in pts]
+    log = bool(values) and min(values) > 0 and max(values) / min(values) > LOG_SCALE_RATIO
+    for i, (name, finite) in enumerate(finite_by_name.items()):
+        shown = [(x, math.log10(y)) for x, y in finite] if log else finite
+        series.append(Series(name, shown, tone=i, dashed=i > 0))
     for f in findings:
         where = f.step if axis == "step" else f.epoch
         if where is not None:
             markers.append(VMarker(float(where), f.code, f"finding-{f.severity.value}"))
     return Chart(
         name=f"metric-{axis}-{family}",
-        title=f"{family} per {axis}",
+        title=f"{family} per {axis}" + (" (log scale: it spans many orders of magnitude)" if log else ""),
         x=Axis(axis, lambda v: f"{v:g}"),
-        y=Axis(family, fmt_number),
+        y=Axis(family, (lambda v: fmt_number(10**v)) if log else fmt_number),
         series=series,
         markers=markers,
         y_from_zero=False,

@@ -24,9 +24,7 @@ from trainmedic.report.html_format import fmt_bytes, fmt_duration, fmt_value, si
 
 OOM_CODE = "RUN001"
 _SIGKILL = 9
-_LOG_HIT = re.compile(
-    r"Traceback|Error\b|error:|Exception|Killed|out of memory|\bnan\b|\binf\b", re.IGNORECASE
-)
+_LOG_HIT = re.compile(r"Traceback|Error\b|error:|Exception|Killed|out of memory", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -68,7 +66,7 @@ def outcome(record: RunRecord, findings: Sequence[Finding]) -> Outcome:
     elif end.exit_code != 0:
         text = f"Failed with {status}{where} {took}."
     elif worst is not None and worst.severity is Severity.ERROR:
-        text = f"Exited normally ({status}) {took}, but it did not train as asked: {worst.message}"
+        text = f"Exited normally ({status}) {took}, but trainmedic found a problem: {worst.message}"
     else:
         text = f"Finished normally ({status}) {took}."
     level = "error" if end.exit_code != 0 or (worst and worst.severity is Severity.ERROR) else "ok"

@@ -81,6 +81,7 @@ svg text{fill:var(--muted);font-size:11px;font-family:inherit}
 svg .axis-label{font-size:11px;font-weight:600}
 svg .line{fill:none;stroke-width:1.6;stroke-linejoin:round}
 svg .line.dashed,.swatch.dashed{stroke-dasharray:5 3}
+svg .dot{fill:var(--bg);stroke-width:1.6}
 svg .hline{stroke:var(--err);stroke-width:1.4;stroke-dasharray:7 4}
 svg .hline-label{fill:var(--err);font-weight:600}
 svg .marker line{stroke-width:1.4}

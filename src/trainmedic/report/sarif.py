@@ -65,7 +65,9 @@ def _result(finding: Finding, rule_index: int) -> dict[str, Any]:
             ).hexdigest()[:32]
         },
         "properties": {
-            k: data[k] for k in ("slug", "evidence", "fix", "pid", "rank", "step", "epoch") if data[k] is not None
+            k: data[k]
+            for k in ("slug", "evidence", "fix", "pid", "rank", "step", "epoch")
+            if data[k] is not None
         },
     }
     if finding.file:
