@@ -199,7 +199,10 @@ def _record(page: PageLoad, event: dict[str, Any]) -> None:
         if params.get("type") in ("error", "assert", "warning"):
             page.errors.append(f"console.{params.get('type')}: {text}")
     elif method == "Runtime.exceptionThrown":
-        page.errors.append(f"exception: {params.get('exceptionDetails', {}).get('text')}")
+        details = params.get("exceptionDetails", {})
+        page.errors.append(
+            f"exception: {details.get('text')} {details.get('exception', {}).get('description')}"
+        )
     elif method == "Log.entryAdded":
         entry = params.get("entry", {})
         page.console.append({"type": f"log.{entry.get('level')}", "text": entry.get("text")})

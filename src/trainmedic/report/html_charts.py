@@ -192,12 +192,18 @@ def render_chart(chart: Chart) -> str:
             f'<text class="hline-label" x="{LEFT + 4}" y="{y - 4:.1f}">'
             f"{escape(h.label)}</text>"
         )
-    for series, pts in zip(chart.series, drawn, strict=False):
+    for series, pts in zip(chart.series, drawn, strict=True):
         dash = " dashed" if series.dashed else ""
         out.append(
             f'<path class="line s{series.tone % 8}{dash}" d="{_path(pts, sx, sy)}">'
             f"<title>{escape(series.label)}</title></path>"
         )
+        if len(pts) <= _MAX_DOTS:  # a line of a few points (epochs) needs its points seen
+            out.extend(
+                f'<circle class="dot s{series.tone % 8}" cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.8">'
+                f"<title>{escape(series.label)}: {escape(chart.y.fmt(y))}</title></circle>"
+                for x, y in pts
+            )
     out += _markers(chart, sx)
     if chart.peak is not None:
         px, py = sx(chart.peak[0]), sy(chart.peak[1])
@@ -253,13 +259,14 @@ def _markers(chart: Chart, sx: _Scale) -> list[str]:
         by_x.setdefault(round(sx(m.x), 1), []).append(m)
     for x, group in sorted(by_x.items()):
         label = ", ".join(dict.fromkeys(m.label for m in group))
-        kind = group[0].kind
+        kind = " ".join(dict.fromkeys(m.kind for m in group))  # a NaN and its finding share a step
         anchor = "end" if x > LEFT + (WIDTH - LEFT - RIGHT) * 0.7 else "start"
         dx = -4 if anchor == "end" else 4
         out.append(
             f'<g class="marker {escape(kind)}"><title>{escape(label)}</title>'
             f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" y2="{HEIGHT - BOTTOM}"/>'
-            f'<text x="{x + dx:.1f}" y="{HEIGHT - BOTTOM - 5}" text-anchor="{anchor}">{escape(label)}</text></g>'
+            f'<text x="{x + dx:.1f}" y="{HEIGHT - BOTTOM - 5}" text-anchor="{anchor}">'
+            f"{escape(label)}</text></g>"
         )
     return out
 
