@@ -81,7 +81,7 @@ def make_run(run_dir: Path, mode: str, *, memory_limit: int | None = None) -> Pa
         (cgroup / "memory.limit_in_bytes").write_text(str(memory_limit))
     writer = EventWriter(events_path)
     started = time.time()
-    writer.emit(RunStart(command=argv[1:], cwd=os.getcwd(), name=f"trainer-{mode}"))
+    writer.emit(RunStart(command=argv, cwd=os.getcwd(), name=f"trainer-{mode}"))
 
     def enter_cgroup() -> None:  # in the child, before exec: the limit covers the trainer from its start
         if cgroup is not None:

@@ -78,11 +78,13 @@ def test_report_of_a_real_run_in_chromium(browser: Browser, real_runs: dict[str,
             f"(() => {{ const r = document.querySelector('figure[data-chart={chart}] svg')"
             ".getBoundingClientRect(); return [r.x, r.y + scrollY, r.width, r.height]; })()",
         )
-        assert box[2] > 500 and box[3] > 150, (chart, box)
+        assert box[2] > 500, (chart, box)
+        assert box[3] > 150, (chart, box)
     assert visible(browser, page, "ul.tree li[data-role=trainer]") == 1
     png = browser.screenshot(page.session, width=1000, height=1800)
     colours, inked = non_blank(png)
-    assert colours > 40 and inked > 0.05, (colours, inked)
+    assert colours > 40, colours
+    assert inked > 0.05, inked
     if name == "oom":
         check_oom_page(browser, page)
         if os.environ.get("TRAINMEDIC_UPDATE_SCREENSHOT") == "1":

@@ -156,7 +156,7 @@ def _memory_by_phase_table(record: RunRecord) -> str:
     if set(by_phase) <= {"unknown"}:
         return ""
     rows = "".join(
-        f"<tr><td>{escape(phase.replace('_', ' '))}</td><td>{len(values)}</td>"
+        f"<tr><td>{escape(_phase_name(phase))}</td><td>{len(values)}</td>"
         f"<td>{fmt_bytes(median(values))}</td><td>{fmt_bytes(max(values))}</td></tr>"
         for phase, values in sorted(by_phase.items(), key=lambda kv: -max(kv[1]))
     )
@@ -164,6 +164,10 @@ def _memory_by_phase_table(record: RunRecord) -> str:
         '<div class="scroll"><table class="by-phase"><tr><th>phase</th><th>samples</th>'
         f"<th>median RSS</th><th>peak RSS</th></tr>{rows}</table></div>"
     )
+
+
+def _phase_name(phase: str) -> str:
+    return "outside any phase" if phase == "unknown" else phase.replace("_", " ")
 
 
 # -- training curves -----------------------------------------------------------------

@@ -107,7 +107,10 @@ def ending_section(record: RunRecord, findings: Sequence[Finding], result: Outco
         ("epochs", _epochs(record)),
         ("steps", str(len({(s.rank, s.step) for s in record.steps}) // max(1, _rank_count(record)))),
         ("peak memory (RSS)", fmt_bytes(record.peak_rss)),
-        ("findings", f"{counts[Severity.ERROR]} errors, {counts[Severity.WARNING]} warnings"),
+        (
+            "findings",
+            f"{_plural(counts[Severity.ERROR], 'error')}, {_plural(counts[Severity.WARNING], 'warning')}",
+        ),
     ]
     cells = "".join(f'<div class="stat"><b>{escape(v)}</b><span>{escape(k)}</span></div>' for k, v in stats)
     return (
@@ -115,6 +118,10 @@ def ending_section(record: RunRecord, findings: Sequence[Finding], result: Outco
         f'<p class="verdict {result.level}" data-outcome="{result.level}">{escape(result.sentence)}</p>'
         f'<div class="stats">{cells}</div></section>'
     )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def _rank_count(record: RunRecord) -> int:
@@ -153,7 +160,7 @@ def finding_card(finding: Finding, index: int) -> str:
         if value is not None
     )
     evidence = "".join(
-        f"<tr><th>{escape(str(k))}</th><td class='mono'>{escape(fmt_value(v))}</td></tr>"
+        f"<tr><th>{escape(str(k))}</th><td class='mono'>{escape(_evidence_value(str(k), v))}</td></tr>"
         for k, v in finding.evidence.items()
     )
     parts = [
@@ -168,6 +175,14 @@ def finding_card(finding: Finding, index: int) -> str:
         "</article>",
     ]
     return "".join(parts)
+
+
+def _evidence_value(key: str, value: Any) -> str:
+    """Evidence as stored (machine-readable), with bytes also said in GiB/MiB for the reader."""
+    shown = fmt_value(value)
+    if key.endswith("bytes") and isinstance(value, int) and not isinstance(value, bool) and value >= 1024:
+        shown += f" ({fmt_bytes(value)})"
+    return shown
 
 
 def _explain(code: str) -> str:

@@ -31,7 +31,8 @@ EVENTS, FINDINGS, MANIFEST, LOG, REPORT = (
 LOG_TAIL_BYTES = 256 * 1024
 LOG_LINES = 60
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-_FAILURE = re.compile(r"Traceback \(most recent call last\)|Killed|out of memory|Error:|Exception:")
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
+_FAILURE = re.compile(r"Killed|out of memory|Error:|Exception:")
 
 
 @dataclass
@@ -120,7 +121,8 @@ def lines_around_failure(lines: Sequence[str], count: int = LOG_LINES) -> list[s
     lines too (a long TensorFlow traceback would otherwise hide where it started)."""
     first_tail = max(0, len(lines) - count)
     tail = list(lines[first_tail:])
-    hits = [i for i, line in enumerate(lines) if _FAILURE.search(line)]
+    hits = [i for i, line in enumerate(lines) if _TRACEBACK.search(line)]
+    hits = hits or [i for i, line in enumerate(lines) if _FAILURE.search(line)]
     if not hits or hits[-1] >= first_tail:
         return tail
     head = list(lines[max(0, hits[-1] - 3) : min(first_tail, hits[-1] + count // 3)])
