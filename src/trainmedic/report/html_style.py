@@ -112,7 +112,8 @@ word-break:break-all}
 pre.log .hit{color:var(--err);font-weight:600}
 details summary{cursor:pointer;color:var(--info);font-size:.9em}
 footer{margin:2em 0 1em;color:var(--muted);font-size:.8em}
-@media (max-width:600px){body{font-size:14px}main{padding:10px}table.kv th{width:40%}}
+@media (max-width:600px){body{font-size:14px}main{padding:10px}table.kv th{width:40%}
+svg text,svg .axis-label{font-size:18px}svg .marker text{font-size:17px}}
 @media print{body{font-size:11pt;background:#fff;color:#000}main{max-width:none;padding:0}
 nav.toc{display:none}
 h2{break-after:avoid}pre{white-space:pre-wrap}details>summary{display:none}
