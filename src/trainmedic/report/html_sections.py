@@ -20,6 +20,8 @@ from trainmedic.errors import UsageError
 from trainmedic.events import ProcessExit, ProcessSpawn
 from trainmedic.findings import Finding, Severity, sort_findings
 from trainmedic.record import RunRecord
+from trainmedic.registry import lookup
+from trainmedic.report.explain import explain_text
 from trainmedic.report.html_format import fmt_bytes, fmt_duration, fmt_value, signal_name
 
 OOM_CODE = "RUN001"
@@ -187,10 +189,6 @@ def _evidence_value(key: str, value: Any) -> str:
 
 def _explain(code: str) -> str:
     """`trainmedic explain CODE`, embedded; nothing for a code this version does not know."""
-    # The CLI owns the explain wording; imported here lazily so the report shows the same text.
-    from trainmedic.cli.explain_cmd import explain_text
-    from trainmedic.registry import lookup
-
     try:
         spec = lookup(code)
     except UsageError:

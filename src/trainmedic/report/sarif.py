@@ -17,6 +17,8 @@ from typing import Any, TextIO
 from trainmedic import __version__
 from trainmedic.errors import UsageError
 from trainmedic.findings import Finding, FindingSpec, Severity, sort_findings
+from trainmedic.registry import lookup
+from trainmedic.report.explain import explain_text
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 VERSION = "2.1.0"
@@ -25,8 +27,6 @@ LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "n
 
 
 def _spec(code: str) -> FindingSpec | None:
-    from trainmedic.registry import lookup
-
     try:
         return lookup(code)
     except UsageError:
@@ -42,8 +42,6 @@ def _rule(finding: Finding) -> dict[str, Any]:
         "properties": {"tags": [finding.code[:3]]},
     }
     if spec is not None:
-        from trainmedic.cli.explain_cmd import explain_text  # the CLI owns the explain wording
-
         rule["shortDescription"] = {"text": spec.title}
         rule["fullDescription"] = {"text": spec.what}
         rule["help"] = {"text": explain_text(spec)}
