@@ -27,6 +27,7 @@ from trainmedic.events import (
 from trainmedic.record import RunRecord
 from trainmedic.report.html import render_html
 from trainmedic.report.html_format import fmt_bytes
+from trainmedic.report.indexed import IndexedRecord
 
 HOUR_S, SAMPLE_S, STEPS_PER_S = 3600.0, 0.5, 10
 pytestmark = pytest.mark.slow
@@ -88,3 +89,16 @@ def test_one_hour_report_is_small_and_keeps_the_peak(real_runs: dict[str, Path])
     assert fmt_bytes(record.peak_rss) in page  # the stats block names the true peak
     for path in re.findall(r'<path class="line[^"]*" d="([^"]*)"', page):
         assert path.count("L") < 800
+
+
+def test_indexed_record_answers_like_run_record(real_runs: dict[str, Path]) -> None:
+    """The report's fast record gives the same answers as RunRecord on real runs and on a long one."""
+    streams = [read_events(run / "events.jsonl").events for run in real_runs.values()]
+    hour = one_hour_from(real_runs["oom"])
+    hour.append(PhaseStart(t=hour[0].t + 1000, phase="checkpoint"))  # a phase left open, nested in train
+    streams.append(hour)
+    for events in streams:
+        plain, fast = RunRecord.of(events), IndexedRecord.wrap(RunRecord.of(events))
+        assert fast.memory_by_phase() == plain.memory_by_phase()
+        for kind in (Event, MemorySample, Step, Epoch, RunEnd, PhaseStart):
+            assert fast.of_type(kind) == plain.of_type(kind), kind

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 Point = tuple[float, float]
 
 DEFAULT_MAX_POINTS = 800
@@ -26,15 +28,15 @@ def minmax_downsample(points: Sequence[Point], max_points: int = DEFAULT_MAX_POI
     n = len(points)
     if n <= max_points or max_points < 4:
         return list(points)
+    ys = np.fromiter((y for _, y in points), dtype=np.float64, count=n)
     buckets = (max_points - 2) // 2
+    edges = 1 + (np.arange(buckets + 1) * (n - 2)) // buckets
     kept: list[Point] = [points[0]]
-    for b in range(buckets):
-        lo = 1 + b * (n - 2) // buckets
-        hi = 1 + (b + 1) * (n - 2) // buckets
+    for lo, hi in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True):
         if lo >= hi:
             continue
-        i_min = min(range(lo, hi), key=lambda i: points[i][1])
-        i_max = max(range(lo, hi), key=lambda i: points[i][1])
+        segment = ys[lo:hi]
+        i_min, i_max = lo + int(segment.argmin()), lo + int(segment.argmax())
         kept.extend(points[i] for i in sorted({i_min, i_max}))
     kept.append(points[-1])
     return kept

@@ -27,6 +27,7 @@ from trainmedic.findings import Finding, sort_findings
 from trainmedic.record import RunRecord
 from trainmedic.report import html_plots, html_sections
 from trainmedic.report.html_style import CSP, CSS, PRINT_SCRIPT
+from trainmedic.report.indexed import IndexedRecord
 from trainmedic.report.rundir import REPORT, load_run_folder
 
 _TOC = (
@@ -49,6 +50,7 @@ def render_html(
     title: str = "trainmedic report",
 ) -> str:
     """The whole page as one string. Every input may be empty: the sections say what is missing."""
+    record = IndexedRecord.wrap(record)
     findings = sort_findings(findings)
     result = html_sections.outcome(record, findings)
     nav = " ".join(f'<a href="#{anchor}">{escape(label)}</a>' for anchor, label in _TOC)
