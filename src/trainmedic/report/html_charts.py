@@ -23,7 +23,7 @@ from trainmedic.report.downsample import Point, minmax_downsample
 
 WIDTH, HEIGHT = 720, 260
 LEFT, RIGHT, TOP, BOTTOM = 62, 14, 18, 34
-_MAX_DOTS = 40
+_MAX_DOTS = 12
 _MIN_BAND_PX = 0.6  # bands narrower than this are merged with their neighbour of the same kind
 
 
