@@ -80,14 +80,14 @@ def test_accelerator_memory_several_processes_and_ranks() -> None:
         ProcessSpawn(t=t, pid=12, ppid=10, cmdline=["python", "train.py"], role="trainer", rank=1),
         ProcessSpawn(t=t, pid=13, ppid=11, cmdline=["python", "-c", "worker"], role="worker"),
     ]
-    for i in range(40):
+    for i in range(10):
         tree = {"10": 50 << 20, "11": (900 + i) << 20, "12": (880 + i) << 20, "13": 200 << 20}
         events.append(
             MemorySample(t=i * 0.5, rss_bytes=sum(tree.values()), processes=tree, gpu_bytes=(3 + i % 4) << 30)
         )
         events.append(Step(t=i * 0.5, pid=11, rank=0, step=i, metrics={"loss": 1 / (i + 1)}))
         events.append(Step(t=i * 0.5, pid=12, rank=1, step=i, metrics={"loss": 9.0}))
-    events += [ProcessExit(t=20, pid=12, exit_code=1), RunEnd(t=20, exit_code=1, duration_s=20)]
+    events += [ProcessExit(t=5, pid=12, exit_code=1), RunEnd(t=5, exit_code=1, duration_s=20)]
     page = render_html(RunRecord.of(events), [], {}, [], "ddp")
     assert 'data-chart="gpu-memory"' in page
     for label in ("pid 11, rank 0, trainer", "pid 12, rank 1, trainer", "pid 13, worker", "pid 10, launcher"):
