@@ -153,7 +153,14 @@ def _measured_findings(record: RunRecord, oom_kills: int, limit: int | None) -> 
                     "phase": phase,
                     "oom_kill": oom_kills,
                 },
-                epoch=next((s.epoch for s in reversed(record.phase_spans) if s.end is None), None),
+                epoch=next(
+                    (
+                        s.epoch + 1
+                        for s in reversed(record.phase_spans)
+                        if s.end is None and s.epoch is not None
+                    ),
+                    None,
+                ),
             )
         )
     bad = next((s for s in record.of_type(Step) if not math.isfinite(s.metrics.get("loss", 0.0))), None)
@@ -161,14 +168,14 @@ def _measured_findings(record: RunRecord, oom_kills: int, limit: int | None) -> 
         before = [s.metrics["loss"] for s in record.of_type(Step) if s.step < bad.step]
         found.append(
             lookup("TRN001").finding(
-                f"Loss became {bad.metrics['loss']} at step {bad.step} (epoch {bad.epoch})",
+                f"Loss became {bad.metrics['loss']} at step {bad.step} (epoch {(bad.epoch or 0) + 1})",
                 evidence={
                     "first_step": bad.step,
                     "value": str(bad.metrics["loss"]),
                     "last_finite": before[-1] if before else None,
                 },
                 step=bad.step,
-                epoch=bad.epoch,
+                epoch=None if bad.epoch is None else bad.epoch + 1,  # findings count epochs from 1
             )
         )
     return found

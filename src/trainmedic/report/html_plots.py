@@ -23,6 +23,7 @@ from trainmedic.report.html_charts import (
     Series,
     VMarker,
     clock,
+    nice_ticks,
     render_chart,
     time_ticks,
 )
@@ -91,7 +92,7 @@ def _host_memory_chart(
             s.start - t0,
             (s.end if s.end is not None else t0 + end_t) - t0,
             s.phase,
-            f"{s.phase} (pid {s.pid}" + (f", epoch {s.epoch})" if s.epoch is not None else ")"),
+            f"{s.phase} (pid {s.pid}" + (f", epoch {s.epoch + 1})" if s.epoch is not None else ")"),
         )
         for s in record.phase_spans
     ]
@@ -199,15 +200,17 @@ def _step_series(record: RunRecord) -> dict[str, list[Point]]:
 
 
 def _epoch_series(record: RunRecord) -> dict[str, list[Point]]:
+    """Per-epoch values at x = epoch number as people count them (1-based, like `Epoch 3/12` in
+    Keras logs and in findings' messages); events count epochs from 0, as frameworks' hooks do."""
     lead = _lead_rank(record)
     series: dict[str, list[Point]] = {}
     for epoch in record.of_type(Epoch):
         if epoch.rank in (None, lead):
             for name, value in epoch.metrics.items():
-                series.setdefault(name, []).append((float(epoch.epoch), float(value)))
+                series.setdefault(name, []).append((float(epoch.epoch + 1), float(value)))
     for metric in record.of_type(Metric):
         if metric.step is None and metric.epoch is not None and metric.rank in (None, lead):
-            series.setdefault(metric.name, []).append((float(metric.epoch), float(metric.value)))
+            series.setdefault(metric.name, []).append((float(metric.epoch + 1), float(metric.value)))
     return series
 
 
@@ -255,12 +258,17 @@ def _metric_chart(
     return Chart(
         name=f"metric-{axis}-{family}",
         title=f"{family} per {axis}" + (" (log scale: it spans many orders of magnitude)" if log else ""),
-        x=Axis(axis, lambda v: f"{v:g}"),
+        x=Axis(axis, lambda v: f"{v:g}", _whole_ticks),
         y=Axis(family, (lambda v: fmt_number(10**v)) if log else fmt_number),
         series=series,
         markers=markers,
         y_from_zero=False,
     )
+
+
+def _whole_ticks(lo: float, hi: float) -> list[float]:
+    """Steps and epochs are counts: no tick at 0.5."""
+    return [t for t in nice_ticks(lo, max(hi, lo + 1)) if t == int(t)]
 
 
 # -- throughput ----------------------------------------------------------------------
