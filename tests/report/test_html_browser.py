@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from trainmedic.events import Step, read_events
-from trainmedic.findings import Finding
+from trainmedic.findings import Finding, Severity
 from trainmedic.record import RunRecord
 from trainmedic.registry import lookup
 from trainmedic.report.html import render_html
@@ -166,7 +166,10 @@ def test_report_reads_on_a_phone_and_prints(browser: Browser, real_runs: dict[st
 def test_findings_only_page_for_check_and_diagnose(browser: Browser, tmp_path: Path) -> None:
     """`check data --report` has findings and no run: the same page renders and loads cleanly."""
     finding: Finding = lookup("DAT001").finding(
-        "412 rows of val.csv also appear in train.csv", evidence={"rows": 412}, file="val.csv"
+        "412 rows of val.csv also appear in train.csv",
+        evidence={"rows": 412},
+        file="val.csv",
+        severity=Severity.WARNING,
     )
     page_file = tmp_path / "data.html"
     page_file.write_text(render_html(RunRecord(), [finding], {}, [], "trainmedic check data"))
@@ -174,6 +177,13 @@ def test_findings_only_page_for_check_and_diagnose(browser: Browser, tmp_path: P
     assert_clean_load(page)
     assert visible(browser, page, "article.finding[data-code=DAT001]") == 1
     assert browser.evaluate(page.session, "document.querySelectorAll('figure.chart').length") == 0
+    sections = browser.evaluate(
+        page.session, "[...document.querySelectorAll('main > section')].map(s => s.id)"
+    )
+    assert sections == ["ending", "findings"]
+    verdict = browser.evaluate(page.session, "document.querySelector('.verdict').textContent")
+    expected = "trainmedic found 0 errors, 1 warning, 0 infos. The worst: 412 rows of val.csv also appear"
+    assert verdict == expected + " in train.csv"
 
 
 def test_a_broken_page_is_caught(browser: Browser, tmp_path: Path) -> None:

@@ -112,5 +112,10 @@ def test_a_run_without_end_and_an_empty_record() -> None:
     assert "No end was recorded" in page
     assert 'data-outcome="warning"' in page
     empty = render_html(RunRecord(), [], None, [], "empty")
-    for text in ("No findings", "No memory samples", "No step, epoch or metric values", "No process events"):
-        assert text in empty
+    assert "No findings" in empty
+    assert 'data-outcome="ok"' in empty
+    for text in ("No memory samples", "No step, epoch", "No process events", "No manifest", "No output"):
+        assert text not in empty  # a page of findings only has no run sections to apologise for
+    without_samples = render_html(RunRecord.of(events[:1]), [], None, [], "bare")
+    for text in ("No memory samples", "No step, epoch or metric values", "No process events", "No manifest"):
+        assert text in without_samples

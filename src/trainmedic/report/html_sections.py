@@ -126,6 +126,24 @@ def ending_section(record: RunRecord, findings: Sequence[Finding], result: Outco
     )
 
 
+def summary_section(findings: Sequence[Finding]) -> str:
+    """The first sentence of a page of findings without a run (a data check, a log read)."""
+    counts = {s: sum(1 for f in findings if f.severity is s) for s in Severity}
+    worst = sort_findings(findings)[0] if findings else None
+    if worst is None:
+        level, sentence = "ok", "No findings: nothing trainmedic checks for went wrong."
+    else:
+        level = "error" if worst.severity is Severity.ERROR else "warning"
+        if worst.severity is Severity.INFO:
+            level = "ok"
+        found = ", ".join(_plural(counts[s], s.value) for s in Severity)
+        sentence = f"trainmedic found {found}. The worst: {worst.message}"
+    return (
+        '<section id="ending"><h2>Summary</h2>'
+        f'<p class="verdict {level}" data-outcome="{level}">{escape(sentence)}</p></section>'
+    )
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
