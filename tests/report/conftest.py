@@ -11,8 +11,6 @@ import pytest
 from .browser import CHROMIUM, Browser
 from .runs import make_run
 
-OOM_LIMIT_BYTES = 200 * 2**20
-
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
@@ -30,5 +28,5 @@ def real_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {
         "healthy": make_run(root / "healthy", "healthy").parent,
         "nan": make_run(root / "nan", "nan").parent,
-        "oom": make_run(root / "oom", "oom", memory_limit=OOM_LIMIT_BYTES).parent,
+        "oom": make_run(root / "oom", "oom", oom=True).parent,
     }
