@@ -203,7 +203,7 @@ def finding_card(finding: Finding, index: int) -> str:
 
 def _evidence_value(key: str, value: Any) -> str:
     """Evidence as stored (machine-readable), with bytes also said in GiB/MiB for the reader."""
-    shown = fmt_value(value)
+    shown = fmt_value(value, limit=240)
     if key.endswith("bytes") and isinstance(value, int) and not isinstance(value, bool) and value >= 1024:
         shown += f" ({fmt_bytes(value)})"
     return shown
