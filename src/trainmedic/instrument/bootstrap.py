@@ -30,6 +30,7 @@ FRAMEWORK_HOOKS: dict[str, str] = {
     "lightning": "trainmedic.instrument.lightning:install",
     "pytorch_lightning": "trainmedic.instrument.lightning:install",
     "transformers": "trainmedic.instrument.hf:install",
+    "sklearn.model_selection": "trainmedic.instrument.sklearn:install",
 }
 
 _started = False
