@@ -31,6 +31,8 @@ FRAMEWORK_HOOKS: dict[str, str] = {
     "pytorch_lightning": "trainmedic.instrument.lightning:install",
     "transformers": "trainmedic.instrument.hf:install",
     "sklearn.model_selection": "trainmedic.instrument.sklearn:install",
+    "xgboost": "trainmedic.instrument.boosting:install_xgboost",
+    "lightgbm": "trainmedic.instrument.boosting:install_lightgbm",
 }
 
 _started = False
