@@ -209,7 +209,23 @@ class RoundWatch:
         return higher_is_better(metric)
 
 
-_MAXIMISED = ("auc", "aucpr", "pre", "map", "ndcg", "accuracy", "precision", "recall", "f1", "r2")
+_MAXIMISED = (
+    "auc",
+    "aucpr",
+    "prauc",
+    "pre",
+    "map",
+    "ndcg",
+    "accuracy",
+    "balancedaccuracy",
+    "precision",
+    "recall",
+    "f1",
+    "r2",
+    "mcc",
+    "kappa",
+    "wkappa",
+)
 
 
 def higher_is_better(metric: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import catboost
 import lightgbm as lgb
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import xgboost as xgb
 from sklearn.datasets import make_classification
 from sklearn.model_selection import train_test_split
 
+import trainmedic.catboost
 import trainmedic.lightgbm
 import trainmedic.xgboost
 from trainmedic.events import Epoch, GuardObservation
@@ -114,6 +116,26 @@ def test_lightgbm_guard_after_early_stopping_needs_finish(split) -> None:
     assert guard.watch.rounds == model.best_iteration_ + 10
 
 
+def test_catboost_guard_eval_set_is_train_and_late_best_iteration(split) -> None:
+    X_train, X_val, y_train, y_val = split
+    common = {"verbose": False, "thread_count": 1, "allow_writing_files": False}
+    guard = trainmedic.catboost.Guard(
+        train=X_train, evals=[(X_train, y_train)], early_stopping=True, echo=False
+    )
+    model = catboost.CatBoostClassifier(iterations=15, early_stopping_rounds=5, **common)
+    model.fit(X_train, y_train, eval_set=(X_train, y_train), callbacks=[guard])
+    assert guard.watch.rounds == 15  # iterations are 1-based in CatBoost's callback info
+    assert codes(guard.findings) == ["TRN009"]
+
+    guard = trainmedic.catboost.Guard(echo=False)
+    model = catboost.CatBoostClassifier(iterations=120, depth=8, learning_rate=0.5, l2_leaf_reg=0.1, **common)
+    model.fit(X_train, y_train, eval_set=(X_val, y_val), use_best_model=False, callbacks=[guard])
+    (finding,) = guard.findings
+    assert finding.code == "TRN004"
+    assert finding.evidence["eval_name"] == "validation"
+    assert finding.evidence["metric"] == "Logloss"
+
+
 def test_rules_only_judge_the_eval_set_that_decides() -> None:
     def overlap(**data: object) -> GuardObservation:
         base = {"framework": "XGBoost", "call": 1, "eval_name": "train", "eval_rows": 100, "shared_rows": 100}
@@ -133,6 +155,8 @@ def test_rules_only_judge_the_eval_set_that_decides() -> None:
         ("xgboost_healthy.py", []),
         ("lightgbm_leaky.py", ["TRN004", "TRN009"]),
         ("lightgbm_healthy.py", []),
+        ("catboost_leaky.py", ["DAT009", "TRN004", "TRN009"]),
+        ("catboost_healthy.py", []),
     ],
 )
 def test_examples_under_the_boot_module(tmp_path: Path, script: str, expected: list[str]) -> None:

@@ -48,6 +48,6 @@ def install_lightgbm(module: ModuleType) -> None:
 
 
 def install_catboost(module: ModuleType) -> None:
-    from trainmedic.catboost import install  # type: ignore[import-not-found]
+    from trainmedic.catboost import install
 
     install(module)

@@ -33,6 +33,7 @@ FRAMEWORK_HOOKS: dict[str, str] = {
     "sklearn.model_selection": "trainmedic.instrument.sklearn:install",
     "xgboost": "trainmedic.instrument.boosting:install_xgboost",
     "lightgbm": "trainmedic.instrument.boosting:install_lightgbm",
+    "catboost": "trainmedic.instrument.boosting:install_catboost",
 }
 
 _started = False
