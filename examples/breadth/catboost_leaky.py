@@ -21,6 +21,6 @@ leaky.fit(X_train, y_train, eval_set=(X_train, y_train))
 print("best iteration on the training rows:", leaky.get_best_iteration())
 
 # 2. A real validation set, but deep trees, a high learning rate, and the last iteration kept.
-deep = CatBoostClassifier(iterations=200, depth=10, learning_rate=0.5, l2_leaf_reg=0.1, **common)
+deep = CatBoostClassifier(iterations=100, depth=6, learning_rate=0.5, l2_leaf_reg=0.1, **common)
 deep.fit(X_train, y_train, eval_set=(X_val, y_val), use_best_model=False)
 print("iterations kept:", deep.tree_count_)
