@@ -283,3 +283,25 @@ def test_bad_option_values_are_usage_errors(tmp_path: Path) -> None:
     result = run_cli("check", "config", str(path), "--hardware", "tpu")
     assert result.returncode == 2
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_configs_named_on_a_launcher_command_line(tmp_path: Path) -> None:
+    from trainmedic.configcheck import configs_in_command
+    from trainmedic.record import RunRecord
+    from trainmedic.registry import run_rules
+
+    write(
+        tmp_path,
+        "ds.json",
+        {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 2},
+    )
+    write(tmp_path, "labels.json", {"classes": ["cat", "dog"]})  # not a config: skipped quietly
+    argv = ["deepspeed", "--num_gpus", "2", "train.py", "--labels", "labels.json", "--deepspeed=ds.json"]
+    observations = configs_in_command(argv, tmp_path)
+    assert len(observations) == 1
+    assert observations[0].data["world_size"] == 2
+    (finding,) = run_rules(RunRecord.of(observations))
+    assert finding.code == "CFG001"
+    torchrun = ["torchrun", "--nnodes", "2", "--nproc-per-node", "2", "train.py", "--config", "ds.json"]
+    assert configs_in_command(torchrun, tmp_path)[0].data["world_size"] == 4
+    assert configs_in_command(["python", "train.py", "missing.json"], tmp_path) == []

@@ -18,7 +18,26 @@ from trainmedic.registry import run_rules
 from trainmedic.rules import config as cfg_rules
 from trainmedic.rules.config import CONFIG_CHECK, HARDWARE_PRECISIONS, TrainingConfig
 
-__all__ = ["HARDWARE_PRECISIONS", "check_config", "load", "observation", "recognise"]
+__all__ = [
+    "HARDWARE_PRECISIONS",
+    "check_config",
+    "configs_in_command",
+    "load",
+    "observation",
+    "recognise",
+]
+
+_CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
+# launcher flags that give the number of processes per node / nodes (deepspeed, torchrun, accelerate)
+_PROCESS_FLAGS = (
+    "--nproc_per_node",
+    "--nproc-per-node",
+    "--num_gpus",
+    "--num-gpus",
+    "--num_processes",
+    "--num-processes",
+)
+_NODE_FLAGS = ("--nnodes", "--num_nodes", "--num-nodes", "--num_machines", "--num-machines")
 
 
 def observation(config: TrainingConfig) -> GuardObservation:
@@ -42,3 +61,42 @@ def check_config(
     if reference is not None:
         events.append(observation(load(reference, world_size=world_size, role="reference")))
     return run_rules(RunRecord.of(events), cfg_rules.RULES)
+
+
+def configs_in_command(argv: list[str], cwd: str | Path = ".") -> list[GuardObservation]:
+    """Config observations for the recognisable config files a command line names.
+
+    For `trainmedic run`: `deepspeed --num_gpus 2 train.py --deepspeed ds.json` yields the
+    DeepSpeed config checked at world size 2. A file that is not a training config is skipped
+    silently: the command is the user's, not a request to check everything it mentions.
+    """
+    world = _flag_int(argv, _PROCESS_FLAGS)
+    nodes = _flag_int(argv, _NODE_FLAGS)
+    if world is not None and nodes is not None:
+        world *= nodes
+    seen: set[Path] = set()
+    found: list[GuardObservation] = []
+    for arg in argv:
+        value = arg.split("=", 1)[1] if arg.startswith("--") and "=" in arg else arg
+        if not value.lower().endswith(_CONFIG_SUFFIXES):
+            continue
+        path = Path(cwd, value)
+        if path in seen or not path.is_file():
+            continue
+        seen.add(path)
+        try:
+            config = load(path, world_size=world)
+        except UsageError:
+            continue
+        found.append(observation(config))
+    return found
+
+
+def _flag_int(argv: list[str], flags: tuple[str, ...]) -> int | None:
+    for i, arg in enumerate(argv):
+        name, _, inline = arg.partition("=")
+        if name in flags:
+            value = inline or (argv[i + 1] if i + 1 < len(argv) else "")
+            if value.isdigit() and int(value) > 0:
+                return int(value)
+    return None
