@@ -7,9 +7,11 @@
 
 Every step, on the device: is the loss finite, are the gradients and updates
 finite (one global norm each). Only when the answer is "no", or on every
-`every`-th step, does a `jax.debug.callback` run on the host, inside a
-`lax.cond`: healthy steps cost a few reductions and no device-to-host transfer
-(torchtitan checks finiteness the same way). The host side emits
+`every`-th step, does a host callback run, inside a `lax.cond`: healthy steps
+cost a few reductions and no device-to-host transfer (torchtitan checks
+finiteness the same way). The callback is a `jax.pure_callback`, whose result
+feeds the step counter: unlike `jax.debug.callback` it adds no effect token,
+which would make every jitted step dispatch synchronously. The host side emits
 TRN001 (non-finite loss) and TRN007 (non-finite or exploding gradient norm) once
 each, and the sampled steps as `Step` events (loss, grad_norm) so `trainmedic run`
 sees the curve. Flax's `TrainState.apply_gradients` calls `tx.update` the same way.
@@ -17,6 +19,7 @@ sees the curve. Flax's `TrainState.apply_gradients` calls `tx.update` the same w
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import threading
@@ -25,6 +28,7 @@ from typing import Any, NamedTuple
 try:
     import jax
     import jax.numpy as jnp
+    import numpy as np
     import optax
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("trainmedic.jax needs JAX and optax: pip install 'trainmedic[jax]'") from exc
@@ -41,6 +45,7 @@ __all__ = ["GuardState", "findings", "guard"]
 _tree_norm = getattr(getattr(optax, "tree", None), "norm", None) or optax.global_norm
 EXPLODE_FACTOR = 1e3  # a sampled grad norm this many times the median of earlier samples is an explosion
 _MIN_SAMPLES = 3
+_I32 = jax.ShapeDtypeStruct((), jnp.int32)  # type: ignore[no-untyped-call]
 
 
 class GuardState(NamedTuple):
@@ -74,13 +79,20 @@ def guard(
         )
         healthy = jnp.isfinite(grad_norm) & jnp.isfinite(update_norm) & jnp.isfinite(loss)
         report = (~healthy) | (state.step % every == 0)
-        has_loss = value is not None  # static: known when the step is traced
+        has_loss = jnp.asarray(value is not None)  # static: known when the step is traced
 
-        def to_host() -> None:
-            jax.debug.callback(monitor.observe, state.step, loss, grad_norm, update_norm, has_loss)
+        def to_host() -> jax.Array:
+            # pure_callback, not debug.callback: it carries no effect token, so jit keeps dispatching
+            # steps asynchronously (a debug callback, even in an untaken branch, costs ~4x on small steps).
+            # Its result feeds the step counter so XLA cannot drop it.
+            result: jax.Array = jax.pure_callback(
+                monitor.observe, _I32, state.step, loss, grad_norm, update_norm, has_loss
+            )
+            return result
 
-        jax.lax.cond(report, to_host, lambda: None)
-        return new_updates, GuardState(inner=inner_state, step=state.step + 1)
+        zero = jnp.zeros([], jnp.int32)
+        nudge = jax.lax.cond(report, to_host, lambda: zero)
+        return new_updates, GuardState(inner=inner_state, step=state.step + 1 + nudge)
 
     return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
@@ -104,9 +116,14 @@ class _Monitor:
         self.norms: list[float] = []
         self.raised: set[str] = set()
 
-    def observe(self, step: Any, loss: Any, grad_norm: Any, update_norm: Any, has_loss: Any) -> None:
-        step_no, gnorm, unorm = int(step) + 1, float(grad_norm), float(update_norm)
-        loss_value = float(loss) if bool(has_loss) else None
+    def observe(self, step: Any, loss: Any, grad_norm: Any, update_norm: Any, has_loss: Any) -> Any:
+        """Host side of a reported step; returns 0 (the device adds it to the step counter)."""
+        with contextlib.suppress(Exception):  # monitoring must never break the training step
+            self._observe(int(step) + 1, float(loss), float(grad_norm), float(update_norm), bool(has_loss))
+        return np.int32(0)
+
+    def _observe(self, step_no: int, loss: float, gnorm: float, unorm: float, has_loss: bool) -> None:
+        loss_value = loss if has_loss else None
         if len(self.raised) == 2:
             return  # both findings raised: the run is lost, stay quiet on the remaining steps
         metrics = {"grad_norm": gnorm, "update_norm": unorm}
