@@ -32,10 +32,9 @@ def compare(name: str, bare, guarded) -> None:
     for _ in range(REPEATS):
         bare_times.append(timed(bare))
         guarded_times.append(timed(guarded))
-    ratio = statistics.median(guarded_times) / statistics.median(bare_times)
-    print(
-        f"{name:10s} guarded/bare = {ratio:.3f}  (median of {REPEATS}, bare {statistics.median(bare_times):.3f}s)"
-    )
+    bare = statistics.median(bare_times)
+    ratio = statistics.median(guarded_times) / bare
+    print(f"{name:10s} guarded/bare = {ratio:.3f}  (median of {REPEATS}, bare {bare:.3f}s)")
 
 
 def xgboost_pair() -> None:

@@ -56,7 +56,7 @@ class GuardState(NamedTuple):
 
 
 def guard(
-    tx: Any, *, every: int = 10, explode_factor: float = EXPLODE_FACTOR, echo: bool | None = None
+    tx: Any, *, every: int = 100, explode_factor: float = EXPLODE_FACTOR, echo: bool | None = None
 ) -> Any:
     """Wrap an optax transformation: same updates, plus finiteness checks (TRN001/TRN007)."""
     if every < 1:
