@@ -36,11 +36,24 @@ EVAL_SET_IS_TRAIN = FindingSpec(
     title="Evaluation set is (or overlaps) the training set",
     what=(
         "The evaluation/early-stopping set is, or overlaps, the training data, e.g. an "
-        "XGBoost/LightGBM eval_set that contains the training rows."
+        "XGBoost/LightGBM eval_set that contains the training rows. trainmedic judges the set that "
+        "decides: the one XGBoost's early stopping watches (the last), any set LightGBM stops on, "
+        "CatBoost's eval_set; a training set merely monitored beside a held-out set is fine."
     ),
-    why="The stopping point and the reported score are optimistic: they measure memorisation.",
-    example="xgb.fit(X_train, y_train, eval_set=[(X_train, y_train)], early_stopping_rounds=10)",
-    fix="Hold out a validation split that shares no rows with the training data and stop on it.",
+    why=(
+        "The stopping point and the reported score are optimistic: they measure memorisation. "
+        "Early stopping on training rows never stops (the training loss keeps falling), and "
+        "LightGBM, given only the training set, silently disables early stopping. A copy or a "
+        "slice of the training rows is the same data to the model, even when it is another object."
+    ),
+    example=(
+        "xgb.fit(X_train, y_train, eval_set=[(X_train, y_train)], early_stopping_rounds=10)\n"
+        "lgb.LGBMClassifier().fit(X_train, y_train, eval_X=(X_train.copy(),), eval_y=(y_train,))"
+    ),
+    fix=(
+        "Hold out a validation split that shares no rows with the training data and stop on it "
+        "(with XGBoost, put it last in eval_set)."
+    ),
 )
 
 SPECS: tuple[FindingSpec, ...] = (EVAL_SET_IS_TRAIN,)
