@@ -34,6 +34,7 @@ FRAMEWORK_HOOKS: dict[str, str] = {
     "xgboost": "trainmedic.instrument.boosting:install_xgboost",
     "lightgbm": "trainmedic.instrument.boosting:install_lightgbm",
     "catboost": "trainmedic.instrument.boosting:install_catboost",
+    "ray.train": "trainmedic.ray:install",
 }
 
 _started = False
