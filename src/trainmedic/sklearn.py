@@ -64,6 +64,9 @@ _MEAN_TOL = 1e-7  # |mean| of a jointly standardised column (float64 round-off i
 _STD_TOL = 1e-6
 _IMPUTE_MIN_REPEATS = 3
 _OVERSAMPLE_MINORITY_SHARE = 0.8
+# Above this many cells the row comparison (a sort of all rows) is skipped: the audit runs inside the
+# user's cross_val_score and must stay small next to it.
+_MAX_CELLS_FOR_DUPLICATES = 50_000_000
 
 Matrix = npt.NDArray[np.float64]
 
@@ -257,7 +260,7 @@ def _row_ids(data: Matrix) -> npt.NDArray[np.intp]:
 
 
 def _split_overlap(joint: Matrix, splits: Sequence[_Split], y: Any) -> list[Finding]:
-    if joint.shape[1] == 0 or not splits:
+    if joint.shape[1] == 0 or not splits or joint.size > _MAX_CELLS_FOR_DUPLICATES:
         return []
     ids = _row_ids(joint)
     if np.unique(ids).size == len(ids):

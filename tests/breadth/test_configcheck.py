@@ -305,3 +305,28 @@ def test_configs_named_on_a_launcher_command_line(tmp_path: Path) -> None:
     torchrun = ["torchrun", "--nnodes", "2", "--nproc-per-node", "2", "train.py", "--config", "ds.json"]
     assert configs_in_command(torchrun, tmp_path)[0].data["world_size"] == 4
     assert configs_in_command(["python", "train.py", "missing.json"], tmp_path) == []
+
+
+CONFIGS = Path(__file__).resolve().parents[2] / "examples" / "breadth" / "configs"
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("deepspeed_bad.json", ["CFG001", "CFG002", "CFG004"]),
+        ("deepspeed_ok.json", []),
+        ("deepspeed_auto.json", []),
+        ("hf_args_bad.json", ["CFG001", "CFG002", "CFG002"]),
+        ("hf_args_ok.json", []),
+        ("accelerate_bad.yaml", ["CFG004"]),
+        ("accelerate_ok.yaml", []),
+    ],
+)
+def test_example_configs(name: str, expected: list[str]) -> None:
+    assert codes(CONFIGS / name, world_size=2, hardware="cuda-bf16") == expected
+
+
+def test_example_reference_pair() -> None:
+    found = check_config(CONFIGS / "loop_scaled_bad.json", reference=CONFIGS / "loop_reference.json")
+    assert [f.code for f in found] == ["CFG003"]
+    assert "from 256 to 2048 (8x)" in found[0].message  # 8 devices, from the files themselves

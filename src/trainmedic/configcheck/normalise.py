@@ -175,7 +175,7 @@ def _deepspeed(
             "grad_accum": "gradient_accumulation_steps",
             "global_batch": "train_batch_size",
             "fp16": "fp16.enabled",
-            "bf16": "bf16.enabled" if "bf16" in ds else "bfloat16.enabled",
+            "bf16": "bf16.enabled",
             "loss_scale": "fp16.loss_scale",
             "lr": "optimizer.params.lr",
             "zero_stage": "zero_optimization.stage",
@@ -246,6 +246,9 @@ def _hf_args(args: Mapping[str, Any], file: Path, *, world_size: int | None) -> 
         "lr": ("learning_rate", lr),
     }
     parts = _deepspeed(ds, world_size=world_size, fill=fill)
+    for precision in ("fp16", "bf16"):  # not in the DeepSpeed file: the Trainer's argument decides
+        if parts[precision] is None:
+            parts["names"][precision] = precision
     parts["micro_batch"] = parts["micro_batch"] or micro
     parts["grad_accum"] = parts["grad_accum"] or accum
     parts["fp16"] = bool(parts["fp16"]) or fp16
