@@ -330,3 +330,19 @@ def test_example_reference_pair() -> None:
     found = check_config(CONFIGS / "loop_scaled_bad.json", reference=CONFIGS / "loop_reference.json")
     assert [f.code for f in found] == ["CFG003"]
     assert "from 256 to 2048 (8x)" in found[0].message  # 8 devices, from the files themselves
+
+
+def test_large_batch_with_warmup_written_as_zero(tmp_path: Path) -> None:
+    args = write(
+        tmp_path, "args.json", hf_args(per_device_train_batch_size=16, gradient_accumulation_steps=8)
+    )
+    assert codes(args, world_size=8) == []  # 1,024 per step
+    (finding,) = check_config(args, world_size=64)  # 8,192 per step, warmup_steps 0
+    assert finding.code == "CFG003"
+    assert "8,192 samples per step and warmup_steps is 0" in finding.message
+    warm = write(
+        tmp_path,
+        "warm.json",
+        hf_args(per_device_train_batch_size=16, gradient_accumulation_steps=8, warmup_steps=500),
+    )
+    assert codes(warm, world_size=64) == []

@@ -178,6 +178,7 @@ def _deepspeed(
             "bf16": "bf16.enabled",
             "loss_scale": "fp16.loss_scale",
             "lr": "optimizer.params.lr",
+            "warmup_steps": "scheduler.params.warmup_num_steps",
             "zero_stage": "zero_optimization.stage",
             "offload_param": "zero_optimization.offload_param.device",
             "offload_optimizer": "zero_optimization.offload_optimizer.device",
@@ -212,7 +213,9 @@ def _hf_args(args: Mapping[str, Any], file: Path, *, world_size: int | None) -> 
     fp16 = bool(args.get("fp16") or args.get("fp16_full_eval"))
     bf16 = bool(args.get("bf16") or args.get("bf16_full_eval"))
     lr = _as_float(args.get("learning_rate"))
-    warmup = _as_float(args.get("warmup_steps")) or _as_float(args.get("warmup_ratio"))
+    warmup = _as_float(args.get("warmup_steps"))
+    if not warmup:  # transformers 4.x wrote the ratio separately
+        warmup = _as_float(args.get("warmup_ratio")) or warmup
     ds = _embedded(args.get("deepspeed"), file)
     base = {
         "world_size": world_size,
@@ -230,6 +233,7 @@ def _hf_args(args: Mapping[str, Any], file: Path, *, world_size: int | None) -> 
             "fp16": "fp16",
             "bf16": "bf16",
             "lr": "learning_rate",
+            "warmup_steps": "warmup_steps",
         },
     }
     if ds is None:

@@ -27,6 +27,9 @@ HARDWARE_PRECISIONS: dict[str, frozenset[str]] = {
 # A batch change below this factor is noise, not a new regime (CFG003).
 _BATCH_CHANGE = 2.0
 _LR_SAME = 0.05  # relative difference under which two learning rates are "the same"
+# Samples per optimizer step from which a run without warm-up is flagged (Goyal et al. 2017 needed
+# warm-up from 8k on ImageNet; large-batch LLM recipes always warm up).
+LARGE_BATCH = 4096
 
 BATCH_SIZE_MISMATCH = FindingSpec(
     code="CFG001",
@@ -449,15 +452,28 @@ def _hardware_findings(cfg: TrainingConfig) -> list[Finding]:
 # -- CFG003: LR against a reference ---------------------------------------------------------------------
 def lr_not_scaled(record: RunRecord) -> list[Finding]:
     references = configs(record, role="reference")
-    if not references:
-        return []
-    ref = references[-1]
     found: list[Finding] = []
     for cfg in configs(record):
-        finding = _lr_finding(cfg, ref)
+        finding = _lr_finding(cfg, references[-1]) if references else None
+        if finding is None:
+            finding = _large_batch_without_warmup(cfg)
         if finding is not None:
             found.append(finding)
     return found
+
+
+def _large_batch_without_warmup(cfg: TrainingConfig) -> Finding | None:
+    """Warm-up written as 0 (not merely absent) at an effective batch of LARGE_BATCH or more."""
+    batch = cfg.effective_batch()
+    if batch is None or batch < LARGE_BATCH or cfg.warmup_steps is None or cfg.warmup_steps > 0:
+        return None
+    return LR_NOT_SCALED.finding(
+        f"The effective batch is {batch:,} samples per step and {cfg.name('warmup_steps')} is 0: "
+        "large batches need a warm-up of the learning rate",
+        evidence={"batch": batch, "warmup_steps": cfg.warmup_steps, "lr": cfg.lr, "threshold": LARGE_BATCH},
+        fix="Add a linear warm-up (a few hundred to a few thousand steps, or ~5% of training).",
+        file=cfg.file or None,
+    )
 
 
 def _lr_finding(cfg: TrainingConfig, ref: TrainingConfig) -> Finding | None:
