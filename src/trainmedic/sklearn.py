@@ -213,7 +213,20 @@ def _min_max(data: Matrix, columns: list[int]) -> tuple[str, list[int], dict[str
     hit = [c for c, lo, hi in zip(columns, lows, highs, strict=True) if lo == 0.0 and abs(hi - 1.0) < 1e-12]
     if len(hit) < 2 or not _enough(hit, columns):  # one [0, 1] column can be a raw probability
         return None
+    if _constant_scale(data[:, hit]):
+        return None  # pixels / 255 and the like: one constant for every column, not fitted statistics
     return "min-max scaled to [0, 1]", hit, {}
+
+
+def _constant_scale(block: Matrix) -> bool:
+    """Values on one lattice k/d for all columns (d = 255, 256, 100, 10): divided by a constant."""
+    sample = block[: min(len(block), 2000)]
+    sample = sample[np.isfinite(sample).all(axis=1)]
+    for denominator in (255.0, 256.0, 100.0, 10.0):
+        scaled = sample * denominator
+        if np.allclose(scaled, np.round(scaled), atol=1e-6):
+            return True
+    return False
 
 
 def _mean_imputed(data: Matrix, columns: list[int]) -> tuple[str, list[int], dict[str, Any]] | None:

@@ -55,6 +55,18 @@ def test_scaling_fitted_on_all_rows_before_cv_is_dat014(data, transform, kind: s
     assert max(abs(m) for m in finding.evidence["first_train_fold_mean"]) > 1e-4
 
 
+def test_pixels_divided_by_255_are_not_fitted_scaling() -> None:
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, size=(500, 16)).astype(float)
+    pixels[0], pixels[1] = 0.0, 255.0  # every column spans the full range, as images do
+    labels = rng.integers(0, 2, size=500)
+    assert audit(LogisticRegression(), pixels / 255.0, labels, scoring="f1") == []
+    (finding,) = audit(
+        LogisticRegression(), MinMaxScaler().fit_transform(pixels * 1.7 + 3), labels, scoring="f1"
+    )
+    assert finding.code == "DAT014"
+
+
 def test_scaling_the_training_part_then_cv_on_it_still_leaks_across_folds(data) -> None:
     X, y = data
     X_train = X[:400]
