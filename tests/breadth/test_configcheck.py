@@ -346,3 +346,27 @@ def test_large_batch_with_warmup_written_as_zero(tmp_path: Path) -> None:
         hf_args(per_device_train_batch_size=16, gradient_accumulation_steps=8, warmup_steps=500),
     )
     assert codes(warm, world_size=64) == []
+
+
+@pytest.mark.slow
+def test_a_real_training_arguments_dump(tmp_path: Path) -> None:
+    """The dump transformers itself writes (to_json_string), with a DeepSpeed dict as users embed it."""
+    from transformers import TrainingArguments
+
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=16,
+        gradient_accumulation_steps=8,
+        use_cpu=True,
+        report_to=[],
+    )
+    dump = json.loads(args.to_json_string())
+    dump["deepspeed"] = {
+        "train_micro_batch_size_per_gpu": "auto",
+        "train_batch_size": 1000,
+        "bf16": {"enabled": True},
+    }
+    found = check_config(write(tmp_path, "args.json", dump), world_size=64)
+    assert [f.code for f in found] == ["CFG001", "CFG002"]
+    assert "16 x 64 devices x gradient_accumulation_steps 8 = 8192" in found[0].message
+    assert "bf16.enabled=True but the trainer's bf16|bf16_full_eval=False" in found[1].message
