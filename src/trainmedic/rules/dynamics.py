@@ -125,18 +125,6 @@ OVERFITTING = FindingSpec(
     ),
 )
 
-EVAL_SET_IS_TRAIN = FindingSpec(
-    code="TRN009",
-    slug="eval-set-is-train",
-    severity=Severity.ERROR,
-    title="Evaluation set is (or overlaps) the training set",
-    what=(
-        "The evaluation/early-stopping set is, or overlaps, the training data, e.g. an "
-        "XGBoost/LightGBM eval_set that contains the training rows."
-    ),
-    why="The stopping point and the reported score are optimistic: they measure memorisation.",
-    example="xgb.fit(X_train, y_train, eval_set=[(X_train, y_train)], early_stopping_rounds=10)",
-    fix="Hold out a validation split that shares no rows with the training data and stop on it.",
 )
 
 SPECS: tuple[FindingSpec, ...] = (
@@ -144,7 +132,6 @@ SPECS: tuple[FindingSpec, ...] = (
     LOSS_DIVERGENCE,
     NOT_LEARNING,
     OVERFITTING,
-    EVAL_SET_IS_TRAIN,
 )
 
 
