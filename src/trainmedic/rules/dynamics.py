@@ -125,8 +125,6 @@ OVERFITTING = FindingSpec(
     ),
 )
 
-)
-
 SPECS: tuple[FindingSpec, ...] = (
     NONFINITE_LOSS,
     LOSS_DIVERGENCE,
