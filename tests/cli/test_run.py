@@ -98,6 +98,18 @@ def test_unknown_command_is_one_line_127_and_leaves_nothing(tmp_path: Path) -> N
     assert not run_dir.exists()
 
 
+def test_a_script_that_is_not_executable_is_126(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    result, run_dir = run_tm(tmp_path, str(script))
+    assert result.returncode == 126
+    assert (
+        result.stderr.strip()
+        == f"trainmedic: error: cannot execute {str(script)!r}: not an executable file; run it with python"
+    )
+    assert not run_dir.exists()
+
+
 @pytest.mark.parametrize("limit", ["lots", "6X", "12"])
 def test_bad_memory_limit_is_usage_error(tmp_path: Path, limit: str) -> None:
     result, run_dir = run_tm(tmp_path, "--memory-limit", limit, PY, "-c", "pass")

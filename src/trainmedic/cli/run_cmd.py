@@ -111,7 +111,7 @@ def command(
         supervisor = Supervisor(options)
     except CommandNotFound as exc:
         click.echo(f"trainmedic: error: {exc}", err=True)
-        return 127
+        return exc.status
     outcome = supervisor.run()
     from trainmedic.report.text import render_text  # after the run: rich costs nothing while it trains
 
