@@ -31,6 +31,11 @@ def test_epoch_progress_and_phases() -> None:
     assert L.phase_of_line("Validation DataLoader 0: 100%|") == ("eval", None)
     assert L.phase_of_line("Saving model checkpoint to out/checkpoint-500") == ("checkpoint", None)
     assert L.phase_of_line("Epoch 0: 100%|##########| 32/32 [00:01<00:00, train_loss=0.5]") == ("train", 0)
+    assert L.phase_of_line("{'loss': 0.6931, 'grad_norm': 1.2, 'learning_rate': 5e-05, 'epoch': 0.5}") == (
+        "train",
+        None,
+    )
+    assert L.phase_of_line("{'eval_loss': 0.52, 'eval_runtime': 0.3, 'epoch': 1.0}") == ("train", None)
     assert L.phase_of_line("step 5 loss 0.3") is None
 
 
