@@ -84,6 +84,16 @@ def test_crash_traceback_is_parsed(tmp_path: Path) -> None:
     assert "fix:" in result.stderr
 
 
+def test_json_format_is_the_last_stderr_line(tmp_path: Path) -> None:
+    result, run_dir = run_tm(tmp_path, "--format", "json", PY, "-c", "print('Epoch 1/4')")
+    assert result.returncode == 0
+    document = json.loads(result.stderr.strip().splitlines()[-1])
+    assert document["run_dir"] == str(run_dir)
+    assert document["exit_status"] == 0
+    assert [f["slug"] for f in document["findings"]] == ["silent-early-exit"]
+    assert result.stdout == "Epoch 1/4\n"
+
+
 def test_signal_death_is_128_plus_n(tmp_path: Path) -> None:
     result, run_dir = run_tm(tmp_path, PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")
     assert result.returncode == 128 + 15
