@@ -223,6 +223,7 @@ def test_torchrun_agent_is_a_launcher_of_two_trainers(tmp_path: Path) -> None:
     stub = findings(run_dir)["launcher-stub"]
     assert stub["evidence"]["launcher"] == "torchrun agent"
     assert len(stub["evidence"]["trainer_pids"]) == 2
+    assert sorted(stub["evidence"]["trainer_ranks"]) == [0, 1]
     ranks = {e.rank for e in read_events(run_dir / "events.jsonl").events if e.kind == "process_spawn"}
     assert {0, 1} <= ranks  # the workers announced themselves with their rank
 

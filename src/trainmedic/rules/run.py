@@ -521,9 +521,11 @@ def launcher_kind(cmdline: Sequence[str]) -> str:
 
 def launcher_stub(record: RunRecord) -> list[Finding]:
     latest: dict[int, ProcessSpawn] = {}
+    ranks: dict[int, int | None] = {}
     first_pid: int | None = None
     for spawn in record.processes:
         if spawn.source != "supervisor":
+            ranks[spawn.pid] = spawn.rank  # announced by the process itself, with its rank
             continue
         first_pid = spawn.pid if first_pid is None else first_pid
         latest[spawn.pid] = spawn
@@ -545,6 +547,7 @@ def launcher_stub(record: RunRecord) -> list[Finding]:
                 "launchers": [p.pid for p in launchers],
                 "trainer_pids": [p.pid for p in trainers],
                 "trainer_cmdlines": [p.cmdline for p in trainers],
+                "trainer_ranks": [ranks.get(p.pid) for p in trainers],
             },
             pid=trainers[0].pid,
         )
