@@ -20,6 +20,22 @@ def test_traceback_last_of_chained() -> None:
     assert (tb.exc_type, tb.message, str(tb.user_frame)) == ("RuntimeError", "wrapped", "b.py:2 in f")
 
 
+def test_foreign_lines_inside_a_traceback_are_skipped() -> None:
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "t.py", line 3, in <module>',
+        "loss 8.000",
+        "done",
+        "ValueError: bad shape",
+    ]
+    tb = L.parse_traceback(lines)
+    assert tb is not None
+    assert (tb.exc_type, tb.message) == ("ValueError", "bad shape")
+    bare = L.parse_traceback([*lines[:2], "KeyboardInterrupt"])
+    assert bare is not None
+    assert bare.exc_type == "KeyboardInterrupt"
+
+
 def test_no_traceback() -> None:
     assert L.parse_traceback(["all good"]) is None
 

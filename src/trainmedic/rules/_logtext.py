@@ -35,9 +35,9 @@ ACCELERATOR_OOM = re.compile(
 FATAL_NATIVE = re.compile(r"^Fatal Python error: (.+)$")
 TRACEBACK_START = "Traceback (most recent call last):"
 _FRAME = re.compile(r'^\s*File "(?P<file>.+?)", line (?P<line>\d+),? in (?P<func>.+?)\s*$')
-_EXCEPTION = re.compile(
-    r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Iteration|Warning)?)(?::\s?(?P<msg>.*))?$"
-)
+# "ValueError: msg", "torch.OutOfMemoryError: msg", "MyFailure: msg", "KeyboardInterrupt"
+_EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
+_BARE_EXCEPTION = re.compile(r"(?:Error|Exception|Exit|Interrupt|Iteration|Warning|Fault)$")
 _LIBRARY_PARTS = ("site-packages", "dist-packages", "/lib/python3", "\\lib\\python3", "<frozen")
 
 
@@ -86,9 +86,9 @@ def parse_traceback(lines: Sequence[str]) -> ParsedTraceback | None:
         if not line.strip() or line[:1].isspace():
             continue  # source lines, ^^^^ markers
         exc = _EXCEPTION.match(line.strip())
-        if exc:
+        if exc and (exc["msg"] is not None or _BARE_EXCEPTION.search(exc["type"])):
             return ParsedTraceback(exc["type"], (exc["msg"] or "").strip(), tuple(frames))
-        return ParsedTraceback(line.strip(), "", tuple(frames))
+        # anything else is a line of another stream that landed inside the traceback: skip it
     return None
 
 
