@@ -12,6 +12,7 @@ import contextlib
 import os
 import shutil
 import signal as signal_module
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -204,7 +205,15 @@ class Supervisor:
         env["TRAINMEDIC_RESTART"] = str(number)
         if self._logs is not None and self._logs.checkpoint:
             env["TRAINMEDIC_RESUME_FROM"] = self._logs.checkpoint
-        emit = writer.emit
+        node = os.environ.get("TRAINMEDIC_NODE") or socket.gethostname()
+
+        def emit(event: Event) -> None:
+            """The supervisor's events carry its node, like the trainers' (several nodes may
+            write one run folder)."""
+            if event.node is None:
+                event.node = node
+            writer.emit(event)
+
         emit(
             RunStart(
                 command=self.command,
