@@ -30,7 +30,8 @@ def steps(values: list[float] | np.ndarray, name: str = "loss", per_epoch: int =
 
 
 def series(name: str, values: np.ndarray) -> MetricSeries:
-    return MetricSeries(name=name, steps=list(range(len(values))), values=values.tolist())
+    """A log curve as the TensorBoard reader hands it over: numpy arrays, not Python lists."""
+    return MetricSeries(name=name, steps=np.arange(len(values)), values=values.copy())
 
 
 def codes(record: RunRecord) -> list[str]:
