@@ -60,7 +60,7 @@ def lightning_logs(scenario: str, out: Path) -> None:
 
     torch.manual_seed(0)
     overfit = scenario == "overfit"
-    x, y = data(n=128 if overfit else 512, d=8, seed=1, noise=0.2 if overfit else 0.0)
+    x, y = data(n=128 if overfit else 256, d=8, seed=1, noise=0.2 if overfit else 0.0)
     xv, yv = data(n=256, d=8, seed=2, noise=0.2 if overfit else 0.0)
     hidden = 128 if overfit else 16
 
