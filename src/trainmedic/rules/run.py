@@ -88,8 +88,10 @@ EVAL_MEMORY_SPIKE = FindingSpec(
     ),
     example="Training holds 2.1 GiB; each epoch-end mAP callback peaks at 4.0 GiB (1.9x).",
     fix=(
-        "Evaluate once after training (or every k epochs) and keep a light per-epoch "
-        "validation loss; use a smaller evaluation batch."
+        "Evaluate once after training (or every k epochs; Keras: "
+        "callbacks=[trainmedic.keras.Deferred(heavy_callback, every=k)]) and keep a light "
+        "per-epoch validation loss (fit's validation_data); stream the metric in small "
+        "batches instead of one big predict."
     ),
 )
 
@@ -370,10 +372,11 @@ def oom_killed(record: RunRecord) -> list[Finding]:
             "last_log_lines": view.lines[-LAST_LINES:],
         }
         fix = OOM_KILLED.fix
-        if phase in ("eval", "epoch_end"):
+        if phase in ("eval", "epoch_end", "predict"):
             fix = (
                 "The memory ran out while evaluating: evaluate once after training (or every k "
-                "epochs), use a smaller evaluation batch, and free training-only buffers before it."
+                "epochs; Keras: trainmedic.keras.Deferred(heavy_callback, every=k)), use a smaller "
+                "evaluation batch, and free training-only buffers before it."
             )
         elif phase == "train":
             fix = "Lower the batch size or the data kept in memory, or raise the limit."
@@ -414,7 +417,8 @@ def accelerator_oom(record: RunRecord) -> list[Finding]:
 def eval_memory_spike(record: RunRecord) -> list[Finding]:
     by_phase = record.memory_by_phase()
     train = by_phase.get("train", [])
-    spikes = {p: max(by_phase[p]) for p in ("eval", "epoch_end") if by_phase.get(p)}
+    # "predict": a model.predict inside an epoch-end callback is the innermost phase there
+    spikes = {p: max(by_phase[p]) for p in ("eval", "epoch_end", "predict") if by_phase.get(p)}
     if len(train) < MIN_TRAIN_SAMPLES or not spikes:
         return []
     steady = median(train)
@@ -422,7 +426,7 @@ def eval_memory_spike(record: RunRecord) -> list[Finding]:
     ratio = peak / steady if steady else 0.0
     if ratio < SPIKE_RATIO:
         return []
-    label = "evaluation" if phase == "eval" else "epoch end"
+    label = {"eval": "evaluation", "predict": "prediction"}.get(phase, "epoch end")
     return [
         EVAL_MEMORY_SPIKE.finding(
             f"Memory at {label} peaked at {human_bytes(peak)}, {ratio:.1f}x the training steady state "
