@@ -52,16 +52,30 @@ def _env(directory: Path, steps: int | None) -> dict[str, str]:
 
 
 def _run(argv: list[str], directory: Path, steps: int | None, timeout: float) -> tuple[int, float]:
-    started = time.monotonic()
+    """Run CMD to the end; returns its exit status and how long it trained after its first checkpoint."""
     try:
-        done = subprocess.run(argv, env=_env(directory, steps), timeout=timeout, check=False)
+        proc = subprocess.Popen(argv, env=_env(directory, steps), start_new_session=True)
     except FileNotFoundError as exc:
         raise UsageError(f"CMD: cannot run {argv[0]!r}: {exc.strerror}") from exc
-    return done.returncode, time.monotonic() - started
+    started = time.monotonic()
+    first: float | None = None
+    while proc.poll() is None:
+        now = time.monotonic()
+        if now - started > timeout:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return 124, 0.0
+        if first is None and _newest_checkpoint(directory) > 0:
+            first = now
+        time.sleep(POLL_S * 20)
+    return proc.returncode, time.monotonic() - (first if first is not None else started)
 
 
-def _has_checkpoint(directory: Path) -> bool:
-    return directory.is_dir() and any(directory.glob("*.json"))
+def _newest_checkpoint(directory: Path) -> float:
+    """The write time of the newest manifest (0 when there is none)."""
+    if not directory.is_dir():
+        return 0.0
+    return max((m.stat().st_mtime for m in directory.glob("*.json")), default=0.0)
 
 
 def _writing(directory: Path) -> bool:
@@ -69,21 +83,22 @@ def _writing(directory: Path) -> bool:
 
 
 def _kill_once(
-    argv: list[str], directory: Path, steps: int | None, *, mode: str, expected: float, rng: random.Random
+    argv: list[str], directory: Path, steps: int | None, *, mode: str, span: float, rng: random.Random
 ) -> dict[str, Any]:
-    """Start CMD, wait for its first checkpoint, then SIGKILL its process group at the chosen point.
+    """Start CMD, wait for it to write a checkpoint, then SIGKILL its process group.
 
-    `expected` is how long the uninterrupted run took: a random kill lands before that.
+    `span` is how long the uninterrupted run trained after its first checkpoint: a random
+    kill lands within that span (or, in `write` mode, at the next checkpoint write).
     """
+    before = _newest_checkpoint(directory)
     proc = subprocess.Popen(argv, env=_env(directory, steps), start_new_session=True)
     started = time.monotonic()
-    deadline = started + expected * 1.5 + 5  # a resumed run that hangs still gets killed
-    while proc.poll() is None and not _has_checkpoint(directory) and time.monotonic() < deadline:
+    while proc.poll() is None and _newest_checkpoint(directory) <= before:
         time.sleep(POLL_S * 20)
-    when = time.monotonic() + rng.uniform(0.0, max(started + expected - time.monotonic(), 0.0) * 0.9)
+    when = time.monotonic() + rng.uniform(0.0, span * 0.8)
     while proc.poll() is None:
         now = time.monotonic()
-        if (mode == "write" and _writing(directory)) or (mode == "random" and now >= when) or now >= deadline:
+        if (mode == "write" and _writing(directory)) or (mode == "random" and now >= when):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             return {"killed": True, "after_s": round(now - started, 3), "during_write": _writing(directory)}
@@ -95,14 +110,13 @@ def verify_resume(
     argv: list[str], *, kills: int, mode: str, steps: int | None, seed: int, timeout: float, workdir: Path
 ) -> Verdict:
     reference, interrupted = workdir / "reference", workdir / "interrupted"
-    code, duration = _run(argv, reference, steps, timeout)
+    code, span = _run(argv, reference, steps, timeout)
     if code != 0:
         return Verdict(False, f"the uninterrupted run failed (exit status {code})", workdir=str(workdir))
     rng = random.Random(seed)
     verdict = Verdict(False, "", workdir=str(workdir))
     for _ in range(kills):
-        # a fresh interpreter's start-up is part of `duration`: kill within the same span
-        verdict.kills.append(_kill_once(argv, interrupted, steps, mode=mode, expected=duration, rng=rng))
+        verdict.kills.append(_kill_once(argv, interrupted, steps, mode=mode, span=span, rng=rng))
     if not any(kill["killed"] for kill in verdict.kills):
         verdict.reason = "inconclusive: the run finished before any kill landed (make it longer)"
         return verdict
