@@ -29,12 +29,13 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +63,10 @@ __all__ = [
 ]
 
 FORMAT = 1
+# Set by `trainmedic verify-resume --kill-at write`: this process SIGKILLs itself halfway
+# through its N-th checkpoint payload, a real kill at the worst moment, exactly placed.
+KILL_IN_WRITE_ENV = "TRAINMEDIC_KILL_IN_WRITE"
+_payload_writes = 0
 TMP_SUFFIX = ".tmp"
 _STEP_NAME = re.compile(r"^step-(\d+)$")
 _CHUNK = 1 << 22
@@ -242,7 +247,8 @@ def save(
     folder = Path(directory)
     payload = folder / f"{name}.pt"
     try:
-        entry = _write_atomic(payload, lambda f: torch.save(dict(state), f), durable=durable)
+        target: Callable[[Any], Any] = _KillMidway if _kill_requested() else (lambda f: f)
+        entry = _write_atomic(payload, lambda f: torch.save(dict(state), target(f)), durable=durable)
         files = {payload.name: entry, **(extra_files or {})}
         info = CheckpointInfo(
             name=name,
@@ -260,6 +266,31 @@ def save(
             raise
         raise CheckpointError(f"could not write checkpoint {payload}: {cause.strerror or cause}") from exc
     return info
+
+
+def _kill_requested() -> bool:
+    global _payload_writes
+    _payload_writes += 1
+    return os.environ.get(KILL_IN_WRITE_ENV) == str(_payload_writes)
+
+
+class _KillMidway:
+    """Passes writes through; on the second one, writes half of it and SIGKILLs this process."""
+
+    def __init__(self, file: Any) -> None:
+        self._file = file
+        self._calls = 0
+
+    def write(self, data: bytes) -> int:
+        self._calls += 1
+        if self._calls == 2:
+            self._file.write(data[: max(len(data) // 2, 1)])
+            self._file.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return int(self._file.write(data))
+
+    def flush(self) -> None:
+        self._file.flush()
 
 
 def _os_error_in(exc: BaseException | None) -> OSError | None:

@@ -5,11 +5,14 @@ run three ways, each writing checkpoints to its own folder (TRAINMEDIC_CHECKPOIN
 honoured by `trainmedic.train.fit`): once uninterrupted; once killed with SIGKILL at a
 random point (or, with `--kill-at write`, in the middle of a checkpoint write); then
 again, so it resumes. The final checkpoints must hold the same weights, bit for bit.
-On failure the first differing tensor is named.
+On failure the first differing tensor is named. With `--kill-at write` the trainer
+kills itself (SIGKILL) halfway through its second checkpoint payload: trainmedic's
+checkpoint writer honours TRAINMEDIC_KILL_IN_WRITE for exactly this.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -28,6 +31,8 @@ from trainmedic.cli.options import format_option
 from trainmedic.errors import UsageError
 
 POLL_S = 0.0005
+# = trainmedic.checkpoint.KILL_IN_WRITE_ENV (not imported: that module imports torch)
+KILL_IN_WRITE_ENV = "TRAINMEDIC_KILL_IN_WRITE"
 
 
 @dataclass
@@ -43,8 +48,10 @@ class Verdict:
     workdir: str = ""
 
 
-def _env(directory: Path, steps: int | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "TRAINMEDIC_RESUME_FROM"}
+def _env(directory: Path, steps: int | None, *, kill_in_write: int | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("TRAINMEDIC_RESUME_FROM", KILL_IN_WRITE_ENV)}
+    if kill_in_write is not None:
+        env[KILL_IN_WRITE_ENV] = str(kill_in_write)
     env["TRAINMEDIC_CHECKPOINT_DIR"] = str(directory)
     if steps is not None:
         env["TRAINMEDIC_MAX_STEPS"] = str(steps)
@@ -91,19 +98,28 @@ def _kill_once(
     kill lands within that span (or, in `write` mode, at the next checkpoint write).
     """
     before = _newest_checkpoint(directory)
-    proc = subprocess.Popen(argv, env=_env(directory, steps), start_new_session=True)
+    # write mode: the trainer kills itself halfway through its second checkpoint payload
+    kill_in_write = 2 if mode == "write" else None
+    proc = subprocess.Popen(
+        argv, env=_env(directory, steps, kill_in_write=kill_in_write), start_new_session=True
+    )
     started = time.monotonic()
     while proc.poll() is None and _newest_checkpoint(directory) <= before:
         time.sleep(POLL_S * 20)
     when = time.monotonic() + rng.uniform(0.0, span * 0.8)
     while proc.poll() is None:
         now = time.monotonic()
-        if (mode == "write" and _writing(directory)) or (mode == "random" and now >= when):
+        if mode == "random" and now >= when:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             return {"killed": True, "after_s": round(now - started, 3), "during_write": _writing(directory)}
         time.sleep(POLL_S)
-    return {"killed": False, "after_s": round(time.monotonic() - started, 3), "exit_code": proc.returncode}
+    after = round(time.monotonic() - started, 3)
+    if proc.returncode == -signal.SIGKILL:  # it killed itself in a checkpoint write
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # and its workers, if any
+        return {"killed": True, "after_s": after, "during_write": _writing(directory)}
+    return {"killed": False, "after_s": after, "exit_code": proc.returncode}
 
 
 def verify_resume(
