@@ -59,23 +59,26 @@ def _env(directory: Path, steps: int | None, *, kill_in_write: int | None = None
 
 
 def _run(argv: list[str], directory: Path, steps: int | None, timeout: float) -> tuple[int, float]:
-    """Run CMD to the end; returns its exit status and how long it trained after its first checkpoint."""
+    """Run CMD to the end; returns its exit status and the time between its first and last checkpoints."""
     try:
         proc = subprocess.Popen(argv, env=_env(directory, steps), start_new_session=True)
     except FileNotFoundError as exc:
         raise UsageError(f"CMD: cannot run {argv[0]!r}: {exc.strerror}") from exc
     started = time.monotonic()
     first: float | None = None
+    last: float | None = None
+    newest = 0.0
     while proc.poll() is None:
         now = time.monotonic()
         if now - started > timeout:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             return 124, 0.0
-        if first is None and _newest_checkpoint(directory) > 0:
-            first = now
+        if _newest_checkpoint(directory) > newest:
+            newest = _newest_checkpoint(directory)
+            first, last = first or now, now
         time.sleep(POLL_S * 20)
-    return proc.returncode, time.monotonic() - (first if first is not None else started)
+    return proc.returncode, (last - first) if first is not None and last is not None else 0.0
 
 
 def _newest_checkpoint(directory: Path) -> float:
@@ -83,6 +86,15 @@ def _newest_checkpoint(directory: Path) -> float:
     if not directory.is_dir():
         return 0.0
     return max((m.stat().st_mtime for m in directory.glob("*.json")), default=0.0)
+
+
+def _newest_step(directory: Path) -> int:
+    """The highest step among the manifests in `directory` (-1 when none is readable)."""
+    steps = [-1]
+    for manifest in directory.glob("*.json") if directory.is_dir() else []:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            steps.append(int(json.loads(manifest.read_text())["step"]))
+    return max(steps)
 
 
 def _writing(directory: Path) -> bool:
@@ -94,8 +106,8 @@ def _kill_once(
 ) -> dict[str, Any]:
     """Start CMD, wait for it to write a checkpoint, then SIGKILL its process group.
 
-    `span` is how long the uninterrupted run trained after its first checkpoint: a random
-    kill lands within that span (or, in `write` mode, at the next checkpoint write).
+    `span` is the time between the uninterrupted run's first and last checkpoints: a random
+    kill lands within that span after this run's first new checkpoint.
     """
     before = _newest_checkpoint(directory)
     # write mode: the trainer kills itself halfway through its second checkpoint payload
@@ -106,7 +118,7 @@ def _kill_once(
     started = time.monotonic()
     while proc.poll() is None and _newest_checkpoint(directory) <= before:
         time.sleep(POLL_S * 20)
-    when = time.monotonic() + rng.uniform(0.0, span * 0.8)
+    when = time.monotonic() + rng.uniform(0.0, span)
     while proc.poll() is None:
         now = time.monotonic()
         if mode == "random" and now >= when:
@@ -131,10 +143,13 @@ def verify_resume(
         return Verdict(False, f"the uninterrupted run failed (exit status {code})", workdir=str(workdir))
     rng = random.Random(seed)
     verdict = Verdict(False, "", workdir=str(workdir))
+    final_step = _newest_step(reference)
     for _ in range(kills):
-        verdict.kills.append(_kill_once(argv, interrupted, steps, mode=mode, span=span, rng=rng))
-    if not any(kill["killed"] for kill in verdict.kills):
-        verdict.reason = "inconclusive: the run finished before any kill landed (make it longer)"
+        kill = _kill_once(argv, interrupted, steps, mode=mode, span=span, rng=rng)
+        kill["too_late"] = kill["killed"] and _newest_step(interrupted) >= final_step
+        verdict.kills.append(kill)
+    if not any(kill["killed"] and not kill["too_late"] for kill in verdict.kills):
+        verdict.reason = "inconclusive: no kill landed before the last checkpoint (make the run longer)"
         return verdict
     code, _ = _run(argv, interrupted, steps, timeout)
     if code != 0:
@@ -234,6 +249,8 @@ def command(  # noqa: PLR0917 (click passes options by position)
         sys.stdout.write(f"verify-resume: {status}: {verdict.reason}\n")
         for number, kill in enumerate(verdict.kills, start=1):
             where = "during a checkpoint write" if kill.get("during_write") else "between checkpoints"
+            if kill.get("too_late"):
+                where = "after the last checkpoint (tests nothing)"
             text = (
                 f"killed after {kill['after_s']} s, {where}" if kill["killed"] else "finished before the kill"
             )
