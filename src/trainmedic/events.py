@@ -186,6 +186,59 @@ class FindingRaised(Event):
 
 
 @dataclass(kw_only=True)
+class MemoryLimit(Event):
+    """The memory limit the trainer runs under (`--memory-limit`, or its container's cgroup)."""
+
+    kind: ClassVar[str] = "memory_limit"
+    limit_bytes: int
+    source: str = "cgroup"  # memory-limit-option | cgroup
+    cgroup: str = ""
+    cgroup_version: int | None = None
+
+
+@dataclass(kw_only=True)
+class OomKill(Event):
+    """The kernel's OOM-kill counter rose during the run (`scope`: the run's cgroup or the host)."""
+
+    kind: ClassVar[str] = "oom_kill"
+    count: int
+    scope: str = "cgroup"  # cgroup | host
+    cgroup: str = ""
+
+
+@dataclass(kw_only=True)
+class StopRequest(Event):
+    """The supervisor signalled the trainers: forwarded signal, `trainmedic stop`, or a hang."""
+
+    kind: ClassVar[str] = "stop_request"
+    signal: int
+    reason: str = ""
+    targets: list[int] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class HangDetected(Event):
+    """No progress and near-zero CPU for `idle_s`; `stacks` maps pid -> every thread's stack."""
+
+    kind: ClassVar[str] = "hang"
+    idle_s: float
+    cpu_percent: float
+    stacks: dict[str, str] = field(default_factory=dict)
+    action: str = "wait"
+
+
+@dataclass(kw_only=True)
+class OrphanEnded(Event):
+    """A process of the trainer tree that outlived the trainer and was ended (`pid` is its own)."""
+
+    kind: ClassVar[str] = "orphan"
+    ppid: int | None = None
+    cmdline: list[str] = field(default_factory=list)
+    rss_bytes: int | None = None
+    signal: int | None = None
+
+
+@dataclass(kw_only=True)
 class UnknownEvent(Event):
     """An event type this version does not know (written by a newer trainmedic): kept, not lost."""
 
@@ -211,6 +264,11 @@ EVENT_TYPES: dict[str, type[Event]] = {
         LogLine,
         GuardObservation,
         FindingRaised,
+        MemoryLimit,
+        OomKill,
+        StopRequest,
+        HangDetected,
+        OrphanEnded,
     )
 }
 
