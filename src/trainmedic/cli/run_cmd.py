@@ -85,7 +85,8 @@ def command(
     command: tuple[str, ...],
 ) -> int:
     """Run CMD under supervision: the real trainer behind any launcher, memory by phase, how it
-    ended and why. The run folder holds events.jsonl, output.log, findings.json, manifest.json."""
+    ended and why. The run folder holds events.jsonl, output.log, findings.json, manifest.json,
+    report.html."""
     import os
 
     from trainmedic.supervise import CommandNotFound, RunOptions, Supervisor
@@ -119,4 +120,7 @@ def command(
     err.flush()
     render_text(outcome.findings, err, title=f"\ntrainmedic diagnosis (exit status {outcome.exit_status}):")
     click.echo(f"trainmedic: run folder {outcome.run_dir}", err=True)
+    report = outcome.run_dir / "report.html"
+    if report.is_file():
+        click.echo(f"trainmedic: report {report}", err=True)
     return outcome.exit_status
