@@ -1,9 +1,19 @@
-"""TOR: the classic PyTorch loop bugs."""
+"""TOR: the classic PyTorch loop bugs.
+
+The in-process guard (`trainmedic.torch`, auto-installed under `run`) measures;
+these rules decide. Each guard observation is a `GuardObservation` whose
+`check` names what was seen (see `OBSERVATIONS`); every rank of a torchrun job
+emits its own, and a finding lists the ranks it was seen on.
+"""
 
 from __future__ import annotations
 
-from trainmedic.findings import FindingSpec, Severity
-from trainmedic.record import Rule
+from collections.abc import Callable
+from typing import Any
+
+from trainmedic.events import GuardObservation
+from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.record import Rule, RunRecord
 
 FROZEN_PARAMETERS = FindingSpec(
     code="TOR001",
@@ -14,8 +24,14 @@ FROZEN_PARAMETERS = FindingSpec(
         "Parameters that the optimizer holds never receive a gradient or never change, or "
         "trainable parameters are missing from the optimizer."
     ),
-    why="Part of the model silently stays at its initial weights.",
-    example="optimizer = SGD(model.head.parameters())  # the backbone is never updated",
+    why=(
+        "Part of the model silently stays at its initial weights; the loss still falls (the rest "
+        "trains), so nothing looks wrong until the accuracy is compared."
+    ),
+    example=(
+        "optimizer = SGD(model.head.parameters())  # the backbone is never updated; or a branch "
+        "whose output is .detach()-ed, so its parameters never get a gradient"
+    ),
     fix="Pass model.parameters() (or every group you mean to train) to the optimizer; check requires_grad.",
 )
 
@@ -36,7 +52,11 @@ GRADS_NOT_ZEROED = FindingSpec(
     severity=Severity.ERROR,
     title="Gradients are never zeroed",
     what="Gradients accumulate across optimizer steps without zero_grad, and no accumulation is configured.",
-    why="Each step applies the sum of all past gradients: the effective learning rate grows without bound.",
+    why=(
+        "Each step applies the sum of all past gradients: the effective learning rate grows "
+        "without bound. trainmedic sees the same gradient tensor after every step, changed only "
+        "by backward(), so any way of zeroing (zero_grad, p.grad = None, p.grad.zero_()) counts."
+    ),
     example="for x, y in loader: loss(model(x), y).backward(); opt.step()  # no opt.zero_grad()",
     fix="Call optimizer.zero_grad(set_to_none=True) once per optimizer step.",
 )
@@ -58,7 +78,10 @@ SAMPLER_EPOCH_NOT_SET = FindingSpec(
     severity=Severity.WARNING,
     title="DistributedSampler.set_epoch never called",
     what="A DistributedSampler is used but set_epoch is never called: every epoch sees the same order.",
-    why="Shuffling is silently off across epochs, which hurts convergence and generalisation.",
+    why=(
+        "DistributedSampler seeds its shuffle with seed + epoch: without set_epoch every epoch "
+        "repeats the first epoch's order on every rank, which hurts convergence and generalisation."
+    ),
     example="for epoch in range(E): for batch in loader: ...  # no sampler.set_epoch(epoch)",
     fix="Call sampler.set_epoch(epoch) at the start of every epoch, before iterating the loader.",
 )
@@ -69,7 +92,11 @@ SCHEDULER_BEFORE_OPTIMIZER = FindingSpec(
     severity=Severity.WARNING,
     title="lr_scheduler.step() before optimizer.step()",
     what="lr_scheduler.step() is called before optimizer.step().",
-    why="The first value of the schedule is skipped: warm-up and decay are shifted by one step or epoch.",
+    why=(
+        "The first value of the schedule is skipped: warm-up and decay are shifted by one step or "
+        "epoch. PyTorch warns once ('Detected call of `lr_scheduler.step()` before "
+        "`optimizer.step()`'), a line easily lost in a long log."
+    ),
     example="scheduler.step(); optimizer.step()",
     fix="Call optimizer.step() first, then scheduler.step().",
 )
@@ -91,7 +118,10 @@ UNSEEDED_RUN = FindingSpec(
     severity=Severity.INFO,
     title="Run is not seeded",
     what="No seed was set for the run's random generators.",
-    why="Results cannot be reproduced or compared across changes.",
+    why=(
+        "Results cannot be reproduced or compared across changes. trainmedic recognises the "
+        "random 64-bit seed torch picks at start-up (torch.initial_seed() >= 2**32)."
+    ),
     example="A script that never calls torch.manual_seed / random.seed / np.random.seed.",
     fix="Seed Python, NumPy and torch once at start (and the DataLoader generator).",
 )
@@ -107,4 +137,123 @@ SPECS: tuple[FindingSpec, ...] = (
     UNSEEDED_RUN,
 )
 
-RULES: tuple[Rule, ...] = ()
+
+def _ranks(observations: list[GuardObservation]) -> list[int]:
+    return sorted({o.rank for o in observations if o.rank is not None})
+
+
+def _where(observations: list[GuardObservation]) -> str:
+    ranks = _ranks(observations)
+    if not ranks:
+        return ""
+    return f" (rank {ranks[0]})" if len(ranks) == 1 else f" (ranks {', '.join(map(str, ranks))})"
+
+
+def _names(names: object, limit: int = 5) -> str:
+    items = [str(n) for n in names] if isinstance(names, list) else []
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+Describe = Callable[[dict[str, Any]], str]
+
+
+def _rule(spec: FindingSpec, check: str, describe: Describe) -> Rule:
+    """A rule that turns the guard observations named `check` into one finding, ranks merged."""
+
+    def rule(record: RunRecord) -> list[Finding]:
+        seen = [o for o in record.guard_observations if o.check == check]
+        if not seen:
+            return []
+        first = seen[0]
+        ranks = _ranks(seen)
+        evidence = {**first.data, "ranks": ranks} if ranks else dict(first.data)
+        return [
+            spec.finding(
+                describe(first.data) + _where(seen),
+                evidence=evidence,
+                rank=ranks[0] if len(ranks) == 1 else None,
+                step=first.step,
+                epoch=first.epoch,
+            )
+        ]
+
+    rule.__name__ = spec.slug.replace("-", "_") + "_" + check
+    rule.__doc__ = f"{spec.code}: from the guard's {check!r} observations."
+    return rule
+
+
+def _not_in_optimizer(d: dict[str, Any]) -> str:
+    return (
+        f"{d.get('count')} trainable parameter tensors ({d.get('numel')} values) of the model are in "
+        f"no optimizer: {_names(d.get('params'))}"
+    )
+
+
+def _without_grad(d: dict[str, Any]) -> str:
+    return (
+        f"{d.get('count')} parameter tensors in the optimizer never received a gradient in "
+        f"{len(d.get('checked_steps', []))} checked steps: {_names(d.get('params'))}"
+    )
+
+
+def _eval_mode(d: dict[str, Any]) -> str:
+    return (
+        f"Optimizer steps were taken with every dropout/batch-norm layer in eval() mode "
+        f"({_names(d.get('modules'))}) in {len(d.get('checked_steps', []))} checked steps"
+    )
+
+
+def _not_zeroed(d: dict[str, Any]) -> str:
+    return (
+        f"Gradients accumulated across {d.get('steps_without_zeroing')} consecutive optimizer steps "
+        f"without being zeroed (parameter {d.get('parameter')})"
+    )
+
+
+def _softmax_ce(d: dict[str, Any]) -> str:
+    return (
+        f"CrossEntropyLoss received {d.get('input_kind')} instead of logits (every row already "
+        f"sums to 1) in {len(d.get('checked_steps', []))} checked steps"
+    )
+
+
+def _sampler(d: dict[str, Any]) -> str:
+    return (
+        f"DistributedSampler was iterated {d.get('iterations')} times with the same epoch "
+        f"({d.get('epoch')}): set_epoch was not called, so every epoch saw the same order"
+    )
+
+
+def _scheduler(d: dict[str, Any]) -> str:
+    return (
+        f"{d.get('scheduler')}.step() was called before the first optimizer.step() "
+        f"of {d.get('optimizer')}: the first learning-rate value was skipped"
+    )
+
+
+def _decay(d: dict[str, Any]) -> str:
+    return (
+        f"Weight decay {d.get('weight_decay')} is applied to {d.get('count')} bias/normalisation "
+        f"parameter tensors: {_names(d.get('params'))}"
+    )
+
+
+def _unseeded(d: dict[str, Any]) -> str:
+    return f"torch was not seeded: its initial seed is the random start-up value {d.get('initial_seed')}"
+
+
+# guard observation `check` -> (spec, message); the guard's contract with these rules.
+OBSERVATIONS: dict[str, tuple[FindingSpec, Describe]] = {
+    "params_not_in_optimizer": (FROZEN_PARAMETERS, _not_in_optimizer),
+    "params_without_grad": (FROZEN_PARAMETERS, _without_grad),
+    "eval_mode_training": (EVAL_MODE_TRAINING, _eval_mode),
+    "grads_not_zeroed": (GRADS_NOT_ZEROED, _not_zeroed),
+    "softmax_into_crossentropy": (SOFTMAX_INTO_CROSSENTROPY, _softmax_ce),
+    "sampler_epoch_not_set": (SAMPLER_EPOCH_NOT_SET, _sampler),
+    "scheduler_before_optimizer": (SCHEDULER_BEFORE_OPTIMIZER, _scheduler),
+    "decay_on_norm_bias": (DECAY_ON_NORM_BIAS, _decay),
+    "unseeded": (UNSEEDED_RUN, _unseeded),
+}
+
+RULES: tuple[Rule, ...] = tuple(_rule(spec, check, text) for check, (spec, text) in OBSERVATIONS.items())

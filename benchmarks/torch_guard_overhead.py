@@ -1,0 +1,130 @@
+"""What the PyTorch guard costs per step: bare loop vs guarded loop vs Lightning Trainer.
+
+A small MLP trains for 2,000 steps from an in-memory DataLoader, on CPU, one
+thread. The variants run interleaved, round after round, so a busy machine
+slows all of them alike; the table reports each variant's median CPU time per
+step (process time: on a shared machine, time spent descheduled is not the
+variant's cost) and its median ratio to the bare loop within the same round.
+
+    python benchmarks/torch_guard_overhead.py [--steps 2000] [--rounds 7]
+
+The guard checks every step for the cheap facts (counters, one tensor identity
+test, the data-loader wait) and every 10 steps for the ones that need a host
+sync (`.item()` of the losses, gradient norms, the loss inputs).
+"""
+
+import argparse
+import functools
+import statistics
+import time
+
+from torch.utils.data import DataLoader, TensorDataset
+
+import torch
+import trainmedic.torch as tm
+from torch import nn
+
+
+def make(steps, batch=64):
+    torch.manual_seed(0)
+    x = torch.randn(steps * batch, 32)
+    y = torch.randint(0, 10, (steps * batch,))
+    loader = DataLoader(TensorDataset(x, y), batch_size=batch, shuffle=True)
+    model = nn.Sequential(nn.Linear(32, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10))
+    return loader, model
+
+
+def loop(steps, guard=False):
+    loader, model = make(steps)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    g = tm.guard(model, optimizer) if guard else None
+    start = time.process_time()
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+    elapsed = time.process_time() - start
+    if g is not None:
+        g.stop()
+    return elapsed / steps
+
+
+def lightning(steps, guard=False):
+    import lightning as L
+
+    class Module(L.LightningModule):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return nn.functional.cross_entropy(self.model(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    from trainmedic.lightning import Guard
+
+    loader, model = make(steps)
+    trainer = L.Trainer(
+        max_epochs=1,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[Guard()] if guard else [],
+    )
+    start = time.process_time()
+    trainer.fit(Module(model), loader)
+    return (time.process_time() - start) / steps
+
+
+VARIANTS = {
+    "bare loop": loop,
+    "guarded loop": functools.partial(loop, guard=True),
+    "Lightning Trainer": lightning,
+    "Lightning + Guard": functools.partial(lightning, guard=True),
+}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    for fn in VARIANTS.values():  # warm-up: imports, allocator, first-call paths
+        fn(200)
+    per_step = {name: [] for name in VARIANTS}
+    ratios = {name: [] for name in VARIANTS}
+    for _ in range(args.rounds):
+        times = {name: fn(args.steps) for name, fn in VARIANTS.items()}
+        for name, value in times.items():
+            per_step[name].append(value)
+            ratios[name].append(value / times["bare loop"])
+    print(
+        f"small MLP, {args.steps} steps x {args.rounds} rounds, CPU, 1 thread; guard sampling: every 10 steps"
+    )
+    print(f"{'variant':<20} {'median CPU us/step':>19} {'median ratio vs bare':>22}")
+    for name in VARIANTS:
+        cpu_us = statistics.median(per_step[name]) * 1e6
+        print(f"{name:<20} {cpu_us:>19.1f} {statistics.median(ratios[name]):>22.3f}")
+    guard_vs_lightning = [
+        g / b for g, b in zip(per_step["Lightning + Guard"], per_step["Lightning Trainer"], strict=True)
+    ]
+    in_lightning = statistics.median(guard_vs_lightning)
+    print(f"{'guard in Lightning':<20} {'':>19} {in_lightning:>22.3f}  (vs Lightning alone)")
+
+
+if __name__ == "__main__":
+    main()

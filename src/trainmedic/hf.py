@@ -1,0 +1,100 @@
+"""trainmedic for Hugging Face: `Guard`, a TrainerCallback that guards `Trainer.train`.
+
+    trainer = Trainer(..., callbacks=[trainmedic.hf.Guard()])
+
+It starts the PyTorch guard on the model and optimizer the Trainer built, and
+reports what the Trainer knows: epochs and steps requested, early stopping,
+each finished epoch with its training loss, and evaluation losses as
+`val_loss`. Under `trainmedic run` it is added to every Trainer automatically.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from trainmedic.events import Epoch, Event, Metric, PhaseEnd, PhaseStart, TrainingPlan
+from trainmedic.findings import Finding
+
+try:
+    from transformers import TrainerCallback
+except ImportError as exc:
+    raise ImportError("trainmedic.hf needs transformers: pip install 'trainmedic[hf]'") from exc
+
+import trainmedic.torch as tm
+
+
+class Guard(TrainerCallback):
+    """HF Trainer callback: the PyTorch guard plus epochs requested vs done (RUN004)."""
+
+    def __init__(self, *, every: int = 10, on_nonfinite: str = "warn", early_stopping: bool = False) -> None:
+        self.every = every
+        self.on_nonfinite = on_nonfinite
+        self.early_stopping = early_stopping
+        self.guard: tm.Guard | None = None
+        self._losses: list[float] = []
+        self._epoch_start_step = 0
+
+    def _emit(self, event: Event) -> None:
+        if self.guard is not None:
+            self.guard.monitor.emit(event)
+
+    def findings(self) -> list[Finding]:
+        return self.guard.findings() if self.guard is not None else []
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.guard = tm.guard(
+            kwargs.get("model"), kwargs.get("optimizer"), every=self.every, on_nonfinite=self.on_nonfinite
+        )
+        self.guard.monitor.framework_epochs = True
+        by_steps = args.max_steps is not None and args.max_steps > 0
+        self._emit(
+            TrainingPlan(
+                framework="transformers",
+                epochs=None if by_steps else math.ceil(args.num_train_epochs),
+                max_steps=state.max_steps or None,
+                batch_size=args.per_device_train_batch_size,
+                early_stopping=self.early_stopping,
+            )
+        )
+
+    def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._epoch_start_step = state.global_step
+        epoch = int(state.epoch or 0)  # at an epoch's start HF's float epoch is the epochs done
+        if self.guard is not None:
+            self.guard.monitor.epoch = epoch  # numbers the guard's Step events
+        self._emit(PhaseStart(phase="train", epoch=epoch, step=state.global_step))
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+        if logs and isinstance(logs.get("loss"), (int, float)):
+            self._losses.append(float(logs["loss"]))
+
+    def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        epoch = self._epoch(state)
+        metrics: dict[str, float] = {}
+        loss = self.guard.monitor.take_epoch_loss() if self.guard is not None else None
+        if loss is None and self._losses:
+            loss = self._losses[-1]
+        if loss is not None:
+            metrics["loss"] = loss
+        self._losses = []
+        self._emit(PhaseEnd(phase="train", epoch=epoch, step=state.global_step))
+        self._emit(Epoch(epoch=epoch, steps=state.global_step - self._epoch_start_step, metrics=metrics))
+
+    def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Any = None, **kwargs: Any) -> None:
+        value = (metrics or {}).get("eval_loss")
+        if isinstance(value, (int, float)):
+            epoch = max(0, math.ceil(state.epoch or 0) - 1)
+            self._emit(Metric(name="val_loss", value=float(value), epoch=epoch))
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.guard is not None:
+            self.guard.stop()
+
+    @staticmethod
+    def _epoch(state: Any) -> int:
+        """0-based index of the epoch in progress (HF's `state.epoch` is a float that ends at N)."""
+        return max(0, math.ceil(state.epoch or 0) - 1) if state.epoch else 0
+
+
+__all__ = ["Guard"]

@@ -1,0 +1,34 @@
+"""Auto-instrumentation of PyTorch under `trainmedic run` (called when `torch` is imported).
+
+Installs the same monitor as `trainmedic.torch.guard()`, fed by PyTorch's global
+hooks, sending its events to the run's events file. Settings come from the
+environment so they reach every torchrun worker:
+
+- TRAINMEDIC_TORCH_EVERY: how often host-syncing checks run (default 10 steps);
+- TRAINMEDIC_ON_NONFINITE: `warn` (default) or `stop` (raise before a NaN/Inf update).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+from types import ModuleType
+
+from trainmedic.instrument import channel
+
+
+def install(module: ModuleType) -> None:
+    from trainmedic.torch import _patches
+    from trainmedic.torch._monitor import Monitor
+
+    if _patches.active() is not None:
+        return
+    every = os.environ.get("TRAINMEDIC_TORCH_EVERY", "10")
+    monitor = Monitor(
+        channel.emit,
+        every=int(every) if every.isdigit() else 10,
+        on_nonfinite=os.environ.get("TRAINMEDIC_ON_NONFINITE", "warn"),
+        mode="auto",
+    )
+    _patches.install(monitor)
+    atexit.register(monitor.close)

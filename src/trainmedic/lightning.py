@@ -1,0 +1,109 @@
+"""trainmedic for Lightning: `Guard`, a callback that guards `Trainer.fit`.
+
+    trainer = lightning.Trainer(callbacks=[trainmedic.lightning.Guard()])
+
+It starts the PyTorch guard on the LightningModule and its optimizer (so every
+TOR/TRN check applies) and reports what Lightning knows: the epochs and steps
+requested, early stopping, each finished epoch with its logged metrics, and
+the train/validation phases. Under `trainmedic run` it is added automatically.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainmedic.events import Epoch, Event, PhaseEnd, PhaseStart, TrainingPlan
+from trainmedic.findings import Finding
+
+try:
+    from lightning.pytorch.callbacks import Callback, EarlyStopping
+except ImportError:  # the legacy package name
+    try:
+        from pytorch_lightning.callbacks import Callback, EarlyStopping  # type: ignore[assignment]
+    except ImportError as exc:
+        raise ImportError(
+            "trainmedic.lightning needs Lightning: pip install 'trainmedic[lightning]'"
+        ) from exc
+
+import trainmedic.torch as tm
+
+
+class Guard(Callback):
+    """Lightning callback: the PyTorch guard plus epochs requested vs done (RUN004)."""
+
+    def __init__(self, *, every: int = 10, on_nonfinite: str = "warn") -> None:
+        self.every = every
+        self.on_nonfinite = on_nonfinite
+        self.guard: tm.Guard | None = None
+        self._epoch_steps = 0
+
+    def _emit(self, event: Event) -> None:
+        if self.guard is not None:
+            self.guard.monitor.emit(event)
+
+    def findings(self) -> list[Finding]:
+        return self.guard.findings() if self.guard is not None else []
+
+    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+        optimizers = list(getattr(trainer, "optimizers", []) or [])
+        self.guard = tm.guard(
+            pl_module, optimizers[0] if optimizers else None, every=self.every, on_nonfinite=self.on_nonfinite
+        )
+        self.guard.monitor.framework_epochs = True
+        max_steps = getattr(trainer, "max_steps", -1)
+        self._emit(
+            TrainingPlan(
+                framework="lightning",
+                epochs=trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else None,
+                max_steps=max_steps if max_steps and max_steps > 0 else None,
+                early_stopping=any(isinstance(c, EarlyStopping) for c in trainer.callbacks),
+            )
+        )
+
+    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        self._epoch_steps = trainer.global_step
+        if self.guard is not None:
+            self.guard.monitor.epoch = trainer.current_epoch  # numbers the guard's Step events
+        self._emit(PhaseStart(phase="train", epoch=trainer.current_epoch, step=trainer.global_step))
+
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        metrics = _scalars(trainer.callback_metrics)
+        if self.guard is not None and "loss" not in metrics:
+            loss = self.guard.monitor.take_epoch_loss()
+            if loss is not None:
+                metrics["loss"] = loss
+        epoch = trainer.current_epoch
+        self._emit(PhaseEnd(phase="train", epoch=epoch, step=trainer.global_step))
+        self._emit(Epoch(epoch=epoch, steps=trainer.global_step - self._epoch_steps, metrics=metrics))
+
+    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+        self._emit(PhaseStart(phase="eval", epoch=trainer.current_epoch, step=trainer.global_step))
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        self._emit(PhaseEnd(phase="eval", epoch=trainer.current_epoch, step=trainer.global_step))
+
+    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+        self._stop()
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        self._stop()
+
+    def _stop(self) -> None:
+        if self.guard is not None:
+            self.guard.stop()
+
+
+def _scalars(metrics: Any) -> dict[str, float]:
+    """Logged metrics as plain floats (epoch-level ones; `_step` variants dropped)."""
+    out: dict[str, float] = {}
+    for name, value in dict(metrics).items():
+        try:
+            number = float(value)
+        except (TypeError, ValueError, RuntimeError):
+            continue
+        if not name.endswith("_step"):
+            out[name.removesuffix("_epoch")] = number
+    return out
+
+
+__all__ = ["Guard"]

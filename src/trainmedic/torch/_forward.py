@@ -1,0 +1,119 @@
+"""Module forward hooks, switched on only for the forward passes of sampled steps.
+
+Any global forward hook sends every module call down PyTorch's slow path, so
+the hooks are registered after the step before a checked one and removed when
+that checked step's gradients are ready. While on, they learn:
+
+- the root modules (outermost calls with grad enabled): the model, even when
+  the user never passed it to trainmedic;
+- whether every dropout/batch-norm layer ran in eval() mode in a training step
+  (TOR002; partial eval() is deliberate freezing and not reported);
+- whether CrossEntropyLoss got probabilities or log-probabilities (TOR004).
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from torch.nn.modules.batchnorm import _BatchNorm
+from torch.nn.modules.dropout import _DropoutNd
+
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from trainmedic.torch._monitor import Monitor
+
+_MODE_SENSITIVE = (_DropoutNd, _BatchNorm)
+_REPORT_AFTER = 2  # checked steps that must agree before an observation is sent
+
+
+class ForwardWatch:
+    def __init__(self, monitor: Monitor) -> None:
+        self.monitor = monitor
+        self.roots: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+        self._handles: list[Any] = []
+        self._depth = 0
+        self._train = 0
+        self._eval: set[str] = set()
+        self._eval_steps: list[int] = []
+        self._ce: dict[str, Any] | None = None
+        self._ce_steps: list[int] = []
+
+    def open(self) -> None:
+        if self._handles:
+            return
+        self._depth, self._train, self._ce = 0, 0, None
+        self._eval = set()
+        pre = nn.modules.module.register_module_forward_pre_hook(self._pre)
+        post = nn.modules.module.register_module_forward_hook(self._post, always_call=True)
+        self._handles = [pre, post]
+
+    def close(self, step: int | None) -> None:
+        if not self._handles:
+            return
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        if step is None:
+            return
+        if self._eval and not self._train:
+            self._eval_steps.append(step)
+            if len(self._eval_steps) >= _REPORT_AFTER:
+                self.monitor.observe(
+                    "eval_mode_training",
+                    {"modules": sorted(self._eval), "checked_steps": list(self._eval_steps)},
+                    step=step,
+                )
+        if self._ce is not None:
+            self._ce_steps.append(step)
+            if len(self._ce_steps) >= _REPORT_AFTER:
+                self.monitor.observe(
+                    "softmax_into_crossentropy",
+                    {**self._ce, "checked_steps": list(self._ce_steps)},
+                    step=step,
+                )
+
+    def _pre(self, module: nn.Module, args: Any) -> None:
+        depth = self._depth
+        self._depth = depth + 1
+        if not torch.is_grad_enabled() or self.monitor.broken:
+            return
+        try:
+            self._learn(module, args, depth)
+        except Exception as exc:  # the guard turns itself off, never the user's forward
+            self.monitor.broken = True
+            sys.stderr.write(f"trainmedic: PyTorch guard turned off by an internal error: {exc!r}\n")
+
+    def _learn(self, module: nn.Module, args: Any, depth: int) -> None:
+        if depth == 0:
+            self.roots.add(module)
+        if isinstance(module, _MODE_SENSITIVE):
+            if module.training:
+                self._train += 1
+            else:
+                self._eval.add(type(module).__name__)
+        elif isinstance(module, nn.CrossEntropyLoss) and args and self._ce is None:
+            self._ce = _probability_like(args[0])
+
+    def _post(self, module: nn.Module, args: Any, output: Any) -> None:
+        self._depth = max(0, self._depth - 1)
+
+
+def _probability_like(logits: Any) -> dict[str, Any] | None:
+    """Rows that already sum to one (or whose exp does): the input was softmax-ed before the loss."""
+    if not isinstance(logits, torch.Tensor) or logits.dim() < 2 or not logits.is_floating_point():
+        return None
+    with torch.no_grad():
+        x = logits.detach().float()
+        lowest, highest = x.min(), x.max()
+        prob_err = (x.sum(dim=1) - 1).abs().max()
+        logprob_err = torch.logsumexp(x, dim=1).abs().max()
+        low, high, perr, lerr = torch.stack([lowest, highest, prob_err, logprob_err]).tolist()
+    if low >= 0 and high <= 1 and perr < 1e-3:
+        return {"input_kind": "probabilities", "min": low, "max": high, "row_sum_error": perr}
+    if high <= 0 and lerr < 1e-3:
+        return {"input_kind": "log-probabilities", "min": low, "max": high, "row_sum_error": lerr}
+    return None

@@ -1,0 +1,94 @@
+"""The explicit guard: `trainmedic.torch.guard(model, optimizer)`, also a context manager."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+from typing import Any
+
+from trainmedic.events import Event
+from trainmedic.findings import Finding, Severity
+from trainmedic.instrument import channel
+from trainmedic.record import Rule, RunRecord
+from trainmedic.registry import run_rules
+from trainmedic.rules import dynamics, steps
+from trainmedic.rules import torch as torch_rules
+from trainmedic.torch import _patches
+from trainmedic.torch._monitor import Monitor
+
+log = logging.getLogger("trainmedic")
+RULES: tuple[Rule, ...] = (*torch_rules.RULES, *steps.RULES, *dynamics.RULES)
+
+
+class Guard:
+    """Watches PyTorch training in this process; `findings()` says what went wrong.
+
+    Thresholds: `every` (steps between host-syncing checks, default 10),
+    `on_nonfinite` ("warn" or "stop": raise NonFiniteLossError before a NaN/Inf
+    update, checking the loss every step), `patience` (optimizer steps without
+    zeroing before TOR003).
+    """
+
+    def __init__(
+        self,
+        model: Any = None,
+        optimizer: Any = None,
+        *,
+        every: int = 10,
+        on_nonfinite: str = "warn",
+        patience: int = 10,
+    ) -> None:
+        self.events: list[Event] = []
+        self._stopped = False
+        existing = _patches.active()
+        if existing is not None:  # auto-instrumented under `trainmedic run`: join it
+            self.monitor, self._owner = existing, False
+            existing.sinks.append(self.events.append)
+            if on_nonfinite == "stop":
+                existing.stop_on_nonfinite = True
+        else:
+            self.monitor = Monitor(
+                self._sink, every=every, on_nonfinite=on_nonfinite, patience=patience, mode="explicit"
+            )
+            self._owner = True
+            _patches.install(self.monitor)
+            atexit.register(self.stop)
+        if model is not None:
+            self.monitor.watch_model(model)
+        if optimizer is not None:
+            self.monitor.set_primary(optimizer)
+
+    def _sink(self, event: Event) -> None:
+        self.events.append(event)
+        channel.emit(event)
+
+    def stop(self) -> list[Finding]:
+        """Stop watching (restoring every patched function) and log findings at warning or above."""
+        if self._stopped:
+            return self.findings()
+        self._stopped = True
+        if self._owner:
+            self.monitor.close()
+            _patches.uninstall()
+        else:
+            self.monitor.sinks.remove(self.events.append)
+        found = self.findings()
+        for finding in found:
+            if finding.severity.at_least(Severity.WARNING):
+                log.warning("trainmedic %s %s: %s", finding.code, finding.slug, finding.message)
+        return found
+
+    def findings(self) -> list[Finding]:
+        """What the rules conclude from everything measured so far."""
+        return run_rules(RunRecord.of(self.events), RULES)
+
+    def __enter__(self) -> Guard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def guard(model: Any = None, optimizer: Any = None, **thresholds: Any) -> Guard:
+    """Start guarding PyTorch training in this process (see `Guard` for the thresholds)."""
+    return Guard(model, optimizer, **thresholds)

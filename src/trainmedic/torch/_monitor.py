@@ -1,0 +1,576 @@
+"""What the PyTorch guard measures, step by step, and the events it sends.
+
+One `Monitor` per process is fed by the hooks of `_patches`. It measures and
+reports facts (`GuardObservation`, `Step`, `Epoch`); the rules in
+`trainmedic.rules.torch` and `trainmedic.rules.steps` decide what they mean.
+The exception is a non-finite loss, which is decided here, at the step it
+happens, so that `on_nonfinite="stop"` can stop the run before the update.
+
+Cost: every step does a few counters and one tensor-identity test. Anything
+that needs a host sync (`.item()`, gradient norms, the inputs of the loss) runs
+on sampled steps only, every `every` steps, in one batched transfer.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import sys
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ParamSpec, TypeVar
+
+import torch
+from torch import nn
+from trainmedic.events import Epoch, Event, FindingRaised, GuardObservation, Step
+from trainmedic.instrument import channel
+from trainmedic.rules.dynamics import NONFINITE_LOSS
+from trainmedic.torch._forward import ForwardWatch
+
+Sink = Callable[[Event], None]
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class NonFiniteLossError(RuntimeError):
+    """Raised with `on_nonfinite="stop"` before the optimizer applies a NaN/Inf update."""
+
+    def __init__(self, message: str, finding: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.finding = finding
+
+
+def _never_breaks(method: Callable[P, R]) -> Callable[P, R | None]:
+    """A failure inside the guard turns the guard off (one line on stderr), never the training."""
+
+    @functools.wraps(method)
+    def safe(*args: P.args, **kwargs: P.kwargs) -> R | None:
+        monitor = args[0]
+        if getattr(monitor, "broken", False):
+            return None
+        try:
+            return method(*args, **kwargs)
+        except NonFiniteLossError:
+            raise
+        except Exception as exc:
+            monitor.broken = True  # type: ignore[attr-defined]
+            sys.stderr.write(
+                f"trainmedic: PyTorch guard turned off by an internal error in {method.__name__}: {exc!r}\n"
+            )
+            return None
+
+    return safe
+
+
+@dataclass
+class _OptState:
+    """What the monitor keeps about one optimizer (weakly keyed by it)."""
+
+    name: str
+    steps: int = 0
+    checks: int = 0
+    pre_done: bool = False
+    backward_mark: int = 0
+    probe: Any = None  # weakref to the parameter whose gradient tells if grads were zeroed
+    probe_name: str = ""
+    last_grad: Any = None  # weakref to that gradient tensor at the previous step
+    last_version: int = 0
+    not_zeroed: int = 0
+    never_grad: set[int] | None = None
+    checked_steps: list[int] = field(default_factory=list)
+
+
+class Monitor:
+    """Measures one process's PyTorch training through global hooks."""
+
+    def __init__(
+        self,
+        sink: Sink,
+        *,
+        every: int = 10,
+        on_nonfinite: str = "warn",
+        patience: int = 10,
+        mode: str = "auto",
+    ) -> None:
+        if on_nonfinite not in ("warn", "stop"):
+            raise ValueError(f"on_nonfinite must be 'warn' or 'stop', got {on_nonfinite!r}")
+        self.sinks: list[Sink] = [sink]
+        self.every = max(1, int(every))
+        self.stop_on_nonfinite = on_nonfinite == "stop"
+        self.patience = patience
+        self.mode = mode
+        self.opts: weakref.WeakKeyDictionary[Any, _OptState] = weakref.WeakKeyDictionary()
+        self.primary: Any = None  # weakref to the optimizer whose steps number the run
+        self.models: list[Any] = []  # weakrefs to models given explicitly
+        self.forward = ForwardWatch(self)
+        self.step = 0
+        self.epoch = 0
+        self.reported: set[str] = set()
+        self._losses: list[tuple[Any, int]] = []
+        self._backwards = 0
+        self._window_t0 = time.perf_counter()
+        self._window_step = 0
+        self._data_wait = 0.0
+        self._epoch_loss = [0.0, 0]
+        self._indices: list[Any] = []
+        self._recent_indices: deque[tuple[int, list[Any]]] = deque(maxlen=self.every + 1)
+        self._names: dict[int, str] = {}
+        self._closed = False
+        self.broken = False
+        # A framework callback (Lightning, HF) reports epochs itself: no loader-based ones then.
+        self.framework_epochs = False
+        self.forward.open()  # the first step is always checked
+
+    # -- events -----------------------------------------------------------------------------------
+    def emit(self, event: Event) -> None:
+        if event.rank is None:
+            event.rank = channel.RANK
+        for sink in self.sinks:
+            sink(event)
+
+    def observe(
+        self, check: str, data: dict[str, Any], *, once: bool = True, step: int | None = None
+    ) -> None:
+        if once and check in self.reported:
+            return
+        self.reported.add(check)
+        self.emit(GuardObservation(check=check, data=data, step=step, epoch=self.epoch))
+
+    # -- what the user (or a framework callback) tells us --------------------------------------------
+    def watch_model(self, model: nn.Module) -> None:
+        self.models.append(weakref.ref(model))
+
+    def set_primary(self, optimizer: Any) -> None:
+        inner = getattr(optimizer, "optimizer", None)  # Lightning/accelerate wrappers
+        target = inner if isinstance(inner, torch.optim.Optimizer) else optimizer
+        self.primary = weakref.ref(target)
+
+    def roots(self) -> list[nn.Module]:
+        models = [m for m in (ref() for ref in self.models) if m is not None]
+        return models + [m for m in self.forward.roots if all(m is not x for x in models)]
+
+    # -- hooks ---------------------------------------------------------------------------------------
+    @_never_breaks
+    def on_backward(self, tensors: Any, keeps_graph: bool = False) -> None:
+        self._backwards += 1
+        if isinstance(tensors, torch.Tensor) and tensors.numel() == 1:
+            # Holding the loss until the next check is free once backward freed its graph;
+            # with retain_graph the graph would live on, so keep a detached copy instead.
+            self._losses.append((tensors.detach() if keeps_graph else tensors, self.step + 1))
+            if len(self._losses) > 4096:  # backward without optimizer steps: keep memory flat
+                self._drain_losses()
+
+    @_never_breaks
+    def on_step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
+        closure = kwargs.get("closure") if kwargs else None
+        positional = closure is None and len(args) > 1 and callable(args[1])
+        if positional:
+            closure = args[1]
+        if closure is None:
+            self.before_update(optimizer)
+            return None
+
+        # Lightning and LBFGS run forward and backward inside step(closure): measure after it.
+        def measured_closure() -> Any:
+            result = closure()
+            self.before_update(optimizer)
+            return result
+
+        if positional:
+            return (args[0], measured_closure, *args[2:]), kwargs
+        return args, {**kwargs, "closure": measured_closure}
+
+    @_never_breaks
+    def on_step_post(self, optimizer: Any) -> None:
+        state = self.opts.get(optimizer)
+        if state is None:
+            return
+        state.steps += 1
+        state.pre_done = False
+        state.backward_mark = self._backwards
+        if not self._is_primary(optimizer):
+            return
+        self.step = state.steps
+        self._recent_indices.append((self.step, self._indices))
+        self._indices = []
+        if (self.step + 1) % self.every == 0:
+            self.forward.open()
+
+    @_never_breaks
+    def before_update(self, optimizer: Any) -> None:
+        """Gradients of this step are final: the optimizer is about to apply them."""
+        state = self.opts.get(optimizer)
+        if state is None:
+            state = self.opts[optimizer] = _OptState(name=type(optimizer).__name__)
+            if self.primary is None:
+                self.primary = weakref.ref(optimizer)
+        if state.pre_done:
+            return
+        state.pre_done = True
+        primary = self._is_primary(optimizer)
+        step = state.steps + 1
+        self._watch_zeroing(optimizer, state, step)
+        if step == 1 or step % self.every == 0:
+            self._check(optimizer, state, step, primary)
+        elif primary and self.stop_on_nonfinite:
+            self._check_losses_now(step)
+
+    @_never_breaks
+    def on_batch(self, iterator: Any, wait: float) -> None:
+        self._data_wait += wait
+        if iterator._num_yielded == 1:
+            iterator.__dict__["_tm_start_step"] = self.step
+        pending = iterator.__dict__.get("_tm_pending")
+        if pending:
+            index = pending.popleft()
+            if isinstance(index, list) and index and isinstance(index[0], int):
+                self._indices.append(index)
+
+    @_never_breaks
+    def on_loader_exhausted(self, iterator: Any) -> None:
+        start = iterator.__dict__.pop("_tm_start_step", None)
+        if start is None or self.step <= start or self.framework_epochs:
+            return  # not a training epoch (no optimizer step while it ran), or reported elsewhere
+        loss = self.take_epoch_loss()
+        metrics = {"loss": loss} if loss is not None else {}
+        self.emit(Epoch(epoch=self.epoch, steps=self.step - start, metrics=metrics))
+        self.epoch += 1
+
+    @_never_breaks
+    def take_epoch_loss(self) -> float | None:
+        """Mean of every loss since the last call (one host transfer for the unchecked ones)."""
+        total, count = self._epoch_loss
+        for _, value in self._drain_losses():
+            total, count = total + value, count + 1
+        self._epoch_loss = [0.0, 0]
+        return total / count if count else None
+
+    @_never_breaks
+    def on_sampler_iter(self, sampler: Any) -> None:
+        epochs = sampler.__dict__.setdefault("_tm_epochs", [])
+        epochs.append(getattr(sampler, "epoch", None))
+        if len(epochs) >= 2 and epochs[-1] == epochs[-2] and getattr(sampler, "shuffle", False):
+            self.observe(
+                "sampler_epoch_not_set",
+                {
+                    "iterations": len(epochs),
+                    "epoch": epochs[-1],
+                    "num_replicas": getattr(sampler, "num_replicas", None),
+                    "sampler_rank": getattr(sampler, "rank", None),
+                    "local_rank": _int_env("LOCAL_RANK"),
+                    "shuffle": True,
+                },
+            )
+
+    @_never_breaks
+    def on_scheduler_step(self, scheduler: Any) -> None:
+        optimizer = getattr(scheduler, "optimizer", None)
+        state = self.opts.get(optimizer) if optimizer is not None else None
+        inner = getattr(optimizer, "optimizer", None)  # accelerate's AcceleratedOptimizer
+        if state is None and isinstance(inner, torch.optim.Optimizer):
+            state = self.opts.get(inner)
+        if state is None or state.steps == 0:
+            self.observe(
+                "scheduler_before_optimizer",
+                {
+                    "scheduler": type(scheduler).__name__,
+                    "optimizer": type(optimizer).__name__,
+                    "optimizer_steps": 0,
+                },
+            )
+
+    # -- per step ----------------------------------------------------------------------------------------
+    def _is_primary(self, optimizer: Any) -> bool:
+        return self.primary is None or self.primary() is optimizer
+
+    def _watch_zeroing(self, optimizer: Any, state: _OptState, step: int) -> None:
+        """Same gradient tensor, its version advanced by exactly the backward passes: never zeroed."""
+        if state.probe is None:
+            self._choose_probe(optimizer, state)
+        param = state.probe() if state.probe is not None else None
+        grad: Any = param.grad if param is not None else None
+        if grad is None:
+            return
+        version: int = grad._version
+        backwards = self._backwards - state.backward_mark
+        previous = state.last_grad() if state.last_grad is not None else None
+        if previous is grad and backwards >= 1 and version - state.last_version == backwards:
+            state.not_zeroed += 1
+        else:
+            state.not_zeroed = 0
+        state.last_grad = weakref.ref(grad)
+        state.last_version = version
+        if state.not_zeroed >= self.patience:
+            self.observe(
+                "grads_not_zeroed",
+                {
+                    "steps_without_zeroing": state.not_zeroed,
+                    "parameter": state.probe_name,
+                    "optimizer": state.name,
+                    "how": "the same gradient tensor after each step, changed only by backward()",
+                },
+                step=step,
+            )
+
+    def _choose_probe(self, optimizer: Any, state: _OptState) -> None:
+        trainable = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
+        if trainable:
+            smallest = min(trainable, key=lambda p: p.numel())
+            state.probe = weakref.ref(smallest)
+            state.probe_name = self._name(smallest)
+
+    # -- sampled checks (host syncs happen here only) --------------------------------------------
+    def _check(self, optimizer: Any, state: _OptState, step: int, primary: bool) -> None:
+        state.checks += 1
+        state.checked_steps.append(step)
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        missing = {id(p) for p in params if p.requires_grad and p.grad is None}
+        state.never_grad = missing if state.never_grad is None else state.never_grad & missing
+        if state.checks == 1:
+            self._first_check(optimizer)
+        if state.checks == 3:
+            self._check_membership(optimizer, state, step)
+        if primary:
+            self.forward.close(step)
+            self._flush(optimizer, step)
+
+    def _first_check(self, optimizer: Any) -> None:
+        self.observe(
+            "torch_guard",
+            {
+                "every": self.every,
+                "on_nonfinite": "stop" if self.stop_on_nonfinite else "warn",
+                "mode": self.mode,
+                "local_rank": _int_env("LOCAL_RANK"),
+                "world_size": _int_env("WORLD_SIZE"),
+                "group_rank": _int_env("GROUP_RANK"),
+            },
+        )
+        seed = torch.initial_seed()
+        if seed >= 2**32:  # torch seeds itself with a random 64-bit value; people pick small ones
+            self.observe("unseeded", {"initial_seed": seed})
+        decayed = [
+            (self._name(p), group["weight_decay"])
+            for group in optimizer.param_groups
+            if group.get("weight_decay", 0)
+            for p in group["params"]
+            if p.requires_grad and p.dim() <= 1
+        ]
+        if decayed:
+            self.observe(
+                "decay_on_norm_bias",
+                {
+                    "weight_decay": decayed[0][1],
+                    "count": len(decayed),
+                    "params": [name for name, _ in decayed][:20],
+                    "optimizer": type(optimizer).__name__,
+                },
+            )
+
+    def _check_membership(self, optimizer: Any, state: _OptState, step: int) -> None:
+        if state.never_grad:
+            names = [self._name_of_id(optimizer, pid) for pid in sorted(state.never_grad)]
+            self.observe(
+                "params_without_grad",
+                {"count": len(names), "params": names[:20], "checked_steps": list(state.checked_steps)},
+                step=step,
+            )
+        held = {id(p) for opt in list(self.opts.keys()) for g in opt.param_groups for p in g["params"]}
+        seen: set[int] = set()
+        missing: list[tuple[str, int]] = []
+        for root in self.roots():
+            for name, p in root.named_parameters():
+                if p.requires_grad and id(p) not in held and id(p) not in seen:
+                    missing.append((name, p.numel()))
+                seen.add(id(p))
+        if missing:
+            self.observe(
+                "params_not_in_optimizer",
+                {
+                    "count": len(missing),
+                    "numel": sum(n for _, n in missing),
+                    "params": [name for name, _ in missing][:20],
+                    "optimizer_tensors": len(held),
+                },
+                step=step,
+            )
+
+    def _flush(self, optimizer: Any, step: int) -> None:
+        """One host transfer: this window's losses and this step's gradient norms."""
+        grads, names = [], []
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.grad is not None and not p.grad.is_sparse:
+                    grads.append(p.grad)
+                    names.append(p)
+        losses, self._losses = self._losses, []
+        with torch.no_grad():
+            parts = [torch.stack([t.detach().reshape(()).float() for t, _ in losses])] if losses else []
+            if grads:
+                parts.append(
+                    torch.stack([n.float() for n in _norms(grads)]).to(
+                        parts[0].device if parts else grads[0].device
+                    )
+                )
+            values = torch.cat(parts).tolist() if parts else []
+        loss_values = list(zip([s for _, s in losses], values[: len(losses)], strict=True))
+        norms = values[len(losses) :]
+        self._check_nonfinite(loss_values, step)
+        metrics: dict[str, float] = {}
+        if loss_values:
+            mean = sum(v for _, v in loss_values) / len(loss_values)
+            metrics["loss"] = mean
+            self._epoch_loss[0] += sum(v for _, v in loss_values)
+            self._epoch_loss[1] += len(loss_values)
+        if norms:
+            metrics["grad_norm"] = math.sqrt(sum(n * n for n in norms))
+            self._observe_norms(names, norms, step)
+        lr = optimizer.param_groups[0].get("lr")
+        if isinstance(lr, (int, float)):
+            metrics["lr"] = float(lr)
+        now = time.perf_counter()
+        steps = max(1, step - self._window_step)
+        self.emit(
+            Step(
+                step=step,
+                epoch=self.epoch,
+                metrics=metrics,
+                duration_s=(now - self._window_t0) / steps,
+                data_wait_s=self._data_wait / steps,
+            )
+        )
+        self._window_t0, self._window_step, self._data_wait = now, step, 0.0
+
+    def _observe_norms(self, params: list[Any], norms: list[float], step: int) -> None:
+        weights = [(n, p) for n, p in zip(norms, params, strict=True) if p.dim() >= 2 and math.isfinite(n)]
+        if len(weights) < 2:
+            return
+        low = min(weights, key=lambda w: w[0])
+        high = max(weights, key=lambda w: w[0])
+        self.emit(
+            GuardObservation(
+                check="grad_norms",
+                step=step,
+                epoch=self.epoch,
+                data={
+                    "min": low[0],
+                    "min_param": self._name(low[1]),
+                    "max": high[0],
+                    "max_param": self._name(high[1]),
+                    "every": self.every,
+                },
+            )
+        )
+
+    # -- non-finite loss ---------------------------------------------------------------------------------
+    def _drain_losses(self) -> list[tuple[int, float]]:
+        losses, self._losses = self._losses, []
+        if not losses:
+            return []
+        with torch.no_grad():
+            values = torch.stack([t.detach().reshape(()).float() for t, _ in losses]).tolist()
+        pairs = list(zip([s for _, s in losses], values, strict=True))
+        self._check_nonfinite(pairs, self.step)
+        return pairs
+
+    def _check_losses_now(self, step: int) -> None:
+        current = [(t, s) for t, s in self._losses if s == step]
+        if not current:
+            return
+        with torch.no_grad():
+            finite = bool(torch.stack([t.detach().reshape(()).float() for t, _ in current]).isfinite().all())
+        if not finite:
+            self._drain_losses()
+
+    def _check_nonfinite(self, losses: list[tuple[int, float]], step: int) -> None:
+        bad = [(s, v) for s, v in losses if not math.isfinite(v)]
+        if not bad or "nonfinite_loss" in self.reported:
+            return
+        self.reported.add("nonfinite_loss")
+        first_step, value = bad[0]
+        finite_before = [v for s, v in losses if s < first_step and math.isfinite(v)]
+        indices = [idx for s, idx in self._recent_indices if s == first_step]
+        indices = indices or ([self._indices] if self._indices else [])
+        evidence: dict[str, Any] = {
+            "step": first_step,
+            "loss": value,
+            "last_finite_loss": finite_before[-1] if finite_before else None,
+            "epoch": self.epoch,
+            "checked": "every step"
+            if self.stop_on_nonfinite
+            else f"every {self.every} steps (all losses kept)",
+        }
+        if indices:
+            evidence["batch_indices"] = [i for batch in indices[0] for i in batch][:1024]
+        stopping = self.stop_on_nonfinite
+        message = f"Loss became {value} at step {first_step} (epoch {self.epoch})"
+        finding = NONFINITE_LOSS.finding(
+            message + (": stopped before the update" if stopping else ""),
+            evidence=evidence,
+            step=first_step,
+            epoch=self.epoch,
+            rank=channel.RANK,
+        )
+        self.emit(FindingRaised(finding=finding.to_dict()))
+        if stopping:
+            raise NonFiniteLossError(
+                f"trainmedic: {message}; stopped before the optimizer applied it (on_nonfinite='stop')",
+                finding.to_dict(),
+            )
+
+    # -- names -------------------------------------------------------------------------------------------
+    def _name(self, param: Any) -> str:
+        if id(param) not in self._names:
+            for root in self.roots():
+                for name, p in root.named_parameters():
+                    self._names.setdefault(id(p), name)
+        return self._names.get(id(param), f"<{tuple(param.shape)} tensor>")
+
+    def _name_of_id(self, optimizer: Any, pid: int) -> str:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if id(p) == pid:
+                    return self._name(p)
+        return "<parameter>"
+
+    @_never_breaks
+    def close(self) -> None:
+        """End of the process or of the guard: send what the last window measured."""
+        if self._closed:
+            return
+        self._closed = True
+        self.forward.close(None)
+        primary = self.primary() if self.primary is not None else None
+        state = self.opts.get(primary) if primary is not None else None
+        step = self.step + (1 if state is not None and state.pre_done else 0)
+        if primary is not None and state is not None and step > self._window_step:
+            with _quiet():
+                self._flush(primary, step)
+            if state.checks < 3:
+                self._check_membership(primary, state, self.step)
+
+
+def _norms(grads: list[Any]) -> list[Any]:
+    try:
+        return list(torch._foreach_norm(grads))
+    except (RuntimeError, TypeError):  # mixed devices/dtypes on old torch
+        return [torch.linalg.vector_norm(g) for g in grads]
+
+
+def _int_env(name: str) -> int | None:
+    value = os.environ.get(name, "")
+    return int(value) if value.isdigit() else None
+
+
+class _quiet:
+    """At exit a non-finite loss is reported, never raised."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> bool:
+        return isinstance(exc, NonFiniteLossError)

@@ -1,0 +1,170 @@
+"""The process-wide hooks that feed a `Monitor`, installed once and removable.
+
+PyTorch has global hooks for optimizer steps and module forwards; for the rest
+(autograd backward, DataLoader iteration, DistributedSampler, LR schedulers)
+the original function is wrapped and always called unchanged. Every wrapper
+does nothing but count and time when no monitor is active, and never touches a
+random generator, a tensor's value or the order of batches: the watched run
+computes exactly what it computes bare.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, cast
+
+from torch.optim import lr_scheduler
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+from torch.utils.data import DistributedSampler
+from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+import torch
+
+if TYPE_CHECKING:
+    from trainmedic.torch._monitor import Monitor
+
+_COMPILE_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks on modules"
+_active: Monitor | None = None
+_undo: list[Callable[[], None]] = []
+
+
+def active() -> Monitor | None:
+    """The monitor the hooks feed in this process (None when not installed)."""
+    return _active
+
+
+def install(monitor: Monitor) -> None:
+    """Route every hook to `monitor` (installing the hooks on first use)."""
+    global _active
+    _active = monitor
+    if _undo:
+        return
+    pre = register_optimizer_step_pre_hook(_step_pre)
+    post = register_optimizer_step_post_hook(_step_post)
+    _undo.extend([pre.remove, post.remove])
+    _silence_compile_warning()
+    _wrap(torch.autograd, "backward", _backward)
+    _wrap(_BaseDataLoaderIter, "__next__", _loader_next)
+    _wrap(_BaseDataLoaderIter, "_next_index", _loader_next_index)
+    _wrap(DistributedSampler, "__iter__", _sampler_iter)
+    for cls in vars(lr_scheduler).values():
+        if isinstance(cls, type) and issubclass(cls, lr_scheduler.LRScheduler) and "step" in vars(cls):
+            _wrap(cls, "step", _scheduler_step)
+
+
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """Hooks stay installed but feed nothing (trainmedic's own training, e.g. the overfit test)."""
+    global _active
+    saved, _active = _active, None
+    try:
+        yield
+    finally:
+        _active = saved
+
+
+def uninstall() -> None:
+    """Restore every patched function and remove the global hooks."""
+    global _active
+    _active = None
+    while _undo:
+        _undo.pop()()
+
+
+def _silence_compile_warning() -> None:
+    """torch.compile warns whenever global forward hooks exist: ours are trainmedic's, not the user's."""
+    warnings.filterwarnings("ignore", message=_COMPILE_WARNING, category=UserWarning)
+    entry = warnings.filters[0]
+
+    def restore() -> None:
+        with contextlib.suppress(ValueError):
+            cast(list[Any], warnings.filters).remove(entry)
+            warnings._filters_mutated()  # type: ignore[attr-defined]
+
+    _undo.append(restore)
+
+
+def _wrap(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+    original = vars(owner)[name]
+    wrapper = make(original)
+    wrapper.__wrapped__ = original
+    for attr in ("__name__", "__qualname__", "__doc__"):
+        if hasattr(original, attr):
+            setattr(wrapper, attr, getattr(original, attr))
+    setattr(owner, name, wrapper)
+    _undo.append(lambda: setattr(owner, name, original))
+
+
+def _step_pre(optimizer: Any, args: Any, kwargs: Any) -> Any:
+    if _active is not None:
+        return _active.on_step_pre(optimizer, args, kwargs)
+    return None
+
+
+def _step_post(optimizer: Any, args: Any, kwargs: Any) -> None:
+    if _active is not None:
+        _active.on_step_post(optimizer)
+
+
+def _backward(original: Any) -> Any:
+    def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+        if _active is not None:
+            # backward(tensors, grad_tensors, retain_graph, create_graph, ...)
+            keeps = bool(kwargs.get("retain_graph") or kwargs.get("create_graph") or any(args[1:3]))
+            _active.on_backward(tensors, keeps)
+        return original(tensors, *args, **kwargs)
+
+    return backward
+
+
+def _loader_next(original: Any) -> Any:
+    def __next__(self: Any) -> Any:
+        monitor = _active
+        if monitor is None:
+            return original(self)
+        start = time.perf_counter()
+        try:
+            data = original(self)
+        except StopIteration:
+            monitor.on_loader_exhausted(self)
+            raise
+        monitor.on_batch(self, time.perf_counter() - start)
+        return data
+
+    return __next__
+
+
+def _loader_next_index(original: Any) -> Any:
+    def _next_index(self: Any) -> Any:
+        index = original(self)
+        if _active is not None:
+            pending = self.__dict__.get("_tm_pending")
+            if pending is None:
+                pending = self.__dict__["_tm_pending"] = deque()
+            pending.append(index)
+        return index
+
+    return _next_index
+
+
+def _sampler_iter(original: Any) -> Any:
+    def __iter__(self: Any) -> Any:
+        if _active is not None:
+            _active.on_sampler_iter(self)
+        return original(self)
+
+    return __iter__
+
+
+def _scheduler_step(original: Any) -> Any:
+    def step(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # LRScheduler.__init__ takes one step itself with _step_count 0: that one is not the user's.
+        if _active is not None and getattr(self, "_step_count", 1) >= 1:
+            _active.on_scheduler_step(self)
+        return original(self, *args, **kwargs)
+
+    return step

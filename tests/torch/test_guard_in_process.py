@@ -1,0 +1,115 @@
+"""The explicit guard, in this process, over every example: same findings as under `run`."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import runpy
+import sys
+
+import pytest
+
+import torch
+import trainmedic.torch as tm
+from trainmedic.findings import Severity
+
+from .conftest import EXAMPLES, EXPECTED
+
+torch.set_num_threads(1)
+# unseeded_run needs a fresh interpreter (an earlier example seeds torch): covered under `run`.
+IN_PROCESS = sorted(set(EXPECTED) - {"unseeded_run"})
+
+
+def run_example(name: str, fixed: bool) -> list:
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        main = runpy.run_path(str(EXAMPLES / f"{name}.py"), run_name="example")["main"]
+        with contextlib.redirect_stdout(io.StringIO()), tm.guard() as guard:
+            main() if name == "healthy" else main(fixed)
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    return guard.findings()
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)`:UserWarning")  # TOR006's own
+@pytest.mark.parametrize("name", IN_PROCESS)
+def test_example_and_its_fix(name: str) -> None:
+    codes = {f.code for f in run_example(name, fixed=False)}
+    assert EXPECTED[name] <= codes, codes
+    fixed = {f.code for f in run_example(name, fixed=True)}
+    assert not fixed & EXPECTED[name], fixed
+
+
+def test_healthy_run_has_no_warning() -> None:
+    found = run_example("healthy", fixed=False)
+    assert [f for f in found if f.severity.at_least(Severity.WARNING)] == []
+
+
+def test_guard_restores_everything_it_patched() -> None:
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+    before = (torch.autograd.backward, _BaseDataLoaderIter.__next__, torch.optim.lr_scheduler.StepLR.step)
+    with tm.guard():
+        assert torch.autograd.backward is not before[0]
+    after = (torch.autograd.backward, _BaseDataLoaderIter.__next__, torch.optim.lr_scheduler.StepLR.step)
+    assert after == before
+    from torch.optim.optimizer import _global_optimizer_pre_hooks
+
+    assert not _global_optimizer_pre_hooks
+
+
+def test_nonfinite_stop_raises_before_the_update_with_batch_indices() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(64, 4)
+    x[21, 0] = float("nan")
+    y = torch.randint(0, 2, (64,))
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8)
+    model = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def train() -> None:
+        for xb, yb in loader:
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(xb), yb).backward()
+            optimizer.step()
+
+    with tm.guard(model, optimizer, on_nonfinite="stop") as guard, pytest.raises(tm.NonFiniteLossError):
+        train()
+    assert torch.isfinite(model.weight).all()  # the NaN step was never applied
+    (finding,) = [f for f in guard.findings() if f.code == "TRN001"]
+    assert finding.step == 3  # indices 16..23 are the third batch
+    assert 21 in finding.evidence["batch_indices"]
+    assert finding.evidence["batch_indices"] == list(range(16, 24))
+
+
+def test_overfit_batch_passes_for_a_sound_model_and_fails_for_double_softmax() -> None:
+    torch.manual_seed(0)
+    x, y = torch.randn(8, 10), torch.arange(8) % 4
+    good = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    result = tm.overfit_batch(good, (x, y), torch.nn.functional.cross_entropy, steps=150, lr=1e-2)
+    assert result.passed
+    assert result.finding is None
+    assert result.final_loss < 0.05 * result.initial_loss
+    bad = torch.nn.Sequential(good, torch.nn.Softmax(dim=1))
+    result = tm.overfit_batch(bad, (x, y), torch.nn.functional.cross_entropy, steps=150, lr=1e-2)
+    assert not result.passed
+    assert result.finding is not None
+    assert result.finding.code == "TRN006"
+    assert result.finding.evidence["batch_size"] == 8
+
+
+@pytest.mark.slow
+def test_compiled_model_trains_under_the_guard_without_torch_warnings() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    compiled = torch.compile(model, backend="eager")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with tm.guard(model, optimizer, every=5) as guard:  # filterwarnings=error: any torch warning fails
+        for _ in range(20):
+            optimizer.zero_grad()
+            x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
+            torch.nn.functional.cross_entropy(compiled(x), y).backward()
+            optimizer.step()
+    assert [f.code for f in guard.findings() if f.severity.at_least(Severity.WARNING)] == []
+    assert len([e for e in guard.events if e.kind == "step"]) == 5

@@ -1,0 +1,120 @@
+"""The TOR and step-level TRN rules as pure functions over handmade event streams."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from trainmedic.events import GuardObservation, Step
+from trainmedic.record import RunRecord
+from trainmedic.rules import steps as step_rules
+from trainmedic.rules import torch as torch_rules
+
+CONFIG = GuardObservation(check="torch_guard", data={"every": 10})
+
+
+def timed(shares: list[float], step_s: float = 0.01, rank: int | None = None) -> list[Step]:
+    return [
+        Step(step=10 * (i + 1), duration_s=step_s, data_wait_s=share * step_s, rank=rank, t=float(i))
+        for i, share in enumerate(shares)
+    ]
+
+
+def grad_steps(norms: list[float], rank: int | None = None) -> list[Step]:
+    return [
+        Step(step=10 * (i + 1), metrics={"grad_norm": n}, rank=rank, t=float(i)) for i, n in enumerate(norms)
+    ]
+
+
+def test_input_bound_reports_the_share_per_rank_and_skips_the_warm_up_window() -> None:
+    record = RunRecord.of([CONFIG, *timed([0.1, 0.8, 0.75, 0.9, 0.7], rank=1), *timed([0.99, 0.1, 0.2, 0.1])])
+    (finding,) = step_rules.input_bound(record)
+    assert finding.rank == 1
+    assert finding.evidence["data_wait_share"] == 0.775
+    assert "checked every 10 steps" in finding.evidence["sampling"]
+
+
+def test_input_bound_ignores_short_waits_and_noisy_healthy_runs() -> None:
+    rng = random.Random(0)
+    noisy = [min(0.6, max(0.0, rng.gauss(0.25, 0.15))) for _ in range(50)]
+    assert step_rules.input_bound(RunRecord.of(timed(noisy))) == []
+    tiny = timed([0.9] * 10, step_s=0.0005)  # 0.45 ms waits: nothing worth winning
+    assert step_rules.input_bound(RunRecord.of(tiny)) == []
+
+
+def test_exploding_gradients_jump_and_nonfinite() -> None:
+    (jump,) = step_rules.exploding_gradients(RunRecord.of(grad_steps([1.0, 0.9, 1.1, 1.0, 0.8, 450.0, 2.0])))
+    assert jump.step == 60
+    assert jump.evidence["factor"] > 100
+    (nan,) = step_rules.exploding_gradients(RunRecord.of(grad_steps([1.0, math.nan])))
+    assert nan.step == 20
+    assert nan.evidence["last_finite_grad_norm"] == 1.0
+
+
+def test_exploding_gradients_quiet_on_noisy_decaying_norms() -> None:
+    rng = random.Random(1)
+    norms = [5.0 * math.exp(-i / 30) * rng.lognormvariate(0, 0.5) + 0.05 for i in range(200)]
+    assert step_rules.exploding_gradients(RunRecord.of(grad_steps(norms))) == []
+
+
+def norms_obs(ratio: float, n: int = 5) -> list[GuardObservation]:
+    return [
+        GuardObservation(
+            check="grad_norms",
+            step=10 * i,
+            t=float(i),
+            data={"min": ratio, "min_param": "0.weight", "max": 1.0, "max_param": "9.weight"},
+        )
+        for i in range(n)
+    ]
+
+
+def test_vanishing_gradients_needs_most_checks_below_the_ratio() -> None:
+    (finding,) = step_rules.vanishing_gradients(RunRecord.of(norms_obs(1e-10)))
+    assert finding.evidence["parameter"] == "0.weight"
+    assert step_rules.vanishing_gradients(RunRecord.of(norms_obs(1e-3))) == []
+    assert step_rules.vanishing_gradients(RunRecord.of(norms_obs(1e-10, n=2))) == []
+
+
+def test_overfit_batch_verdict() -> None:
+    passed = {"initial_loss": 1.4, "final_loss": 0.004, "steps": 100, "batch_size": 8}
+    failed = {**passed, "final_loss": 1.1}
+    record = RunRecord.of([GuardObservation(check="overfit_batch", data=d) for d in (passed, failed)])
+    (finding,) = step_rules.cannot_overfit_batch(record)
+    assert finding.code == "TRN006"
+    assert math.isclose(finding.evidence["target_loss"], 0.07)
+    nonfinite = {**passed, "final_loss": math.nan}
+    assert step_rules.overfit_failed(nonfinite)
+
+
+def test_torch_rules_merge_ranks_into_one_finding() -> None:
+    data = {"iterations": 2, "epoch": 0, "num_replicas": 2}
+    record = RunRecord.of(
+        [GuardObservation(check="sampler_epoch_not_set", data=data, rank=r, t=float(r)) for r in (1, 0)]
+    )
+    found = [f for rule in torch_rules.RULES for f in rule(record)]
+    assert len(found) == 1
+    assert found[0].code == "TOR005"
+    assert found[0].evidence["ranks"] == [0, 1]
+    assert found[0].rank is None
+    assert found[0].message.endswith("(ranks 0, 1)")
+
+
+def test_every_torch_observation_maps_to_its_code_and_nothing_fires_without_one() -> None:
+    expected = {
+        "params_not_in_optimizer": "TOR001",
+        "params_without_grad": "TOR001",
+        "eval_mode_training": "TOR002",
+        "grads_not_zeroed": "TOR003",
+        "softmax_into_crossentropy": "TOR004",
+        "sampler_epoch_not_set": "TOR005",
+        "scheduler_before_optimizer": "TOR006",
+        "decay_on_norm_bias": "TOR007",
+        "unseeded": "TOR008",
+    }
+    for check, code in expected.items():
+        record = RunRecord.of([CONFIG, GuardObservation(check=check, data={}, rank=0)])
+        found = [f for rule in torch_rules.RULES for f in rule(record)]
+        assert [(f.code, f.rank) for f in found] == [(code, 0)], check
+    healthy = RunRecord.of([CONFIG, *grad_steps([1.0] * 20), *timed([0.1] * 20)])
+    assert [f for rule in torch_rules.RULES + step_rules.RULES for f in rule(healthy)] == []
