@@ -207,6 +207,18 @@ def test_crashed_extracts_exception_and_user_frame() -> None:
     assert finding.message.endswith("at train.py:9 in forward")
 
 
+def test_traceback_read_from_stderr_when_stdout_lines_interleave() -> None:
+    events = [
+        LogLine(t=1.0, stream="stderr", text="Traceback (most recent call last):"),
+        LogLine(t=1.1, stream="stdout", text="val_loss: 0.3"),  # stamped late by its reader
+        LogLine(t=1.2, stream="stderr", text='  File "/home/u/train.py", line 9, in step'),
+        LogLine(t=1.3, stream="stderr", text="KeyError: 'label'"),
+    ]
+    [finding] = R.crashed(stream(*events, exit_code=1))
+    assert finding.evidence["exception"] == "KeyError"
+    assert finding.evidence["user_frame"] == "/home/u/train.py:9 in step"
+
+
 def test_accelerator_oom_not_double_reported_as_crash() -> None:
     lines = logs(
         "Traceback (most recent call last):",

@@ -251,6 +251,14 @@ class AttemptView:
         return [e.text for e in self.events if isinstance(e, LogLine)]
 
     @property
+    def error_lines(self) -> list[str]:
+        """Where Python writes tracebacks and faulthandler reports: stderr. Lines of stdout may
+        be stamped out of order with it (two pipes), so they would cut into a traceback.
+        All lines when nothing came on stderr (a logger that writes errors to stdout)."""
+        errors = [e.text for e in self.events if isinstance(e, LogLine) and e.stream == "stderr"]
+        return errors or self.lines
+
+    @property
     def signal(self) -> int | None:
         """The killing signal: from the process itself, or a launcher's 128+N exit status."""
         if self.end.signal is not None:
@@ -521,9 +529,11 @@ def launcher_kind(cmdline: Sequence[str]) -> str:
 
 def launcher_stub(record: RunRecord) -> list[Finding]:
     latest: dict[int, ProcessSpawn] = {}
+    ranks: dict[int, int | None] = {}
     first_pid: int | None = None
     for spawn in record.processes:
         if spawn.source != "supervisor":
+            ranks[spawn.pid] = spawn.rank  # announced by the process itself, with its rank
             continue
         first_pid = spawn.pid if first_pid is None else first_pid
         latest[spawn.pid] = spawn
@@ -545,6 +555,7 @@ def launcher_stub(record: RunRecord) -> list[Finding]:
                 "launchers": [p.pid for p in launchers],
                 "trainer_pids": [p.pid for p in trainers],
                 "trainer_cmdlines": [p.cmdline for p in trainers],
+                "trainer_ranks": [ranks.get(p.pid) for p in trainers],
             },
             pid=trainers[0].pid,
         )
@@ -626,7 +637,7 @@ def killed_by_signal(record: RunRecord) -> list[Finding]:
             fix = None
             if sig == _signal.SIGKILL:
                 message += " (not the OOM killer: the OOM-kill counters did not rise)"
-        native = _logtext.native_crash(view.lines)
+        native = _logtext.native_crash(view.error_lines)
         if native is not None:
             evidence.update(native_error=native[0], python_stack=native[1])
             message = f"Native crash ({native[0]}){_where(view)}" + (
@@ -644,7 +655,7 @@ def crashed(record: RunRecord) -> list[Finding]:
         code = view.end.exit_code
         if code == 0 or view.signal is not None or view.stops or _oom_explains(view):
             continue
-        tb = _logtext.parse_traceback(view.lines)
+        tb = _logtext.parse_traceback(view.error_lines) or _logtext.parse_traceback(view.lines)
         if tb is not None and _logtext.ACCELERATOR_OOM.search(f"{tb.exc_type}: {tb.message}"):
             continue  # RUN002
         evidence: dict[str, object] = {"exit_code": code, "last_log_lines": view.lines[-LAST_LINES:]}
