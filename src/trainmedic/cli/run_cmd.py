@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from trainmedic.cli.options import format_option
+from trainmedic.cli.options import plain_format_option
 from trainmedic.errors import UsageError
 
 ON_HANG = ("wait", "stop")
@@ -70,7 +70,7 @@ ON_HANG = ("wait", "stop")
 )
 @click.option("--quiet", is_flag=True, help="No status lines; only the diagnosis at the end.")
 @click.option("--no-instrument", is_flag=True, help="Do not load the in-process instrumentation.")
-@format_option
+@plain_format_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def command(
     *,
