@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from trainmedic.cli.options import format_option
+from trainmedic.cli.options import plain_format_option
 from trainmedic.errors import UsageError
 
 ON_HANG = ("wait", "stop")
@@ -70,7 +70,7 @@ ON_HANG = ("wait", "stop")
 )
 @click.option("--quiet", is_flag=True, help="No status lines; only the diagnosis at the end.")
 @click.option("--no-instrument", is_flag=True, help="Do not load the in-process instrumentation.")
-@format_option
+@plain_format_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def command(
     *,
@@ -89,7 +89,8 @@ def command(
     command: tuple[str, ...],
 ) -> int:
     """Run CMD under supervision: the real trainer behind any launcher, memory by phase, how it
-    ended and why. The run folder holds events.jsonl, output.log, findings.json, manifest.json."""
+    ended and why. The run folder holds events.jsonl, output.log, findings.json, manifest.json,
+    report.html."""
     import os
 
     from trainmedic.supervise import CommandNotFound, RunOptions, Supervisor
@@ -132,4 +133,7 @@ def command(
     err.flush()
     render_text(outcome.findings, err, title=f"\ntrainmedic diagnosis (exit status {outcome.exit_status}):")
     click.echo(f"trainmedic: run folder {outcome.run_dir}", err=True)
+    report = outcome.run_dir / "report.html"
+    if report.is_file():
+        click.echo(f"trainmedic: report {report}", err=True)
     return outcome.exit_status

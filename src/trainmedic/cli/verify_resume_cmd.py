@@ -27,7 +27,7 @@ from typing import Any
 
 import click
 
-from trainmedic.cli.options import format_option
+from trainmedic.cli.options import plain_format_option
 from trainmedic.errors import UsageError
 
 POLL_S = 0.0005
@@ -215,7 +215,7 @@ def _compare(reference: Path, interrupted: Path, verdict: Verdict) -> Verdict:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the kill points.")
 @click.option("--timeout", type=float, default=3600, show_default=True, help="Seconds allowed per run.")
 @click.option("--keep", is_flag=True, help="Keep the checkpoint folders (printed) instead of removing them.")
-@format_option
+@plain_format_option
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 def command(  # noqa: PLR0917 (click passes options by position)
     kills: int,
