@@ -42,7 +42,7 @@ def test_no_traceback() -> None:
 
 def test_epoch_progress_and_phases() -> None:
     assert L.epoch_progress(["Epoch 1/12", "x", "Epoch 3/12"]) == (3, 12)
-    assert L.phase_of_line("Epoch 3/12") == ("train", 3)
+    assert L.phase_of_line("Epoch 3/12") == ("train", 2)  # events count epochs from 0
     assert L.phase_of_line("***** Running Evaluation *****") == ("eval", None)
     assert L.phase_of_line("Validation DataLoader 0: 100%|") == ("eval", None)
     assert L.phase_of_line("Saving model checkpoint to out/checkpoint-500") == ("checkpoint", None)

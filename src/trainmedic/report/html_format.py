@@ -10,11 +10,9 @@ from typing import Any
 
 _UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
-# Added to the `epoch` of events before showing it. Epoch numbers reach the events from
-# several sources that do not agree yet: framework hooks count from 0 (Keras, Lightning),
-# "Epoch 3/12" lines read from a log count from 1, findings' messages count from 1. Until the
-# run-folder contract fixes one convention, the report shows each number as recorded.
-EPOCH_DISPLAY_OFFSET = 0
+# Added to the `epoch` of events before showing it: events count epochs from 0 (as framework
+# callbacks do), people and findings from 1 (as frameworks print "Epoch 1/12"). See events.py.
+EPOCH_DISPLAY_OFFSET = 1
 
 
 def shown_epoch(epoch: int) -> int:

@@ -122,9 +122,9 @@ def phase_of_line(line: str) -> tuple[str, int | None] | None:
     """The phase a progress line starts: ("train", epoch) for "Epoch 3/12", ("eval", None) for an
     evaluation banner, ("checkpoint", None) for a checkpoint save."""
     match = EPOCH_OF.match(line)
-    if match:
-        return "train", int(match.group(1))
-    lightning = LIGHTNING_EPOCH.match(line)
+    if match:  # Keras prints "Epoch 1/12" for the first epoch; events count from 0
+        return "train", int(match.group(1)) - 1
+    lightning = LIGHTNING_EPOCH.match(line)  # Lightning's bar prints "Epoch 0:" already
     if lightning:
         return "train", int(lightning.group(1))
     if HF_TRAIN_LOG.match(line):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from trainmedic.events import (
+    Epoch,
     Event,
     HangDetected,
     LogLine,
@@ -28,7 +29,7 @@ from trainmedic.events import (
     RunStart,
     StopRequest,
 )
-from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord, median
 from trainmedic.rules import _logtext
 
@@ -352,7 +353,8 @@ def oom_killed(record: RunRecord) -> list[Finding]:
         samples = [e for e in view.events if isinstance(e, MemorySample)]
         peak_rss = max((s.rss_bytes for s in samples), default=None)
         peak_cgroup = max((s.cgroup_bytes or 0 for s in samples), default=0) or None
-        phase, epoch = _phase_at_end(record, view)
+        phase, epoch_index = _phase_at_end(record, view)
+        epoch = epoch_number(epoch_index)
         if kill.scope == "cgroup" and limit is not None:
             which = f"the cgroup memory limit of {human_bytes(limit.limit_bytes)}"
         else:
@@ -477,8 +479,6 @@ def input_exhausted(record: RunRecord) -> list[Finding]:
     lines = [e.text for e in record.log_lines]
     line = _logtext.first_match(_logtext.INPUT_EXHAUSTED, lines)
     planned = next((p.steps_per_epoch for p in reversed(record.plans) if p.steps_per_epoch), None)
-    from trainmedic.events import Epoch
-
     short = [
         (e.epoch, e.steps)
         for e in record.of_type(Epoch)
@@ -488,15 +488,21 @@ def input_exhausted(record: RunRecord) -> list[Finding]:
         return []
     evidence: dict[str, object] = {"log_line": line.strip() if line else None, "steps_per_epoch": planned}
     if short:
-        evidence["short_epochs"] = [{"epoch": ep, "steps": st} for ep, st in short]
+        evidence["short_epochs"] = [{"epoch": epoch_number(ep), "steps": st} for ep, st in short]
         message = (
             f"The input ran out of data: {len(short)} epoch(s) ran fewer than the {planned} planned "
-            f"steps (epoch {short[0][0]}: {short[0][1]} steps)"
+            f"steps (epoch {epoch_number(short[0][0])}: {short[0][1]} steps)"
         )
+        if line is not None:
+            message += f"; the log says: {line.strip()[:160]}"
     else:
         assert line is not None
         message = f"The input ran out of data: {line.strip()[:160]}"
-    return [INPUT_EXHAUSTED.finding(message, evidence=evidence, epoch=short[0][0] if short else None)]
+    return [
+        INPUT_EXHAUSTED.finding(
+            message, evidence=evidence, epoch=epoch_number(short[0][0]) if short else None
+        )
+    ]
 
 
 # -- RUN006 ---------------------------------------------------------------------------------
