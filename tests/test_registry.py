@@ -56,3 +56,23 @@ def test_spec_rejects_bad_code_and_slug() -> None:
         FindingSpec(code="R1", slug="ok", severity=Severity.INFO, **docs)
     with pytest.raises(ValueError, match="kebab"):
         FindingSpec(code="RUN999", slug="Not_Kebab", severity=Severity.INFO, **docs)
+
+
+def test_a_finding_raised_in_process_replaces_the_rules_same_code_for_that_rank() -> None:
+    from trainmedic.events import FindingRaised, Step
+    from trainmedic.record import RunRecord
+    from trainmedic.registry import run_rules
+    from trainmedic.rules.dynamics import NONFINITE_LOSS
+
+    live = NONFINITE_LOSS.finding("Loss became nan at step 3 (batch 17-24)", step=3, rank=0)
+    steps = [
+        Step(step=i, metrics={"loss": v}, rank=0, t=float(i)) for i, v in enumerate([1.0, 0.9, float("nan")])
+    ]
+    from_rules_only = run_rules(RunRecord.of(steps))
+    assert [f.code for f in from_rules_only] == ["TRN001"]
+    both = run_rules(RunRecord.of([*steps, FindingRaised(finding=live.to_dict(), rank=0, t=3.0)]))
+    assert [(f.code, f.message) for f in both] == [("TRN001", live.message)]
+    other_rank = run_rules(
+        RunRecord.of([*steps, FindingRaised(finding={**live.to_dict(), "rank": 1}, t=3.0)])
+    )
+    assert sorted(f.rank for f in other_rank) == [0, 1]
