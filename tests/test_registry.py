@@ -65,14 +65,14 @@ def test_a_finding_raised_in_process_replaces_the_rules_same_code_for_that_rank(
     from trainmedic.rules.dynamics import NONFINITE_LOSS
 
     live = NONFINITE_LOSS.finding("Loss became nan at step 3 (batch 17-24)", step=3, rank=0)
-    steps = [
-        Step(step=i, metrics={"loss": v}, rank=0, t=float(i)) for i, v in enumerate([1.0, 0.9, float("nan")])
-    ]
+    losses = [1.0, 0.9, float("nan")]
+    steps = [Step(step=i, metrics={"loss": v}, rank=0, t=float(i)) for i, v in enumerate(losses)]
     from_rules_only = run_rules(RunRecord.of(steps))
     assert [f.code for f in from_rules_only] == ["TRN001"]
     both = run_rules(RunRecord.of([*steps, FindingRaised(finding=live.to_dict(), rank=0, t=3.0)]))
     assert [(f.code, f.message) for f in both] == [("TRN001", live.message)]
-    other_rank = run_rules(
-        RunRecord.of([*steps, FindingRaised(finding={**live.to_dict(), "rank": 1}, t=3.0)])
-    )
-    assert sorted(f.rank for f in other_rank) == [0, 1]
+    # a rule finding that names another rank than the live one stays
+    elsewhere = FindingRaised(finding={**live.to_dict(), "rank": 1}, t=3.0)
+    rule_on_rank0 = NONFINITE_LOSS.finding("from the stream", rank=0)
+    kept = run_rules(RunRecord.of([*steps, elsewhere]), rules=[lambda _record: [rule_on_rank0]])
+    assert sorted(f.rank for f in kept) == [0, 1]
