@@ -36,6 +36,7 @@ from trainmedic.instrument.environment import child_env
 from trainmedic.supervise import platform, rundir
 from trainmedic.supervise.attempt import Attempt, AttemptConfig, AttemptResult
 from trainmedic.supervise.cgroup import CgroupInfo, LimitedCgroup, effective_limit, host_oom_kills
+from trainmedic.supervise.environment import EnvironmentCapture
 from trainmedic.supervise.eventtail import EventTail
 from trainmedic.supervise.finish import diagnose_run_dir, write_outputs
 from trainmedic.supervise.gpu import GpuProbe, default_probe
@@ -147,6 +148,7 @@ class Supervisor:
                 command=self.command, cwd=str(Path.cwd()), name=name, started=started, extra=manifest_extra
             ),
         )
+        environment = EnvironmentCapture(self.command, Path.cwd())
         platform.become_subreaper()
         self._say(f"trainmedic: supervising {' '.join(self.command)}; run folder {run_dir}")
         result: AttemptResult | None = None
@@ -178,8 +180,9 @@ class Supervisor:
         status = platform.exit_status(result.returncode)
         ended = time.time()
         manifest_extra.update(attempts=attempt_no + 1, trainer_pids=result.trainer_pids)
-        rundir.write_json(
-            run_dir / rundir.MANIFEST,
+        findings = self._finish(
+            run_dir,
+            environment,
             rundir.build_manifest(
                 command=self.command,
                 cwd=str(Path.cwd()),
@@ -191,9 +194,21 @@ class Supervisor:
                 extra=manifest_extra,
             ),
         )
+        return RunOutcome(status, run_dir, findings, attempt_no + 1)
+
+    @staticmethod
+    def _finish(run_dir: Path, environment: EnvironmentCapture, manifest: dict[str, object]) -> list[Finding]:
+        """Join the environment capture, write the manifest, diagnose, write the outputs."""
+        captured, environment_events = environment.result()
+        with EventWriter(run_dir / rundir.EVENTS) as late_writer:
+            for event in environment_events:
+                late_writer.emit(event)
+        if captured is not None:
+            manifest = {**captured, **{k: v for k, v in manifest.items() if k != "host"}}
+        rundir.write_json(run_dir / rundir.MANIFEST, manifest)
         record, findings = diagnose_run_dir(run_dir)
         write_outputs(run_dir, record, findings)
-        return RunOutcome(status, run_dir, findings, attempt_no + 1)
+        return findings
 
     def _one_attempt(
         self, *, number: int, run_dir: Path, name: str, writer: EventWriter, output: OutputLog, gpu: GpuProbe
