@@ -15,6 +15,7 @@ import threading
 import time
 
 from trainmedic.events import MemorySample
+from trainmedic.findings import epoch_number
 from trainmedic.supervise.eventtail import TrainerProgress
 from trainmedic.supervise.loginterp import LogInterpreter
 from trainmedic.supervise.tree import Proc
@@ -45,7 +46,7 @@ def format_status(
     epoch = progress.epoch if progress.epoch is not None else logs.epoch
     total = progress.epochs_total or logs.epochs_total
     if epoch is not None:
-        parts.append(f"epoch {epoch}" + (f"/{total}" if total else ""))
+        parts.append(f"epoch {epoch_number(epoch)}" + (f"/{total}" if total else ""))
     if progress.step is not None:
         parts.append(f"step {progress.step}")
     if progress.loss is not None:
