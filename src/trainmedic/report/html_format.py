@@ -8,7 +8,7 @@ import signal
 from collections.abc import Mapping
 from typing import Any
 
-_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+from trainmedic.units import human_bytes
 
 # Added to the `epoch` of events before showing it: events count epochs from 0 (as framework
 # callbacks do), people and findings from 1 (as frameworks print "Epoch 1/12"). See events.py.
@@ -17,15 +17,6 @@ EPOCH_DISPLAY_OFFSET = 1
 
 def shown_epoch(epoch: int) -> int:
     return epoch + EPOCH_DISPLAY_OFFSET
-
-
-def fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit, size in _UNITS:
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{int(n)} B"
 
 
 def byte_unit(peak: float) -> tuple[str, int]:
@@ -75,3 +66,7 @@ def fmt_number(value: float) -> str:
     if abs(value) >= 1e5 or abs(value) < 1e-3:
         return f"{value:.2g}"
     return f"{value:.4g}"
+
+
+def fmt_bytes(n: float | None) -> str:
+    return human_bytes(n, missing="-")

@@ -32,6 +32,7 @@ from trainmedic.events import (
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord, median
 from trainmedic.rules import _logtext
+from trainmedic.units import human_bytes
 
 OOM_KILLED = FindingSpec(
     code="RUN001",
@@ -298,16 +299,6 @@ def signal_name(signum: int) -> str:
         return _signal.Signals(signum).name
     except ValueError:
         return f"signal {signum}"
-
-
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "unknown"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit in ("B", "KiB") else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 def _where(view: AttemptView) -> str:

@@ -19,19 +19,10 @@ from trainmedic.findings import epoch_number
 from trainmedic.supervise.eventtail import TrainerProgress
 from trainmedic.supervise.loginterp import LogInterpreter
 from trainmedic.supervise.tree import Proc
+from trainmedic.units import human_bytes
 
 PLAIN_INTERVAL_S = 60.0
 _CLEAR = b"\r\x1b[K"
-
-
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit in ("B", "KiB") else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 def format_status(
@@ -51,11 +42,11 @@ def format_status(
         parts.append(f"step {progress.step}")
     if progress.loss is not None:
         parts.append(f"loss {progress.loss:.4g}")
-    parts.append(f"rss {human_bytes(sample.rss_bytes)}")
+    parts.append(f"rss {_bytes(sample.rss_bytes)}")
     if sample.limit_bytes:
-        parts.append(f"limit {human_bytes(sample.limit_bytes)}")
+        parts.append(f"limit {_bytes(sample.limit_bytes)}")
     if sample.gpu_bytes is not None:
-        parts.append(f"gpu {human_bytes(sample.gpu_bytes)}")
+        parts.append(f"gpu {_bytes(sample.gpu_bytes)}")
     phase = progress.phase or logs.phase
     if phase:
         parts.append(f"phase {phase}")
@@ -145,3 +136,7 @@ class StatusLine:
         elif now - self._last >= self.interval:
             self._last = now
             self.terminal.line(text)
+
+
+def _bytes(n: float | None) -> str:
+    return human_bytes(n, missing="-")
