@@ -197,7 +197,10 @@ class Monitor:
         self.step = state.steps
         self._recent_indices.append((self.step, self._indices))
         self._indices = []
-        if (self.step + 1) % self.every == 0:
+        upcoming = self.step + 1
+        # Forward hooks on every checked step at first (they find the model), then on every
+        # fifth one: eval() mode can start late, but needs no fast answer to be useful.
+        if upcoming % self.every == 0 and (upcoming <= 5 * self.every or upcoming % (5 * self.every) == 0):
             self.forward.open()
 
     @_never_breaks
