@@ -41,6 +41,10 @@ REQUIRED = {
     "memory": {"rss_bytes": 1 << 30, "processes": {"12": 1 << 30}},
     "guard": {"check": "grad_norm", "data": {"value": 3.0}},
     "finding": {"finding": {"code": "RUN001"}},
+    "memory_limit": {"limit_bytes": 1 << 30},
+    "oom_kill": {"count": 1},
+    "stop_request": {"signal": 15},
+    "hang": {"idle_s": 30.0, "cpu_percent": 0.0},
 }
 
 

@@ -14,7 +14,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -146,6 +146,45 @@ class Metric(Event):
 
 
 @dataclass(kw_only=True)
+class MetricSeries(Event):
+    """A whole curve read from a log file (a TensorBoard tag, an HF log column).
+
+    One event per curve, not one per point, so a log of a million scalars stays a
+    handful of events. `steps[i]` is the global step of `values[i]` (the epoch index
+    when `per == "epoch"`); `epochs[i]`, where the log says, is its (possibly
+    fractional) epoch; `times[i]` its wall time.
+    """
+
+    kind: ClassVar[str] = "series"
+    name: str = ""
+    # Sequences: readers may hand numpy arrays (a million points as Python floats costs seconds).
+    steps: Sequence[int] = field(default_factory=list)
+    values: Sequence[float] = field(default_factory=list)
+    epochs: Sequence[float] | None = None
+    times: Sequence[float] | None = None
+    per: str = "step"  # step | epoch
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        for key in ("steps", "values", "epochs", "times"):
+            tolist = getattr(data[key], "tolist", None)  # numpy arrays -> plain JSON lists
+            if callable(tolist):
+                data[key] = tolist()
+            elif data[key] is not None:
+                data[key] = list(data[key])
+        return data
+
+
+@dataclass(kw_only=True)
+class EnvironmentManifest(Event):
+    """The environment of a run as `trainmedic env` captures it (manifest.json), for ENV rules."""
+
+    kind: ClassVar[str] = "environment"
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(kw_only=True)
 class MemorySample(Event):
     """Memory of the trainer tree at one instant; `pid` is the sampler's, `processes` the tree's."""
 
@@ -186,6 +225,59 @@ class FindingRaised(Event):
 
 
 @dataclass(kw_only=True)
+class MemoryLimit(Event):
+    """The memory limit the trainer runs under (`--memory-limit`, or its container's cgroup)."""
+
+    kind: ClassVar[str] = "memory_limit"
+    limit_bytes: int
+    source: str = "cgroup"  # memory-limit-option | cgroup
+    cgroup: str = ""
+    cgroup_version: int | None = None
+
+
+@dataclass(kw_only=True)
+class OomKill(Event):
+    """The kernel's OOM-kill counter rose during the run (`scope`: the run's cgroup or the host)."""
+
+    kind: ClassVar[str] = "oom_kill"
+    count: int
+    scope: str = "cgroup"  # cgroup | host
+    cgroup: str = ""
+
+
+@dataclass(kw_only=True)
+class StopRequest(Event):
+    """The supervisor signalled the trainers: forwarded signal, `trainmedic stop`, or a hang."""
+
+    kind: ClassVar[str] = "stop_request"
+    signal: int
+    reason: str = ""
+    targets: list[int] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class HangDetected(Event):
+    """No progress and near-zero CPU for `idle_s`; `stacks` maps pid -> every thread's stack."""
+
+    kind: ClassVar[str] = "hang"
+    idle_s: float
+    cpu_percent: float
+    stacks: dict[str, str] = field(default_factory=dict)
+    action: str = "wait"
+
+
+@dataclass(kw_only=True)
+class OrphanEnded(Event):
+    """A process of the trainer tree that outlived the trainer and was ended (`pid` is its own)."""
+
+    kind: ClassVar[str] = "orphan"
+    ppid: int | None = None
+    cmdline: list[str] = field(default_factory=list)
+    rss_bytes: int | None = None
+    signal: int | None = None
+
+
+@dataclass(kw_only=True)
 class UnknownEvent(Event):
     """An event type this version does not know (written by a newer trainmedic): kept, not lost."""
 
@@ -207,10 +299,17 @@ EVENT_TYPES: dict[str, type[Event]] = {
         Step,
         Epoch,
         Metric,
+        MetricSeries,
+        EnvironmentManifest,
         MemorySample,
         LogLine,
         GuardObservation,
         FindingRaised,
+        MemoryLimit,
+        OomKill,
+        StopRequest,
+        HangDetected,
+        OrphanEnded,
     )
 }
 

@@ -21,6 +21,7 @@ from trainmedic.events import (
     LogLine,
     MemorySample,
     Metric,
+    MetricSeries,
     PhaseEnd,
     PhaseStart,
     ProcessSpawn,
@@ -128,11 +129,29 @@ class RunRecord:
         steps = [(s.step, s.metrics[name]) for s in self.steps if name in s.metrics]
         if steps:
             return steps
-        return [
+        metrics = [
             (m.step if m.step is not None else (m.epoch or 0), m.value)
             for m in self.of_type(Metric)
             if m.name == name
         ]
+        if metrics:
+            return metrics
+        return [
+            (x, v)
+            for s in self.of_type(MetricSeries)
+            if s.name == name
+            for x, v in zip(s.steps, s.values, strict=False)
+        ]
+
+    def metric_names(self) -> set[str]:
+        """Every metric name any event carries (epochs, steps, single metrics, log series)."""
+        names: set[str] = set()
+        for e in self.events:
+            if isinstance(e, (Epoch, Step)):
+                names.update(e.metrics)
+            elif isinstance(e, (Metric, MetricSeries)):
+                names.add(e.name)
+        return names
 
     # -- memory by phase -------------------------------------------------------------
     @cached_property

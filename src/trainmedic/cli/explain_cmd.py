@@ -7,25 +7,16 @@ import sys
 
 import click
 
-from trainmedic.cli.options import format_option
-from trainmedic.findings import FindingSpec
+from trainmedic.cli.options import plain_format_option
 from trainmedic.registry import lookup
+from trainmedic.report.explain import explain_text
 
-
-def explain_text(spec: FindingSpec) -> str:
-    """The documentation as plain text; the HTML report embeds the same text."""
-    return (
-        f"{spec.code} {spec.slug} ({spec.severity.value}): {spec.title}\n\n"
-        f"What it means\n  {spec.what}\n\n"
-        f"Why it hurts\n  {spec.why}\n\n"
-        f"Example\n  " + spec.example.replace("\n", "\n  ") + "\n\n"
-        f"Fix\n  {spec.fix}\n"
-    )
+__all__ = ["command", "explain_text"]  # explain_text stays importable from here (public since 0.1)
 
 
 @click.command("explain")
 @click.argument("finding")
-@format_option
+@plain_format_option
 def command(finding: str, fmt: str) -> int:
     """Explain a finding: what it means, why it hurts, an example, the fix."""
     spec = lookup(finding)

@@ -19,6 +19,16 @@ format_option: Callable[[F], F] = click.option(
     type=click.Choice([f.value for f in OutputFormat]),
     default=OutputFormat.TEXT.value,
     show_default=True,
+    help="Output format: text, json, github (Actions annotations) or sarif (SARIF 2.1.0).",
+)
+
+# For commands that print documents rather than findings (`rules`, `explain`).
+plain_format_option: Callable[[F], F] = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice([OutputFormat.TEXT.value, OutputFormat.JSON.value]),
+    default=OutputFormat.TEXT.value,
+    show_default=True,
     help="Output format.",
 )
 

@@ -8,13 +8,13 @@ import sys
 import click
 from rich.table import Table
 
-from trainmedic.cli.options import format_option
+from trainmedic.cli.options import plain_format_option
 from trainmedic.registry import all_specs
 from trainmedic.report.text import SEVERITY_STYLE, make_console
 
 
 @click.command("rules")
-@format_option
+@plain_format_option
 def command(fmt: str) -> int:
     """List every finding: code, slug, severity, title."""
     specs = all_specs()

@@ -30,6 +30,11 @@ FRAMEWORK_HOOKS: dict[str, str] = {
     "lightning": "trainmedic.instrument.lightning:install",
     "pytorch_lightning": "trainmedic.instrument.lightning:install",
     "transformers": "trainmedic.instrument.hf:install",
+    "sklearn.model_selection": "trainmedic.instrument.sklearn:install",
+    "xgboost": "trainmedic.instrument.boosting:install_xgboost",
+    "lightgbm": "trainmedic.instrument.boosting:install_lightgbm",
+    "catboost": "trainmedic.instrument.boosting:install_catboost",
+    "ray.train": "trainmedic.ray:install",
 }
 
 _started = False

@@ -1,4 +1,4 @@
-"""Renderers: findings (and events) to terminal text, JSON and, later, HTML.
+"""Renderers: findings (and events) to terminal text, JSON, GitHub annotations, SARIF and HTML.
 
 Every renderer takes the same inputs and writes to a stream; the CLI picks one
 by `--format`. They are equals behind one interface (`render`).
@@ -16,6 +16,8 @@ from trainmedic.findings import Finding
 class OutputFormat(str, Enum):
     TEXT = "text"
     JSON = "json"
+    GITHUB = "github"  # GitHub Actions annotations (report/github.py)
+    SARIF = "sarif"  # SARIF 2.1.0 for code-scanning dashboards (report/sarif.py)
 
 
 def render(findings: Sequence[Finding], fmt: OutputFormat, out: TextIO, *, title: str = "") -> None:
@@ -24,6 +26,14 @@ def render(findings: Sequence[Finding], fmt: OutputFormat, out: TextIO, *, title
         from trainmedic.report.json import render_json
 
         render_json(findings, out)
+    elif fmt is OutputFormat.GITHUB:
+        from trainmedic.report.github import render_github
+
+        render_github(findings, out)
+    elif fmt is OutputFormat.SARIF:
+        from trainmedic.report.sarif import render_sarif
+
+        render_sarif(findings, out)
     else:
         from trainmedic.report.text import render_text
 

@@ -1,18 +1,76 @@
-"""TRN: training dynamics, from the metrics trainmedic sees (any framework)."""
+"""TRN: training dynamics, from the metrics trainmedic sees (any framework).
+
+TRN001-TRN004 are pure, noise-robust rules over the loss curves of a `RunRecord`
+(see `curves.py` for which metric is "the loss"). They are shared by `trainmedic
+run`, the in-process guards and `trainmedic diagnose`, so every path reports a
+diverging run the same way. Every threshold is a named constant below and is
+documented in docs/diagnose.md; curves longer than `curves.MAX_POINTS` are judged
+on bucket medians, which makes one spike or a noisy step log harmless.
+"""
 
 from __future__ import annotations
 
-from trainmedic.findings import FindingSpec, Severity
-from trainmedic.record import Rule
+from dataclasses import dataclass
+
+import numpy as np
+
+from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.record import Rule, RunRecord
+from trainmedic.rules.curves import (
+    Curve,
+    FloatArray,
+    loss_curves,
+    noise_sigma,
+    reduce,
+    rolling_median,
+    smoothing_window,
+    train_loss,
+)
+
+# -- thresholds (documented in docs/diagnose.md) ---------------------------------------------
+#: TRN002 needs this many finite points of the training loss.
+DIVERGENCE_MIN_POINTS = 8
+#: TRN002: the end of the curve must sit above its minimum by at least the largest of
+#: RISE_OVER_MIN x |minimum|, RISE_OVER_DROP x (what it had gained from the start) and
+#: RISE_NOISE x the point-to-point noise.
+RISE_OVER_MIN = 1.0
+RISE_OVER_DROP = 0.5
+RISE_NOISE = 5.0
+#: TRN002: "kept rising": the end level holds at least this share of the rise to the peak.
+RISE_HELD = 0.7
+#: TRN003 needs this many points (epochs / logged steps) before judging.
+NOT_LEARNING_MIN_EPOCHS = 5
+NOT_LEARNING_MIN_STEPS = 20
+#: TRN003: the best level must undercut the start by MIN_REL_DECREASE x |start| and
+#: DECREASE_NOISE x noise; less than that is "no decrease beyond noise".
+MIN_REL_DECREASE = 0.02
+DECREASE_NOISE = 2.0
+#: TRN004 needs this many validation points, and this many after the turn.
+OVERFIT_MIN_POINTS = 5
+OVERFIT_MIN_AFTER_TURN = 2
+#: TRN004: validation must rise above its minimum by OVERFIT_REL x |minimum| and
+#: OVERFIT_NOISE x its noise, while training loss falls by TRAIN_FALL_REL x its level.
+OVERFIT_REL = 0.10
+OVERFIT_NOISE = 3.0
+TRAIN_FALL_REL = 0.01
 
 NONFINITE_LOSS = FindingSpec(
     code="TRN001",
     slug="nonfinite-loss",
     severity=Severity.ERROR,
     title="Loss became NaN or Inf",
-    what="The loss (or a metric used as the loss) became NaN or Inf; the first step and epoch are given.",
-    why="Every update after that step is garbage: the weights are NaN and the run is lost.",
-    example="A learning rate of 10 on an MLP: loss 2.3, 8.1, 1e12, inf, nan.",
+    what=(
+        "The loss (or a metric used as the loss, training or validation) became NaN or Inf; the "
+        "first step and epoch are given, with the last finite value before it."
+    ),
+    why=(
+        "Every update after that step is garbage: the weights are NaN and the run is lost. Keras "
+        "and the HF Trainer keep going and log NaN for every later epoch unless told to stop."
+    ),
+    example=(
+        "A learning rate of 10 on an MLP: loss 2.3, 8.1, 1e12, inf, nan. `trainmedic diagnose "
+        "history.json` names the epoch; on a TensorBoard log of every step, the step."
+    ),
     fix=(
         "Lower the learning rate or add warm-up, clip gradients, check the inputs of that "
         "batch for NaN/Inf, use bf16 instead of fp16 or a loss scaler."
@@ -24,7 +82,10 @@ LOSS_DIVERGENCE = FindingSpec(
     slug="loss-divergence",
     severity=Severity.ERROR,
     title="Loss diverged",
-    what="The loss rose far above its running minimum and kept rising.",
+    what=(
+        "The smoothed training loss ends far above its minimum (more than its own size, or half "
+        "of what it had gained, and 5x its noise) and stays there; the step it left is given."
+    ),
     why="The optimiser has left the region it was converging to; more steps make it worse.",
     example="Loss falls to 0.4 by step 300, then climbs steadily to 5.0 by step 600.",
     fix="Lower the learning rate (or its peak), add warm-up and gradient clipping.",
@@ -35,7 +96,10 @@ NOT_LEARNING = FindingSpec(
     slug="not-learning",
     severity=Severity.WARNING,
     title="Training loss is not decreasing",
-    what="The training loss did not decrease beyond noise after warm-up.",
+    what=(
+        "The training loss never got below its starting level by more than 2% and 2x its noise "
+        "(judged over at least 5 epochs or 20 logged steps)."
+    ),
     why="Compute is spent with no progress: a bug in the loop, a learning rate far off, or frozen weights.",
     example="Loss stays at 2.30 (= ln 10) for 20 epochs on a 10-class problem.",
     fix=(
@@ -49,7 +113,10 @@ OVERFITTING = FindingSpec(
     slug="overfitting",
     severity=Severity.WARNING,
     title="Overfitting: validation loss rises while training loss falls",
-    what="Validation loss rises while training loss keeps falling (a growing gap); the turning epoch is given.",
+    what=(
+        "Validation loss rises (by more than 10% and 3x its noise) after its minimum while the "
+        "training loss keeps falling: a growing gap. The turning epoch is given."
+    ),
     why="Every epoch after the turn makes the model worse on unseen data.",
     example="val_loss 0.52 at epoch 6, 0.61 at 10, 0.80 at 15; loss 0.30 -> 0.05.",
     fix=(
@@ -58,26 +125,248 @@ OVERFITTING = FindingSpec(
     ),
 )
 
-EVAL_SET_IS_TRAIN = FindingSpec(
-    code="TRN009",
-    slug="eval-set-is-train",
-    severity=Severity.ERROR,
-    title="Evaluation set is (or overlaps) the training set",
-    what=(
-        "The evaluation/early-stopping set is, or overlaps, the training data, e.g. an "
-        "XGBoost/LightGBM eval_set that contains the training rows."
-    ),
-    why="The stopping point and the reported score are optimistic: they measure memorisation.",
-    example="xgb.fit(X_train, y_train, eval_set=[(X_train, y_train)], early_stopping_rounds=10)",
-    fix="Hold out a validation split that shares no rows with the training data and stop on it.",
-)
-
 SPECS: tuple[FindingSpec, ...] = (
     NONFINITE_LOSS,
     LOSS_DIVERGENCE,
     NOT_LEARNING,
     OVERFITTING,
-    EVAL_SET_IS_TRAIN,
 )
 
-RULES: tuple[Rule, ...] = ()
+
+# -- rules -----------------------------------------------------------------------------------
+
+
+def nonfinite_loss(record: RunRecord) -> list[Finding]:
+    """TRN001: the first NaN/Inf of any loss curve (training curves win ties)."""
+    train, val = loss_curves(record)
+    first: tuple[float, Curve, int] | None = None
+    affected: list[str] = []
+    for c in train + val:
+        bad = np.flatnonzero(~np.isfinite(c.y))
+        if not len(bad):
+            continue
+        affected.append(c.name)
+        i = int(bad[0])
+        if first is None or c.x[i] < first[0]:
+            first = (float(c.x[i]), c, i)
+    if first is None:
+        return []
+    _, c, i = first
+    step, epoch = _where(c, i)
+    value = "NaN" if np.isnan(c.y[i]) else ("+Inf" if c.y[i] > 0 else "-Inf")
+    evidence: dict[str, object] = {
+        "metric": c.name,
+        "value": value,
+        c.per: int(c.x[i]) + (1 if c.per == "epoch" else 0),
+        "nonfinite_points": int(np.count_nonzero(~np.isfinite(c.y))),
+        "points": len(c),
+        "metrics_affected": affected,
+    }
+    last = ""
+    if i > 0:
+        evidence["last_finite_value"] = float(c.y[i - 1])
+        evidence[f"last_finite_{c.per}"] = int(c.x[i - 1]) + (1 if c.per == "epoch" else 0)
+        last = f"; last finite value {c.y[i - 1]:.4g} at {_at(c, i - 1)}"
+    if epoch is not None and c.per == "step":
+        evidence["epoch"] = epoch
+    message = f"Loss `{c.name}` became {value} at {_at(c, i)}{last}"
+    return [NONFINITE_LOSS.finding(message, evidence=evidence, step=step, epoch=epoch)]
+
+
+def loss_divergence(record: RunRecord) -> list[Finding]:
+    """TRN002: the smoothed training loss ends far above its minimum, and stays there."""
+    full = train_loss(record)
+    if full is None:
+        return []
+    c = reduce(full.finite_prefix())
+    n = len(c)
+    if n < DIVERGENCE_MIN_POINTS:
+        return []
+    smooth = rolling_median(c.y, smoothing_window(n))
+    k = max(2, n // 10)
+    i_min = int(np.argmin(smooth))
+    if i_min >= n - k:
+        return []
+    low = float(smooth[i_min])
+    start = float(np.median(c.y[:k]))
+    end = float(np.median(c.y[-k:]))
+    sigma = noise_sigma(c.y)
+    threshold = max(RISE_OVER_MIN * abs(low), RISE_OVER_DROP * (start - low), RISE_NOISE * sigma)
+    peak = float(np.max(smooth[i_min:]))
+    if end - low <= threshold or end - low < RISE_HELD * (peak - low):
+        return []
+    departs = i_min + int(np.argmax(smooth[i_min:] > low + threshold / 2))
+    evidence: dict[str, object] = {
+        "metric": c.name,
+        "min_loss": low,
+        f"min_{c.per}": int(c.x[i_min]),
+        "end_loss": end,
+        f"end_{c.per}": int(c.x[-1]),
+        f"departed_at_{c.per}": int(c.x[departs]),
+        "rise": end - low,
+        "threshold": threshold,
+        "noise_sigma": sigma,
+        "points": len(full),
+    }
+    ratio = f" ({end / low:.1f}x its minimum)" if low > 0 else ""
+    message = (
+        f"Loss `{c.name}` diverged: it fell to {low:.4g} by {_at(c, i_min)}, then rose to "
+        f"{end:.4g} by {_at(c, n - 1)}{ratio}"
+    )
+    step, epoch = _where(c, departs)
+    return [LOSS_DIVERGENCE.finding(message, evidence=evidence, step=step, epoch=epoch)]
+
+
+def not_learning(record: RunRecord) -> list[Finding]:
+    """TRN003: the training loss never got below its starting level by more than noise."""
+    full = train_loss(record)
+    if full is None:
+        return []
+    c = reduce(full.finite_prefix())
+    n = len(c)
+    if n < (NOT_LEARNING_MIN_EPOCHS if c.per == "epoch" else NOT_LEARNING_MIN_STEPS):
+        return []
+    k = max(2, n // 10)
+    start = float(np.median(c.y[:k]))
+    end = float(np.median(c.y[-k:]))
+    best = float(np.min(rolling_median(c.y, smoothing_window(n))))
+    sigma = noise_sigma(c.y)
+    threshold = max(MIN_REL_DECREASE * abs(start), DECREASE_NOISE * sigma)
+    if start - best >= threshold or end - start > threshold:  # it learned, or it is diverging (TRN002)
+        return []
+    unit = "epochs" if c.per == "epoch" else "logged steps"
+    evidence: dict[str, object] = {
+        "metric": c.name,
+        "start_loss": start,
+        "best_loss": best,
+        "end_loss": end,
+        "decrease": start - best,
+        "threshold": threshold,
+        "noise_sigma": sigma,
+        c.per + "s": n if c.per == "epoch" else int(c.x[-1]),
+        "points": len(full),
+    }
+    message = (
+        f"Loss `{c.name}` did not decrease beyond noise over {len(full)} {unit}: "
+        f"{start:.4g} at the start, best {best:.4g}, last {end:.4g}"
+    )
+    return [NOT_LEARNING.finding(message, evidence=evidence)]
+
+
+@dataclass(frozen=True)
+class _Paired:
+    """Validation points with the training loss over the same stretch of training."""
+
+    x: FloatArray
+    val: FloatArray
+    train: FloatArray
+    per: str
+    epoch: list[int | None]
+
+
+def overfitting(record: RunRecord) -> list[Finding]:
+    """TRN004: validation loss turned up while training loss kept falling; gives the turn."""
+    train, val = loss_curves(record)
+    for v in val:
+        for t in train:
+            paired = _pair(t.finite_prefix(), v.finite_prefix())
+            if paired is None or len(paired.x) < OVERFIT_MIN_POINTS:
+                continue
+            found = _overfit(paired, t.name, v.name)
+            return [found] if found else []
+    return []
+
+
+def _overfit(p: _Paired, train_name: str, val_name: str) -> Finding | None:
+    n = len(p.x)
+    smooth = rolling_median(p.val, 3 if n >= 7 else 1)
+    turn = int(np.argmin(smooth))
+    if n - 1 - turn < OVERFIT_MIN_AFTER_TURN:
+        return None
+    v_min = float(smooth[turn])
+    v_end = float(np.median(p.val[max(turn + 1, n - 3) :]))
+    t_turn = float(p.train[turn])
+    t_end = float(np.median(p.train[max(turn + 1, n - 3) :]))
+    sigma = noise_sigma(p.val)
+    threshold = max(OVERFIT_REL * abs(v_min), OVERFIT_NOISE * sigma)
+    if v_end - v_min <= threshold or t_turn - t_end <= TRAIN_FALL_REL * abs(t_turn):
+        return None
+    turn_epoch = p.epoch[turn]
+    turn_step = int(p.x[turn]) if p.per == "step" else None
+    at_turn = _label(p, turn)
+    evidence: dict[str, object] = {
+        "metric": val_name,
+        "train_metric": train_name,
+        "turn_epoch": None if turn_epoch is None else turn_epoch + 1,
+        f"turn_{p.per}": int(p.x[turn]) + (1 if p.per == "epoch" else 0),
+        "val_at_turn": v_min,
+        "val_end": v_end,
+        "train_at_turn": t_turn,
+        "train_end": t_end,
+        "gap_at_turn": v_min - t_turn,
+        "gap_end": v_end - t_end,
+        "threshold": threshold,
+        "points": n,
+    }
+    message = (
+        f"Validation loss `{val_name}` turned at {at_turn} ({v_min:.4g}) and rose to {v_end:.4g} "
+        f"by {_label(p, n - 1)} while training loss `{train_name}` fell from {t_turn:.4g} to {t_end:.4g}"
+    )
+    fix = (
+        f"Keep the checkpoint of {at_turn} (early stopping on `{val_name}` with restore_best_weights / "
+        "load_best_model_at_end); add regularisation or data augmentation, or get more data."
+    )
+    epoch = None if turn_epoch is None else turn_epoch + 1  # 1-based, as in the message
+    return OVERFITTING.finding(message, evidence=evidence, fix=fix, step=turn_step, epoch=epoch)
+
+
+def _pair(t: Curve, v: Curve) -> _Paired | None:
+    """Line up the training loss with each validation point (same epoch, or the steps since the last one)."""
+    if v.per == "epoch" and t.per == "epoch":
+        index = {int(x): float(y) for x, y in zip(t.x, t.y, strict=True)}
+        keep = [i for i, x in enumerate(v.x) if int(x) in index]
+        train = np.array([index[int(v.x[i])] for i in keep])
+        return _Paired(v.x[keep], v.y[keep], train, "epoch", [int(v.x[i]) for i in keep])
+    if v.per == "epoch" and t.epoch is not None:
+        groups: dict[int, list[float]] = {}
+        for e, y in zip(t.epoch, t.y, strict=True):
+            if np.isfinite(e):
+                groups.setdefault(int(e), []).append(float(y))
+        keep = [i for i, x in enumerate(v.x) if int(x) in groups]
+        train = np.array([float(np.median(groups[int(v.x[i])])) for i in keep])
+        return _Paired(v.x[keep], v.y[keep], train, "epoch", [int(v.x[i]) for i in keep])
+    if v.per == "step" and t.per == "step":
+        bounds = np.searchsorted(t.x, v.x, side="right")
+        starts = np.concatenate([[0], bounds[:-1]])
+        keep = [i for i in range(len(v.x)) if bounds[i] > starts[i]]
+        train = np.array([float(np.median(t.y[starts[i] : bounds[i]])) for i in keep])
+        return _Paired(v.x[keep], v.y[keep], train, "step", [v.epoch_at(i) for i in keep])
+    return None
+
+
+def _label(p: _Paired, i: int) -> str:
+    epoch = p.epoch[i]
+    if p.per == "epoch" or epoch is None:
+        return f"epoch {epoch + 1}" if epoch is not None else f"step {int(p.x[i])}"
+    return f"step {int(p.x[i])} (epoch {epoch + 1})"
+
+
+def _at(c: Curve, i: int) -> str:
+    """'step 412 (epoch 3)' / 'epoch 5', epochs counted from 1 as the frameworks print them."""
+    epoch = c.epoch_at(i)
+    if c.per == "epoch":
+        return f"epoch {int(c.x[i]) + 1}"
+    return f"step {int(c.x[i])}" + (f" (epoch {epoch + 1})" if epoch is not None else "")
+
+
+def _where(c: Curve, i: int) -> tuple[int | None, int | None]:
+    """Finding location fields: (global step, epoch counted from 1 as the frameworks print it).
+
+    Events keep the frameworks' 0-based epoch index; findings are read by people, who see
+    "Epoch 3/12" in their logs, so a finding's epoch is 1-based like its message.
+    """
+    epoch = c.epoch_at(i)
+    return (int(c.x[i]) if c.per == "step" else None), (None if epoch is None else epoch + 1)
+
+
+RULES: tuple[Rule, ...] = (nonfinite_loss, loss_divergence, not_learning, overfitting)

@@ -1,9 +1,33 @@
-"""KER: Keras / TensorFlow input pipeline and fit bookkeeping."""
+"""KER: Keras / TensorFlow input pipeline and fit bookkeeping.
+
+The Keras integration (auto-instrumentation under `trainmedic run`, or
+`trainmedic.keras.Guard`) describes every `fit` call with two observations:
+`keras_input` (what fit was given: sequence length, samples, batch size,
+steps_per_epoch, shuffle, memory available) before the adapter touches the
+data, and `keras_fit_end` (epochs requested and run, what stopped training).
+The rules below read those and the `Epoch` events (with the batches each epoch
+really ran); the in-process guard calls the same functions to stop a run
+before an OOM.
+"""
 
 from __future__ import annotations
 
-from trainmedic.findings import FindingSpec, Severity
-from trainmedic.record import Rule
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from trainmedic.events import Epoch, GuardObservation
+from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.record import Rule, RunRecord
+
+INPUT_CHECK = "keras_input"
+FIT_END_CHECK = "keras_fit_end"
+# A sequence "far below" its data yields at most this share of ceil(samples / batch_size) batches.
+FAR_BELOW = 0.5
+# A length no real epoch has: 2**31 batches (sys.maxsize, 10**12 ... all qualify).
+HUGE_LEN = 2**31
+# ... or an index list (36 bytes per batch) taking at least this share of the memory available.
+HUGE_INDEX_SHARE = 0.10
 
 SEQUENCE_TOO_SHORT = FindingSpec(
     code="KER001",
@@ -12,11 +36,28 @@ SEQUENCE_TOO_SHORT = FindingSpec(
     title="Sequence yields too few batches",
     what=(
         "A keras.utils.Sequence / PyDataset yields far fewer batches per epoch than "
-        "samples / batch size (or than steps_per_epoch)."
+        "samples / batch size (at most half), or fewer than the steps_per_epoch fit was given. "
+        "trainmedic reads len(seq) and the samples and batch size the sequence holds "
+        "(attributes such as x, filenames, batch_size) before training, and the batches each "
+        "epoch really ran."
     ),
-    why="Each 'epoch' sees a fraction of the data; training looks stalled or needs many more epochs.",
-    example="def __len__(self): return 1   # should be ceil(len(self.x) / self.batch_size)",
-    fix="Make __len__ return ceil(n_samples / batch_size), or wrap it in trainmedic.keras.LoopingSequence.",
+    why=(
+        "Each 'epoch' sees a fraction of the data: the loss curve looks like a model that "
+        "stalls, learning-rate schedules and early stopping count the wrong epochs, and "
+        "tuning the model cannot fix it. With steps_per_epoch above len(seq), Keras 3 runs "
+        "fewer steps than asked every epoch and legacy tf.keras stops after the first epoch."
+    ),
+    example=(
+        "class Batches(keras.utils.PyDataset):\n"
+        "    def __len__(self):\n"
+        "        return len(self.x) // self.batch_size // 10   # 2 of 20 batches\n"
+        "model.fit(Batches(x, y, batch_size=32), epochs=5)"
+    ),
+    fix=(
+        "Make __len__ return math.ceil(n_samples / batch_size); to train a fixed number of "
+        "steps over a short sequence, wrap it in trainmedic.keras.LoopingSequence(seq, "
+        "multiple=k) and set steps_per_epoch."
+    ),
 )
 
 SEQUENCE_LEN_HUGE = FindingSpec(
@@ -25,12 +66,32 @@ SEQUENCE_LEN_HUGE = FindingSpec(
     severity=Severity.ERROR,
     title="Sequence length is huge",
     what=(
-        "__len__ is huge (e.g. sys.maxsize): with shuffle=True the Keras adapter materialises "
-        "the index list and runs out of memory."
+        "__len__ of a Sequence / PyDataset passed to fit with shuffle=True is huge (2**31 or "
+        "more, e.g. sys.maxsize, or an index list taking 10% or more of the memory "
+        "available): the Keras adapter materialises and shuffles list(range(len(seq))) and "
+        "runs out of memory. Under `trainmedic run` this is detected before the adapter "
+        "allocates, and the run is stopped with this message (TRAINMEDIC_KER002=warn lets it "
+        "go on)."
     ),
-    why="The process fails at once (Keras 3) or grows until the OOM killer ends it.",
-    example="def __len__(self): return sys.maxsize  # 'infinite' sequence",
-    fix="Use trainmedic.keras.LoopingSequence(seq, multiple=k): a moderate multiple of the real length.",
+    why=(
+        "sys.maxsize fails at once (a MemoryError, in TensorFlow a ResourceExhaustedError); "
+        "a large finite length such as 10**9 grows memory for minutes until the OOM killer "
+        "ends the process without a traceback, in every Keras line (Keras 3 on TensorFlow or "
+        "torch, legacy tf.keras)."
+    ),
+    example=(
+        "class Forever(keras.utils.Sequence):\n"
+        "    def __len__(self):\n"
+        "        return sys.maxsize            # 'infinite', steps_per_epoch decides\n"
+        "    def __getitem__(self, i):\n"
+        "        return self.batch(i % self.n_batches)\n"
+        "model.fit(Forever(), steps_per_epoch=100, epochs=10)   # shuffle=True by default"
+    ),
+    fix=(
+        "Return the real number of batches from __len__ and wrap the sequence in "
+        "trainmedic.keras.LoopingSequence(seq, multiple=k) (len = k x the real length, index "
+        "modulo the real length), keeping steps_per_epoch; or pass shuffle=False."
+    ),
 )
 
 HISTORY_EPOCHS_MISMATCH = FindingSpec(
@@ -39,14 +100,162 @@ HISTORY_EPOCHS_MISMATCH = FindingSpec(
     severity=Severity.ERROR,
     title="History holds fewer epochs than requested",
     what=(
-        "After fit, len(history.history['loss']) differs from the requested epochs, and "
-        "EarlyStopping does not explain it."
+        "After fit, history.epoch (len(history.history['loss'])) holds fewer epochs than "
+        "epochs - initial_epoch, and neither EarlyStopping nor a callback setting "
+        "model.stop_training explains it."
     ),
-    why="fit returned early and quietly: the saved model is undertrained.",
-    example="fit(epochs=12) -> history with 1 epoch after 'Your input ran out of data'.",
-    fix="Find what ended fit (input exhaustion, stop_training set by a callback) and fix it.",
+    why=(
+        "fit returned early and quietly: the script goes on to save and evaluate an "
+        "undertrained model and exits 0. The usual cause is legacy tf.keras meeting an input "
+        "that ran out of data ('Your input ran out of data; interrupting training')."
+    ),
+    example=(
+        "ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(16)   # 4 batches, no .repeat()\n"
+        "history = model.fit(ds, epochs=3, steps_per_epoch=10)      # legacy tf.keras\n"
+        "len(history.history['loss'])  # 1"
+    ),
+    fix=(
+        "Find what ended fit: for an exhausted input, add .repeat() to the dataset, wrap the "
+        "Sequence in trainmedic.keras.LoopingSequence, or set steps_per_epoch to the batches "
+        "the input really has."
+    ),
 )
 
 SPECS: tuple[FindingSpec, ...] = (SEQUENCE_TOO_SHORT, SEQUENCE_LEN_HUGE, HISTORY_EPOCHS_MISMATCH)
 
-RULES: tuple[Rule, ...] = ()
+
+def _observations(record: RunRecord, check: str) -> list[GuardObservation]:
+    return [o for o in record.guard_observations if o.check == check]
+
+
+def _epochs_after(record: RunRecord, obs: GuardObservation) -> list[Epoch]:
+    """Epoch events of the fit `obs` describes: same process, until its next fit began."""
+    later = [o.t for o in _observations(record, INPUT_CHECK) if o.pid == obs.pid and o.t > obs.t]
+    until = min(later, default=math.inf)
+    return [e for e in record.of_type(Epoch) if e.pid == obs.pid and obs.t <= e.t < until]
+
+
+def _int(data: Mapping[str, Any], key: str) -> int | None:
+    value = data.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def is_len_huge(data: Mapping[str, Any]) -> bool:
+    """True when shuffling this sequence makes the adapter build an index list too big to hold."""
+    length = _int(data, "sequence_len")
+    if not data.get("is_sequence") or length is None or data.get("shuffle") in (False, "batch"):
+        return False
+    memory = _int(data, "memory_bytes")
+    index_bytes = _int(data, "index_bytes") or 0
+    return length >= HUGE_LEN or (memory is not None and index_bytes >= HUGE_INDEX_SHARE * memory)
+
+
+def _size(value: object) -> str:
+    """Bytes for a message: '3.4 GiB', '2.1e+08 TiB' (sys.maxsize makes absurd sizes)."""
+    size = float(value) if isinstance(value, (int, float)) else 0.0
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB" if size < 1e4 else f"{size:.1e} TiB"
+
+
+def sequence_len_huge(record: RunRecord) -> list[Finding]:
+    found = []
+    for obs in _observations(record, INPUT_CHECK):
+        if not is_len_huge(obs.data):
+            continue
+        name = obs.data.get("input_type", "the sequence")
+        length = obs.data["sequence_len"]
+        found.append(
+            SEQUENCE_LEN_HUGE.finding(
+                f"len({name}) is {length:,} with shuffle=True: the Keras adapter would build a "
+                f"{_size(obs.data.get('index_bytes'))} index list and run out of memory",
+                evidence={
+                    "sequence_len": length,
+                    "index_bytes": obs.data.get("index_bytes"),
+                    "memory_bytes": obs.data.get("memory_bytes"),
+                    "shuffle": obs.data.get("shuffle"),
+                    "steps_per_epoch": obs.data.get("steps_per_epoch"),
+                    "input_class": obs.data.get("input_class"),
+                },
+                pid=obs.pid,
+                rank=obs.rank,
+            )
+        )
+    return found
+
+
+def sequence_too_short(record: RunRecord) -> list[Finding]:
+    found = []
+    for obs in _observations(record, INPUT_CHECK):
+        data = obs.data
+        length = _int(data, "sequence_len")
+        if not data.get("is_sequence") or length is None or is_len_huge(data):
+            continue
+        samples, batch = _int(data, "samples"), _int(data, "batch_size")
+        steps = _int(data, "steps_per_epoch")
+        expected = math.ceil(samples / batch) if samples and batch else None
+        observed = [e.steps for e in _epochs_after(record, obs) if e.steps is not None]
+        name = data.get("input_type", "the sequence")
+        evidence = {
+            "sequence_len": length,
+            "samples": samples,
+            "batch_size": batch,
+            "expected_batches": expected,
+            "steps_per_epoch": steps,
+            "batches_per_epoch": observed,
+        }
+        if expected is not None and length <= FAR_BELOW * expected:
+            message = (
+                f"{name} yields {length} batches per epoch; its {samples} samples at batch "
+                f"size {batch} make {expected}"
+            )
+        elif steps is not None and length < steps:
+            message = f"{name} yields {length} batches per epoch, fewer than steps_per_epoch={steps}"
+        else:
+            continue
+        found.append(SEQUENCE_TOO_SHORT.finding(message, evidence=evidence, pid=obs.pid, rank=obs.rank))
+    return found
+
+
+def history_epochs_mismatch(record: RunRecord) -> list[Finding]:
+    found = []
+    inputs = _observations(record, INPUT_CHECK)
+    for end in _observations(record, FIT_END_CHECK):
+        data = end.data
+        requested, ran = _int(data, "epochs_requested"), _int(data, "epochs_run")
+        if not data.get("completed") or requested is None or ran is None or ran >= requested:
+            continue
+        if data.get("stopped_by"):
+            continue
+        begun = [o for o in inputs if o.pid == end.pid and o.t <= end.t]
+        epochs = _epochs_after(record, begun[-1]) if begun else []
+        steps = _int(begun[-1].data, "steps_per_epoch") if begun else None
+        steps = _int(data, "steps_per_epoch") or steps
+        last_steps = epochs[-1].steps if epochs else None
+        exhausted = steps is not None and last_steps is not None and last_steps < steps
+        evidence = {
+            "epochs_requested": requested,
+            "epochs_run": ran,
+            "initial_epoch": data.get("initial_epoch", 0),
+            "steps_per_epoch": steps,
+            "last_epoch_steps": last_steps,
+            "input_exhausted": exhausted,
+            "early_stopping": data.get("early_stopping", False),
+        }
+        cause = f"; its last epoch ran {last_steps} of {steps} steps (input ran out)" if exhausted else ""
+        found.append(
+            HISTORY_EPOCHS_MISMATCH.finding(
+                f"fit returned after {ran} of {requested} epochs, and no EarlyStopping or "
+                f"stop_training explains it{cause}",
+                evidence=evidence,
+                pid=end.pid,
+                rank=end.rank,
+                epoch=ran,
+            )
+        )
+    return found
+
+
+RULES: tuple[Rule, ...] = (sequence_too_short, sequence_len_huge, history_epochs_mismatch)

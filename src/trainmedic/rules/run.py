@@ -1,9 +1,36 @@
-"""RUN: how a supervised run ended. Catalogue entries (rules join them as they land)."""
+"""RUN: how a supervised run ended, decided from the events of `trainmedic run`.
+
+Each attempt (a run with `--restarts` has several) is classified on its own,
+from its `RunEnd`, the supervisor's observations (OOM-kill counters, stop
+requests, hang stacks, orphans, memory samples) and the trainer's log lines.
+Exit statuses follow the shell: 128+N is "killed by signal N", also when a
+launcher (bash, torchrun) reports its trainer's death that way.
+"""
 
 from __future__ import annotations
 
-from trainmedic.findings import FindingSpec, Severity
-from trainmedic.record import Rule
+import re
+import signal as _signal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from trainmedic.events import (
+    Event,
+    HangDetected,
+    LogLine,
+    MemoryLimit,
+    MemorySample,
+    OomKill,
+    OrphanEnded,
+    ProcessSpawn,
+    RunEnd,
+    RunStart,
+    StopRequest,
+)
+from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.record import Rule, RunRecord, median
+from trainmedic.rules import _logtext
 
 OOM_KILLED = FindingSpec(
     code="RUN001",
@@ -13,7 +40,10 @@ OOM_KILLED = FindingSpec(
     what="The trainer was killed by the kernel or cgroup out-of-memory killer (SIGKILL, exit 137).",
     why=(
         "The process vanishes without a traceback, often at epoch end or during evaluation, "
-        "and launchers report only 'exitcode -9'. Every step since the last checkpoint is lost."
+        "and launchers report only 'exitcode -9' (torchrun) or status 137 (bash). Every step "
+        "since the last checkpoint is lost. trainmedic tells it from an external SIGKILL by the "
+        "kernel's OOM-kill counter of the run's cgroup (memory.oom_control / memory.events), "
+        "or the machine's (/proc/vmstat) when the run has no cgroup of its own."
     ),
     example=(
         "A Keras callback that builds a second model at every epoch end to compute mAP, "
@@ -70,7 +100,8 @@ SILENT_EARLY_EXIT = FindingSpec(
     title="Exit 0 after fewer epochs than requested",
     what=(
         "The run exited with status 0 but fewer epochs (or steps) ran than were requested, "
-        "and no early-stopping callback explains it."
+        "and no early-stopping callback explains it. Requested: --expect-epochs, the framework's "
+        "training plan, or the N of 'Epoch k/N' log lines; completed: epoch events or the highest k."
     ),
     why="The job looks successful to the scheduler; the model is undertrained.",
     example="model.fit(ds, epochs=12, steps_per_epoch=500) returns after epoch 1, exit 0.",
@@ -111,7 +142,10 @@ LAUNCHER_STUB = FindingSpec(
     ),
     why=(
         "The PID you hold is not the process that trains: killing or profiling it misses the "
-        "trainer, which keeps running or is orphaned."
+        "trainer, which keeps running or is orphaned. A Python launcher that receives SIGINT "
+        "may even kill its child without letting it save. trainmedic takes as trainers the "
+        "Python processes with no other Python process below them (not counting their own "
+        "workers), and signals them directly."
     ),
     example="bash -c 'python train.py' -> bash (PID 100, 3 MB) -> python (PID 101, 5 GB).",
     fix="Signal and profile the trainer PIDs given here; `trainmedic stop` does it for you.",
@@ -128,7 +162,11 @@ HANG = FindingSpec(
     ),
     why="A deadlocked run holds its GPUs for hours while producing nothing.",
     example="Two DataLoader workers waiting on a lock the main process holds; a collective never joined.",
-    fix="Read the stacks: the frame each thread waits in names the lock, queue or collective.",
+    fix=(
+        "Read the stacks (taken with py-spy, from outside the process): the frame each thread "
+        "waits in names the lock, queue or collective; `--on-hang stop` ends such runs instead "
+        "of holding the machine."
+    ),
 )
 
 KILLED_BY_SIGNAL = FindingSpec(
@@ -189,4 +227,484 @@ SPECS: tuple[FindingSpec, ...] = (
     ORPHAN_PROCESSES,
 )
 
-RULES: tuple[Rule, ...] = ()
+
+SPIKE_RATIO = 1.5  # RUN003: eval/epoch-end peak over the training median
+MIN_TRAIN_SAMPLES = 3
+LAST_LINES = 12
+_KILL_SIGNALS_BY_EXIT = range(129, 129 + 64)
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    """One attempt of the run: its end, and the events that happened during it."""
+
+    number: int
+    start: RunStart | None
+    end: RunEnd
+    events: tuple[Event, ...]
+
+    def of(self, kind: type[Event]) -> list[Event]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    @property
+    def lines(self) -> list[str]:
+        return [e.text for e in self.events if isinstance(e, LogLine)]
+
+    @property
+    def signal(self) -> int | None:
+        """The killing signal: from the process itself, or a launcher's 128+N exit status."""
+        if self.end.signal is not None:
+            return self.end.signal
+        if self.end.exit_code in _KILL_SIGNALS_BY_EXIT:
+            return self.end.exit_code - 128
+        return None
+
+    @property
+    def stops(self) -> list[StopRequest]:
+        return [e for e in self.events if isinstance(e, StopRequest)]
+
+    @property
+    def oom_kills(self) -> list[OomKill]:
+        return [e for e in self.events if isinstance(e, OomKill)]
+
+
+def attempts(record: RunRecord) -> list[AttemptView]:
+    """Split the record into attempts (RunStart .. RunEnd of the same attempt number)."""
+    views: list[AttemptView] = []
+    starts = record.of_type(RunStart)
+    previous_end = float("-inf")
+    for end in record.of_type(RunEnd):
+        start = next((s for s in reversed(starts) if s.attempt == end.attempt and s.t <= end.t), None)
+        lower = start.t if start is not None else previous_end
+        window = tuple(e for e in record.events if lower <= e.t <= end.t and e is not end)
+        views.append(AttemptView(end.attempt, start, end, window))
+        previous_end = end.t
+    return views
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return _signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def human_bytes(n: float | None) -> str:
+    if n is None:
+        return "unknown"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit in ("B", "KiB") else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _where(view: AttemptView) -> str:
+    return f" (attempt {view.number})" if view.number else ""
+
+
+def _phase_at_end(record: RunRecord, view: AttemptView) -> tuple[str | None, int | None]:
+    """The phase open when the attempt ended, and its epoch."""
+    samples = [e for e in view.events if isinstance(e, MemorySample)]
+    t = samples[-1].t if samples else view.end.t
+    best = None
+    for span in record.phase_spans:
+        if (
+            span.start <= t
+            and (span.end is None or t <= span.end)
+            and (best is None or span.start >= best.start)
+        ):
+            best = span
+    return (best.phase, best.epoch) if best else (None, None)
+
+
+# -- RUN001 ---------------------------------------------------------------------------------
+def _oom_explains(view: AttemptView) -> bool:
+    """The OOM killer ended this attempt: its trainer died of SIGKILL while an OOM-kill counter
+    rose, or the run's own cgroup counted a kill (of a worker, say) and the run then failed.
+    The machine-wide counter alone does not blame a failed run: other jobs' kills count too."""
+    if not view.oom_kills or view.stops or view.end.exit_code == 0:
+        return False
+    if view.signal == _signal.SIGKILL:
+        return True
+    return any(k.scope == "cgroup" for k in view.oom_kills)
+
+
+def oom_killed(record: RunRecord) -> list[Finding]:
+    """SIGKILL + a rise of the kernel's OOM-kill counter (the run's cgroup, else the host)."""
+    found = []
+    for view in attempts(record):
+        if not _oom_explains(view):
+            continue
+        kill = view.oom_kills[-1]
+        limits = [e for e in view.events if isinstance(e, MemoryLimit)]
+        limit = limits[-1] if limits else None
+        samples = [e for e in view.events if isinstance(e, MemorySample)]
+        peak_rss = max((s.rss_bytes for s in samples), default=None)
+        peak_cgroup = max((s.cgroup_bytes or 0 for s in samples), default=0) or None
+        phase, epoch = _phase_at_end(record, view)
+        if kill.scope == "cgroup" and limit is not None:
+            which = f"the cgroup memory limit of {human_bytes(limit.limit_bytes)}"
+        else:
+            which = "the machine's memory (host OOM killer)"
+        during = f" during {phase}" + (f" of epoch {epoch}" if epoch is not None else "") if phase else ""
+        evidence = {
+            "limit": which,
+            "limit_bytes": limit.limit_bytes if limit else None,
+            "limit_source": limit.source if limit else None,
+            "oom_kill_count": kill.count,
+            "oom_kill_scope": kill.scope,
+            "peak_rss_bytes": peak_rss,
+            "peak_cgroup_bytes": peak_cgroup,
+            "phase": phase,
+            "epoch": epoch,
+            "exit_code": view.end.exit_code,
+            "last_log_lines": view.lines[-LAST_LINES:],
+        }
+        fix = OOM_KILLED.fix
+        if phase in ("eval", "epoch_end"):
+            fix = (
+                "The memory ran out while evaluating: evaluate once after training (or every k "
+                "epochs), use a smaller evaluation batch, and free training-only buffers before it."
+            )
+        elif phase == "train":
+            fix = "Lower the batch size or the data kept in memory, or raise the limit."
+        victim = "Killed" if view.signal == _signal.SIGKILL else "A process of the trainer tree was killed"
+        then = (
+            ""
+            if view.signal == _signal.SIGKILL
+            else f"; the run then exited with status {view.end.exit_code}"
+        )
+        found.append(
+            OOM_KILLED.finding(
+                f"{victim} by the OOM killer at {which}{during}{_where(view)}{then}; peak RSS of the "
+                f"trainer tree {human_bytes(peak_rss)}",
+                evidence=evidence,
+                fix=fix,
+                epoch=epoch,
+            )
+        )
+    return found
+
+
+# -- RUN002 ---------------------------------------------------------------------------------
+def accelerator_oom(record: RunRecord) -> list[Finding]:
+    lines = [e.text for e in record.log_lines]
+    line = _logtext.first_match(_logtext.ACCELERATOR_OOM, lines)
+    if line is None:
+        return []
+    tb = _logtext.parse_traceback(lines)
+    evidence: dict[str, object] = {"log_line": line.strip()}
+    if tb is not None:
+        evidence.update(exception=tb.exc_type, user_frame=str(tb.user_frame) if tb.user_frame else None)
+    return [
+        ACCELERATOR_OOM.finding(f"The accelerator ran out of memory: {line.strip()[:200]}", evidence=evidence)
+    ]
+
+
+# -- RUN003 ---------------------------------------------------------------------------------
+def eval_memory_spike(record: RunRecord) -> list[Finding]:
+    by_phase = record.memory_by_phase()
+    train = by_phase.get("train", [])
+    spikes = {p: max(by_phase[p]) for p in ("eval", "epoch_end") if by_phase.get(p)}
+    if len(train) < MIN_TRAIN_SAMPLES or not spikes:
+        return []
+    steady = median(train)
+    phase, peak = max(spikes.items(), key=lambda kv: kv[1])
+    ratio = peak / steady if steady else 0.0
+    if ratio < SPIKE_RATIO:
+        return []
+    label = "evaluation" if phase == "eval" else "epoch end"
+    return [
+        EVAL_MEMORY_SPIKE.finding(
+            f"Memory at {label} peaked at {human_bytes(peak)}, {ratio:.1f}x the training steady state "
+            f"of {human_bytes(steady)}",
+            evidence={
+                "phase": phase,
+                "train_median_bytes": int(steady),
+                "peak_bytes": peak,
+                "ratio": round(ratio, 2),
+                "train_samples": len(train),
+                "spike_samples": len(by_phase[phase]),
+            },
+        )
+    ]
+
+
+# -- RUN004 ---------------------------------------------------------------------------------
+def silent_early_exit(record: RunRecord) -> list[Finding]:
+    views = attempts(record)
+    if not views or views[-1].end.exit_code != 0 or views[-1].stops:
+        return []
+    lines = [e.text for e in record.log_lines]
+    from_log = _logtext.epoch_progress(lines)
+    requested = record.epochs_requested or (from_log[1] if from_log else None)
+    completed = record.epochs_completed or (from_log[0] if from_log else 0)
+    source = "epoch events" if record.epochs_completed else "log lines ('Epoch k/N')"
+    if requested is None or completed >= requested:
+        return []
+    if any(p.early_stopping for p in record.plans) or _logtext.first_match(_logtext.EARLY_STOPPING, lines):
+        return []
+    return [
+        SILENT_EARLY_EXIT.finding(
+            f"Exited with status 0 after {completed} of {requested} requested epochs",
+            evidence={
+                "epochs_requested": requested,
+                "epochs_completed": completed,
+                "completed_from": source,
+                "expect_epochs_option": record.start.expect_epochs if record.start else None,
+                "last_log_lines": lines[-LAST_LINES:],
+            },
+            epoch=completed,
+        )
+    ]
+
+
+# -- RUN005 ---------------------------------------------------------------------------------
+def input_exhausted(record: RunRecord) -> list[Finding]:
+    lines = [e.text for e in record.log_lines]
+    line = _logtext.first_match(_logtext.INPUT_EXHAUSTED, lines)
+    planned = next((p.steps_per_epoch for p in reversed(record.plans) if p.steps_per_epoch), None)
+    from trainmedic.events import Epoch
+
+    short = [
+        (e.epoch, e.steps)
+        for e in record.of_type(Epoch)
+        if planned is not None and e.steps is not None and e.steps < planned
+    ]
+    if line is None and not short:
+        return []
+    evidence: dict[str, object] = {"log_line": line.strip() if line else None, "steps_per_epoch": planned}
+    if short:
+        evidence["short_epochs"] = [{"epoch": ep, "steps": st} for ep, st in short]
+        message = (
+            f"The input ran out of data: {len(short)} epoch(s) ran fewer than the {planned} planned "
+            f"steps (epoch {short[0][0]}: {short[0][1]} steps)"
+        )
+    else:
+        assert line is not None
+        message = f"The input ran out of data: {line.strip()[:160]}"
+    return [INPUT_EXHAUSTED.finding(message, evidence=evidence, epoch=short[0][0] if short else None)]
+
+
+# -- RUN006 ---------------------------------------------------------------------------------
+_LAUNCHER_NAMES = {
+    "bash": "shell wrapper",
+    "sh": "shell wrapper",
+    "dash": "shell wrapper",
+    "zsh": "shell wrapper",
+    "uv": "uv run",
+    "poetry": "poetry run",
+    "conda": "conda run",
+    "mamba": "mamba run",
+    "pixi": "pixi run",
+    "torchrun": "torchrun agent",
+    "accelerate": "accelerate launch",
+    "deepspeed": "deepspeed launcher",
+    "srun": "srun",
+    "mpirun": "mpirun",
+}
+
+
+def launcher_kind(cmdline: Sequence[str]) -> str:
+    """A human name for a launcher process from its command line."""
+    for arg in cmdline[:3]:
+        base = PurePath(arg).name.lower().removesuffix(".exe")
+        if base in _LAUNCHER_NAMES:
+            return _LAUNCHER_NAMES[base]
+    if "torch.distributed.run" in cmdline:
+        return "torchrun agent"
+    if cmdline and PurePath(cmdline[0]).name.lower().startswith("python"):
+        return "python launcher stub (a wrapper script or venv redirector)"
+    return "launcher"
+
+
+def launcher_stub(record: RunRecord) -> list[Finding]:
+    latest: dict[int, ProcessSpawn] = {}
+    first_pid: int | None = None
+    for spawn in record.processes:
+        if spawn.source != "supervisor":
+            continue
+        first_pid = spawn.pid if first_pid is None else first_pid
+        latest[spawn.pid] = spawn
+    launchers = [p for p in latest.values() if p.role == "launcher"]
+    trainers = [p for p in latest.values() if p.role == "trainer"]
+    if not launchers or not trainers:
+        return []
+    root = latest.get(first_pid) if first_pid is not None else None
+    launcher = root if root is not None and root.role == "launcher" else launchers[0]
+    kind = launcher_kind(launcher.cmdline)
+    pids = ", ".join(str(p.pid) for p in trainers)
+    return [
+        LAUNCHER_STUB.finding(
+            f"PID {launcher.pid} is a launcher ({kind}); the real trainer is PID {pids}",
+            evidence={
+                "launcher_pid": launcher.pid,
+                "launcher": kind,
+                "launcher_cmdline": launcher.cmdline,
+                "launchers": [p.pid for p in launchers],
+                "trainer_pids": [p.pid for p in trainers],
+                "trainer_cmdlines": [p.cmdline for p in trainers],
+            },
+            pid=trainers[0].pid,
+        )
+    ]
+
+
+# -- RUN007 ---------------------------------------------------------------------------------
+_SPY_THREAD = re.compile(r'^Thread (?P<tid>\S+) \((?P<state>[^)]*)\): "(?P<name>[^"]*)"')
+_SPY_FRAME = re.compile(r"^\s+(?P<func>\S.*?) \((?P<where>[^()]+:\d+)\)\s*$")
+
+
+def innermost_frames(stack_text: str) -> list[str]:
+    """'thread: function (file:line)' of the top frame of each thread in a py-spy dump."""
+    tops: list[str] = []
+    thread: str | None = None
+    for line in stack_text.splitlines():
+        head = _SPY_THREAD.match(line)
+        if head:
+            thread = head["name"]
+            continue
+        frame = _SPY_FRAME.match(line)
+        if frame and thread is not None:
+            tops.append(f"{thread}: {frame['func']} ({frame['where']})")
+            thread = None
+    return tops
+
+
+def hang(record: RunRecord) -> list[Finding]:
+    found = []
+    for event in record.of_type(HangDetected):
+        tops = {pid: innermost_frames(text) for pid, text in event.stacks.items()}
+        waiting = "; ".join(f"pid {pid}: " + ", ".join(t) for pid, t in tops.items() if t)
+        found.append(
+            HANG.finding(
+                f"No progress and {event.cpu_percent:.1f} % CPU for {event.idle_s:.0f} s"
+                + (f"; threads wait in {waiting}" if waiting else ""),
+                evidence={
+                    "idle_s": event.idle_s,
+                    "cpu_percent": event.cpu_percent,
+                    "action": event.action,
+                    "waiting_in": tops,
+                    "stacks": event.stacks,
+                },
+            )
+        )
+    return found[:1] + [f for f in found[1:] if f.message != found[0].message]
+
+
+# -- RUN008 ---------------------------------------------------------------------------------
+def killed_by_signal(record: RunRecord) -> list[Finding]:
+    found = []
+    for view in attempts(record):
+        sig = view.signal
+        stops = [s for s in view.stops if s.reason and "forwarded" not in s.reason]
+        if sig is None and not stops:
+            continue
+        if sig == _signal.SIGKILL and view.oom_kills and not stops:
+            continue  # RUN001
+        evidence: dict[str, object] = {
+            "exit_code": view.end.exit_code,
+            "signal": signal_name(sig) if sig else None,
+            "last_log_lines": view.lines[-LAST_LINES:],
+        }
+        if stops:
+            evidence["stop_requests"] = [
+                {"signal": signal_name(s.signal), "reason": s.reason, "pids": s.targets} for s in stops
+            ]
+            how = f"by signal {signal_name(sig)}" if sig else f"with status {view.end.exit_code}"
+            message = f"Stopped on request ({stops[0].reason}): the trainer ended {how}{_where(view)}"
+            severity = Severity.WARNING
+            fix = (
+                "If the stop was planned (preemption, time limit), make the trainer save on SIGTERM "
+                "and resume from TRAINMEDIC_RESUME_FROM with --restarts; if it was a hang stop, read "
+                "the hang finding's stacks."
+            )
+        else:
+            message = f"Killed by {signal_name(sig or 0)} from outside the run{_where(view)}"
+            severity = None
+            fix = None
+            if sig == _signal.SIGKILL:
+                message += " (not the OOM killer: the OOM-kill counters did not rise)"
+        native = _logtext.native_crash(view.lines)
+        if native is not None:
+            evidence.update(native_error=native[0], python_stack=native[1])
+            message = f"Native crash ({native[0]}){_where(view)}" + (
+                f" in {native[1][0]}" if native[1] else ""
+            )
+            severity = None
+        found.append(KILLED_BY_SIGNAL.finding(message, evidence=evidence, severity=severity, fix=fix))
+    return found
+
+
+# -- RUN009 ---------------------------------------------------------------------------------
+def crashed(record: RunRecord) -> list[Finding]:
+    found = []
+    for view in attempts(record):
+        code = view.end.exit_code
+        if code == 0 or view.signal is not None or view.stops or _oom_explains(view):
+            continue
+        tb = _logtext.parse_traceback(view.lines)
+        if tb is not None and _logtext.ACCELERATOR_OOM.search(f"{tb.exc_type}: {tb.message}"):
+            continue  # RUN002
+        evidence: dict[str, object] = {"exit_code": code, "last_log_lines": view.lines[-LAST_LINES:]}
+        fix = None
+        if tb is None:
+            message = f"Exited with status {code} without a Python traceback{_where(view)}"
+            fix = (
+                "Read the last log lines: the program chose this status (sys.exit, os._exit) or a "
+                "native part failed; run it once without the launcher to see its own error."
+            )
+        else:
+            frame = tb.user_frame
+            evidence.update(
+                exception=tb.exc_type,
+                exception_message=tb.message,
+                user_frame=str(frame) if frame else None,
+                frames=[str(f) for f in tb.frames[-6:]],
+            )
+            at = f" at {PurePath(frame.file).name}:{frame.line} in {frame.function}" if frame else ""
+            message = f"Crashed with {tb.exc_type}: {tb.message[:160]}{at}{_where(view)}"
+        file = tb.user_frame.file if tb and tb.user_frame else None
+        found.append(CRASHED.finding(message, evidence=evidence, fix=fix, file=file))
+    return found
+
+
+# -- RUN010 ---------------------------------------------------------------------------------
+def orphan_processes(record: RunRecord) -> list[Finding]:
+    orphans = record.of_type(OrphanEnded)
+    if not orphans:
+        return []
+    total = sum(o.rss_bytes or 0 for o in orphans)
+    return [
+        ORPHAN_PROCESSES.finding(
+            f"{len(orphans)} process(es) of the trainer tree outlived the trainer "
+            f"({human_bytes(total)} RSS); trainmedic ended them",
+            evidence={
+                "processes": [
+                    {
+                        "pid": o.pid,
+                        "ppid": o.ppid,
+                        "cmdline": o.cmdline,
+                        "rss_bytes": o.rss_bytes,
+                        "signal": signal_name(o.signal) if o.signal else None,
+                    }
+                    for o in orphans
+                ]
+            },
+        )
+    ]
+
+
+RULES: tuple[Rule, ...] = (
+    oom_killed,
+    accelerator_oom,
+    eval_memory_spike,
+    silent_early_exit,
+    input_exhausted,
+    launcher_stub,
+    hang,
+    killed_by_signal,
+    crashed,
+    orphan_processes,
+)

@@ -1,0 +1,512 @@
+"""Checkpoints that survive a kill at any instant, and say when they are damaged.
+
+nanoGPT's `torch.save(checkpoint, "ckpt.pt")` is the counter-example: a kill during
+the write leaves a truncated file in place of the only good one. Here a checkpoint
+only counts once it is complete (torchtitan's rule): the payload is written to a
+temporary file, fsynced, renamed over its final name, and the directory fsynced;
+then a small JSON manifest with the payload's SHA-256 and size is written the same
+way. A checkpoint without a manifest never existed. Loading re-hashes the payload,
+and `load_latest` falls back to the newest intact checkpoint, naming the damaged
+ones it skipped.
+
+Payloads are loaded with `torch.load(weights_only=True)`: a checkpoint file from
+elsewhere cannot run code on load. So everything saved here is tensors, numbers,
+strings, lists and dicts (RNG states included, see `rng_state`).
+
+    manager = CheckpointManager("ckpt", keep_last=3, best_metric="val_loss")
+    manager.save(state, step=120, epoch=2, metrics={"val_loss": 0.31})
+    loaded = load_latest("ckpt")           # newest intact, or None
+    state = loaded.state if loaded else None
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import torch
+
+from trainmedic.events import GuardObservation, PhaseEnd, PhaseStart
+from trainmedic.instrument.channel import emit
+
+__all__ = [
+    "CheckpointError",
+    "CheckpointInfo",
+    "CheckpointManager",
+    "CorruptCheckpointError",
+    "Loaded",
+    "code_commit",
+    "list_checkpoints",
+    "load",
+    "load_latest",
+    "restore_rng_state",
+    "rng_state",
+    "save",
+    "verify",
+]
+
+FORMAT = 1
+TMP_SUFFIX = ".tmp"
+_STEP_NAME = re.compile(r"^step-(\d+)$")
+_CHUNK = 1 << 22
+log = logging.getLogger("trainmedic.checkpoint")
+
+
+class CheckpointError(Exception):
+    """A checkpoint could not be written or read."""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """A checkpoint's files do not match its manifest (truncated, bit-flipped, missing)."""
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """What the manifest of one checkpoint says."""
+
+    name: str  # "step-00000120" or "best"
+    directory: Path
+    step: int
+    epoch: int
+    files: Mapping[str, Mapping[str, Any]]  # relative path -> {"sha256": ..., "bytes": ...}
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    created: float = 0.0
+
+    @property
+    def manifest(self) -> Path:
+        return self.directory / f"{self.name}.json"
+
+    @property
+    def payload(self) -> Path:
+        return self.directory / f"{self.name}.pt"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The newest intact checkpoint's state, and the damaged ones skipped to get it."""
+
+    state: dict[str, Any]
+    info: CheckpointInfo
+    skipped: tuple[tuple[str, str], ...] = ()
+
+
+# --------------------------------------------------------------------------- atomic writes
+
+
+class _HashingWriter:
+    """A file object for `torch.save` that hashes the bytes as they go to disk (one pass)."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self._file = file
+        self.sha256 = hashlib.sha256()
+        self.bytes = 0
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        self.bytes += len(data)
+        return self._file.write(data)
+
+    def flush(self) -> None:
+        self._file.flush()
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename durable: without it a power loss can forget the new directory entry."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _tmp_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}{TMP_SUFFIX}")
+
+
+def _write_atomic(path: Path, write: Any) -> dict[str, Any]:
+    """Write `path` through a temporary file: a kill or a full disk leaves the old file intact."""
+    tmp = _tmp_path(path)
+    try:
+        with tmp.open("wb") as raw:
+            writer = _HashingWriter(raw)
+            write(writer)
+            raw.flush()
+            os.fsync(raw.fileno())
+        tmp.replace(path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    _fsync_dir(path.parent)
+    return {"sha256": writer.sha256.hexdigest(), "bytes": writer.bytes}
+
+
+def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+    body = json.dumps(data, indent=1, sort_keys=True).encode()
+    _write_atomic(path, lambda f: f.write(body))
+
+
+def _hash_file(path: Path) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    size = 0
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+# --------------------------------------------------------------------------- one checkpoint
+
+
+def save(
+    state: Mapping[str, Any],
+    directory: str | os.PathLike[str],
+    name: str,
+    *,
+    step: int,
+    epoch: int,
+    metrics: Mapping[str, float] | None = None,
+    extra_files: Mapping[str, Mapping[str, Any]] | None = None,
+) -> CheckpointInfo:
+    """Write `<directory>/<name>.pt` and then its manifest `<name>.json`, both atomically.
+
+    `extra_files` lists files already written under `directory` (e.g. the shards of a
+    torch.distributed.checkpoint) that belong to this checkpoint and are verified with it.
+    """
+    folder = Path(directory)
+    payload = folder / f"{name}.pt"
+    try:
+        entry = _write_atomic(payload, lambda f: torch.save(dict(state), f))
+        files = {payload.name: entry, **(extra_files or {})}
+        info = CheckpointInfo(
+            name=name,
+            directory=folder,
+            step=step,
+            epoch=epoch,
+            files=files,
+            metrics=dict(metrics or {}),
+            created=time.time(),
+        )
+        _write_json_atomic(info.manifest, _manifest_dict(info))
+    except (OSError, RuntimeError) as exc:  # torch.save wraps a failed write in a RuntimeError
+        cause = _os_error_in(exc)
+        if cause is None:
+            raise
+        raise CheckpointError(f"could not write checkpoint {payload}: {cause.strerror or cause}") from exc
+    return info
+
+
+def _os_error_in(exc: BaseException | None) -> OSError | None:
+    """The OSError (disk full, file too large, permission) behind an exception, if any."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, OSError):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def _manifest_dict(info: CheckpointInfo) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "name": info.name,
+        "step": info.step,
+        "epoch": info.epoch,
+        "files": {k: dict(v) for k, v in info.files.items()},
+        "metrics": dict(info.metrics),
+        "created": info.created,
+    }
+
+
+def _read_manifest(manifest: Path) -> CheckpointInfo:
+    try:
+        data = json.loads(manifest.read_text())
+        return CheckpointInfo(
+            name=str(data["name"]),
+            directory=manifest.parent,
+            step=int(data["step"]),
+            epoch=int(data["epoch"]),
+            files=dict(data["files"]),
+            metrics=dict(data.get("metrics") or {}),
+            created=float(data.get("created") or 0.0),
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CorruptCheckpointError(f"{manifest}: unreadable manifest ({exc})") from exc
+
+
+def verify(manifest_or_payload: str | os.PathLike[str]) -> CheckpointInfo:
+    """Check every file of a checkpoint against its manifest; raise CorruptCheckpointError if not."""
+    path = Path(manifest_or_payload)
+    manifest = path.with_suffix(".json") if path.suffix == ".pt" else path
+    if not manifest.exists():
+        raise CorruptCheckpointError(f"{manifest}: no manifest (the write never completed)")
+    info = _read_manifest(manifest)
+    for rel, expected in info.files.items():
+        file = info.directory / rel
+        if not file.is_file():
+            raise CorruptCheckpointError(f"{file}: missing")
+        size = file.stat().st_size
+        if size != int(expected["bytes"]):
+            raise CorruptCheckpointError(
+                f"{file}: {size} bytes, manifest says {expected['bytes']} (truncated?)"
+            )
+        digest, _ = _hash_file(file)
+        if digest != expected["sha256"]:
+            raise CorruptCheckpointError(f"{file}: SHA-256 mismatch (the file was altered or damaged)")
+    return info
+
+
+def load(
+    manifest_or_payload: str | os.PathLike[str], *, map_location: Any = "cpu"
+) -> tuple[dict[str, Any], CheckpointInfo]:
+    """Verify, then load with `weights_only=True` (no pickle code runs)."""
+    info = verify(manifest_or_payload)
+    try:
+        state = torch.load(info.payload, map_location=map_location, weights_only=True)
+    except Exception as exc:  # a corrupt zip that still hashes right cannot happen; a foreign file can
+        raise CorruptCheckpointError(f"{info.payload}: cannot be loaded safely ({exc})") from exc
+    if not isinstance(state, dict):
+        raise CorruptCheckpointError(f"{info.payload}: expected a dict, found {type(state).__name__}")
+    return state, info
+
+
+def list_checkpoints(directory: str | os.PathLike[str]) -> list[Path]:
+    """Manifests in `directory`, newest first (by step, then write time; `best` after a tie)."""
+    folder = Path(directory)
+    if not folder.is_dir():
+        return []
+    found: list[tuple[int, float, int, Path]] = []
+    for manifest in folder.glob("*.json"):
+        try:
+            data = json.loads(manifest.read_text())
+            step, created = int(data["step"]), float(data.get("created") or 0.0)
+        except (OSError, ValueError, KeyError, TypeError):
+            step, created = sys.maxsize, 0.0  # may be the newest: tried first, reported as damaged
+        found.append((step, created, 0 if _STEP_NAME.match(manifest.stem) else -1, manifest))
+    found.sort(key=lambda item: item[:3], reverse=True)
+    return [item[3] for item in found]
+
+
+def load_latest(directory: str | os.PathLike[str], *, map_location: Any = "cpu") -> Loaded | None:
+    """The newest intact checkpoint in `directory`; damaged ones are logged, reported, skipped."""
+    skipped: list[tuple[str, str]] = []
+    for manifest in list_checkpoints(directory):
+        try:
+            state, info = load(manifest, map_location=map_location)
+        except CorruptCheckpointError as exc:
+            _report_corrupt(manifest, str(exc))
+            skipped.append((str(manifest), str(exc)))
+            continue
+        return Loaded(state=state, info=info, skipped=tuple(skipped))
+    return None
+
+
+def _report_corrupt(manifest: Path, reason: str) -> None:
+    log.warning("trainmedic: skipping damaged checkpoint %s: %s", manifest.name, reason)
+    emit(GuardObservation(check="checkpoint_corrupt", data={"manifest": str(manifest), "reason": reason}))
+
+
+# --------------------------------------------------------------------------- last / best / keep-N
+
+
+class CheckpointManager:
+    """`step-N` checkpoints with keep-N rotation, plus a separate `best` by one metric.
+
+    Only one process (rank 0) should own a manager. Cleanup never fails a run: a file
+    that cannot be removed is left for the next rotation.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        keep_last: int = 3,
+        best_metric: str | None = None,
+        best_mode: str = "min",
+    ) -> None:
+        if keep_last < 1:
+            raise ValueError(f"keep_last must be at least 1, got {keep_last}")
+        if best_mode not in ("min", "max"):
+            raise ValueError(f"best_mode must be 'min' or 'max', got {best_mode!r}")
+        self.directory = Path(directory)
+        self.keep_last = keep_last
+        self.best_metric = best_metric
+        self.best_mode = best_mode
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if not os.access(self.directory, os.W_OK | os.X_OK):
+            raise PermissionError(f"checkpoint_dir {self.directory} is not writable")
+        self.best_value = self._read_best_value()
+        self._remove_leftovers()
+
+    def save(
+        self,
+        state: Mapping[str, Any],
+        *,
+        step: int,
+        epoch: int,
+        metrics: Mapping[str, float] | None = None,
+        extra_files: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> CheckpointInfo:
+        """Write `step-<step>`; link it as `best` if `best_metric` improved; rotate old ones.
+
+        Sharded checkpoints (`extra_files`) get no `best` link: their shards rotate away.
+        """
+        emit(PhaseStart(phase="checkpoint", epoch=epoch, step=step))
+        try:
+            name = f"step-{step:08d}"
+            info = save(
+                state, self.directory, name, step=step, epoch=epoch, metrics=metrics, extra_files=extra_files
+            )
+            if not extra_files and self._improves(metrics):
+                self._link_best(info)
+            self._rotate()
+        finally:
+            emit(PhaseEnd(phase="checkpoint", epoch=epoch, step=step))
+        return info
+
+    def _improves(self, metrics: Mapping[str, float] | None) -> bool:
+        if self.best_metric is None or not metrics or self.best_metric not in metrics:
+            return False
+        value = float(metrics[self.best_metric])
+        if math.isnan(value):  # NaN never becomes best
+            return False
+        if self.best_value is None:
+            return True
+        return value < self.best_value if self.best_mode == "min" else value > self.best_value
+
+    def _link_best(self, info: CheckpointInfo) -> None:
+        """`best.pt` is a hard link to the step file (no second write), replaced atomically."""
+        best = self.directory / "best.pt"
+        tmp = _tmp_path(best)
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        try:
+            os.link(info.payload, tmp)
+        except OSError:  # a filesystem without hard links
+            _write_atomic(tmp, lambda f: f.write(info.payload.read_bytes()))
+        tmp.replace(best)
+        _fsync_dir(self.directory)
+        files = dict(info.files)
+        files["best.pt"] = files.pop(info.payload.name)
+        best_info = CheckpointInfo(
+            name="best",
+            directory=self.directory,
+            step=info.step,
+            epoch=info.epoch,
+            files=files,
+            metrics=info.metrics,
+            created=info.created,
+        )
+        _write_json_atomic(best_info.manifest, _manifest_dict(best_info))
+        assert self.best_metric is not None
+        self.best_value = float(info.metrics[self.best_metric])
+
+    def _read_best_value(self) -> float | None:
+        manifest = self.directory / "best.json"
+        if self.best_metric is None or not manifest.exists():
+            return None
+        with contextlib.suppress(CorruptCheckpointError, KeyError, ValueError, TypeError):
+            return float(_read_manifest(manifest).metrics[self.best_metric])
+        return None
+
+    def _rotate(self) -> None:
+        steps = [m for m in list_checkpoints(self.directory) if _STEP_NAME.match(m.stem)]
+        for manifest in steps[self.keep_last :]:
+            # manifest first: a half-removed checkpoint must never look complete
+            for path in (manifest, manifest.with_suffix(".pt")):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            shutil.rmtree(manifest.with_suffix(".dcp"), ignore_errors=True)
+
+    def _remove_leftovers(self) -> None:
+        """Temporary files of killed writes, and payloads whose manifest never landed."""
+        for path in self.directory.glob(f".*{TMP_SUFFIX}"):
+            with contextlib.suppress(OSError):
+                path.unlink()
+        for payload in self.directory.glob("step-*.pt"):
+            if not payload.with_suffix(".json").exists():
+                with contextlib.suppress(OSError):
+                    payload.unlink()
+        for shards in self.directory.glob("step-*.dcp"):
+            if not shards.with_suffix(".json").exists():
+                shutil.rmtree(shards, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- RNG and provenance
+
+
+def rng_state() -> dict[str, Any]:
+    """Every global RNG a training step may draw from, in a `weights_only`-loadable form."""
+    import numpy as np
+
+    np_state = np.random.get_state(legacy=False)
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": {
+            "bit_generator": np_state["bit_generator"],
+            "key": torch.from_numpy(np_state["state"]["key"].astype(np.int64)),
+            "pos": int(np_state["state"]["pos"]),
+            "has_gauss": int(np_state["has_gauss"]),
+            "gauss": float(np_state["gauss"]),
+        },
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_state(state: Mapping[str, Any]) -> None:
+    """Inverse of `rng_state` (CUDA states are restored only where CUDA is present)."""
+    import numpy as np
+
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    np_state = state["numpy"]
+    np.random.set_state(
+        {
+            "bit_generator": np_state["bit_generator"],
+            "state": {"key": np_state["key"].numpy().astype(np.uint32), "pos": np_state["pos"]},
+            "has_gauss": np_state["has_gauss"],
+            "gauss": np_state["gauss"],
+        }
+    )
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def code_commit(cwd: str | os.PathLike[str] | None = None) -> str | None:
+    """The git commit of the code being run (with `+dirty` when the worktree has changes)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5, check=False
+        )
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")

@@ -1,0 +1,84 @@
+"""`trainmedic check data TRAIN [--val V] [--test T] [--serving S] --label COL ...`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+
+import click
+
+from trainmedic.cli.options import fail_on_option, findings_exit_code, format_option
+from trainmedic.report.text import make_console, render_text
+
+
+@click.command("data")
+@click.argument("train", type=click.Path(path_type=str))
+@click.option("--val", help="Validation split (file, or folder with --images).")
+@click.option("--test", help="Test split.")
+@click.option("--serving", help="Serving/inference data (schema and drift only; no label needed).")
+@click.option("--label", help="Label column (for --images: the label column of a CSV of paths).")
+@click.option("--group", help="Group column (patient, user, session): must not span splits.")
+@click.option("--time", "time_", metavar="COL", help="Time column: later splits must be later.")
+@click.option(
+    "--id", "id_", metavar="COL", help="Row id column: left out of the features, used to name rows."
+)
+@click.option("--ignore", multiple=True, metavar="COL", help="Column to leave out (repeatable).")
+@click.option("--images", is_flag=True, help="Splits are image folders (class per folder) or CSVs of paths.")
+@click.option(
+    "--path-column", default="path", show_default=True, help="With --images: the CSV column of paths."
+)
+@click.option("--no-label-noise", is_flag=True, help="Skip the label-noise model (the slowest check).")
+@format_option
+@fail_on_option
+def command(  # click passes every parameter by keyword
+    *,
+    train: str,
+    val: str | None,
+    test: str | None,
+    serving: str | None,
+    label: str | None,
+    group: str | None,
+    time_: str | None,
+    id_: str | None,
+    ignore: Sequence[str],
+    images: bool,
+    path_column: str,
+    no_label_noise: bool,
+    fmt: str,
+    fail_on: str,
+) -> int:
+    """Leakage, duplicates, labels, imbalance, missing values, schema and drift of a dataset."""
+    if images:
+        if serving is not None or group or time_ or id_ or ignore:
+            raise click.UsageError("--images takes TRAIN, --val, --test, --label and --path-column only")
+        from trainmedic.data.image_checks import check_images_report
+
+        report = check_images_report(train, val, test, label=label, path_column=path_column)
+    else:
+        from trainmedic.data.runner import check_report
+
+        report = check_report(
+            train,
+            val,
+            test,
+            serving,
+            label=label,
+            group=group,
+            time=time_,
+            id=id_,
+            ignore=ignore,
+            label_noise=not no_label_noise,
+        )
+    out = sys.stdout
+    if fmt == "json":
+        document = {"summary": report.summary.to_dict(), "findings": [f.to_dict() for f in report.findings]}
+        out.write(json.dumps(document, indent=2, allow_nan=False, default=str) + "\n")
+    else:
+        console = make_console(out)
+        console.print(f"trainmedic check data: {train}", style="bold", markup=False)
+        for line in report.summary.lines():
+            console.print(f"  {line}", markup=False)
+        console.print()
+        render_text(report.findings, out)
+    return findings_exit_code(report.findings, fail_on)

@@ -1,0 +1,120 @@
+"""The checks that apply to image datasets: exact and perceptual overlap, duplicates,
+conflicting labels, imbalance, and colour modes that differ between splits."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import TypeAlias
+
+import numpy as np
+import pandas as pd
+
+from trainmedic.data import leakage, quality
+from trainmedic.data.columns import Roles
+from trainmedic.data.context import Dataset, Split
+from trainmedic.data.images import LABEL_COLUMN, PATH_COLUMN, hamming_matches, read_images
+from trainmedic.data.runner import DataReport
+from trainmedic.data.summary import summarize
+from trainmedic.findings import Finding, sort_findings
+from trainmedic.rules.data import NEAR_DUPLICATE_HAMMING, NEAR_DUPLICATE_OVERLAP, SCHEMA_MISMATCH
+
+ImageSource: TypeAlias = "pd.DataFrame | str | Path"
+
+
+def check_images_report(
+    train: ImageSource,
+    val: ImageSource | None = None,
+    test: ImageSource | None = None,
+    *,
+    label: str | None = None,
+    path_column: str = PATH_COLUMN,
+    max_hamming: int = NEAR_DUPLICATE_HAMMING,
+) -> DataReport:
+    """Folders, CSVs of paths, or frames already made by `read_images`."""
+    frames = [
+        (
+            name,
+            src if isinstance(src, pd.DataFrame) else read_images(src, label=label, path_column=path_column),
+        )
+        for name, src in (("train", train), ("val", val), ("test", test))
+        if src is not None
+    ]
+    labelled = all(f[LABEL_COLUMN].notna().any() for _, f in frames)
+    roles = Roles(label=LABEL_COLUMN if labelled else None, id=PATH_COLUMN)
+    data = Dataset(splits=[Split(name, frame, roles, ["pixels"]) for name, frame in frames], roles=roles)
+    sizes = Counter(zip(data.train.frame["width"], data.train.frame["height"], strict=True))
+    data.notes.append(
+        "train image sizes: "
+        + ", ".join(f"{w}x{h} ({n})" for (w, h), n in sizes.most_common(3))
+        + (f" and {len(sizes) - 3} more" if len(sizes) > 3 else "")
+    )
+    findings: list[Finding] = []
+    findings += leakage.split_overlap(data)
+    findings += perceptual_overlap(data, max_hamming)
+    findings += quality.conflicting_labels(data)
+    findings += quality.duplicate_rows(data)
+    findings += quality.missing_values(data)
+    findings += quality.class_imbalance(data)
+    findings += mode_mismatch(data)
+    summary = replace(summarize(data), columns=1, features=1, dtypes={"image": 1})
+    return DataReport(summary, sort_findings(findings))
+
+
+def perceptual_overlap(data: Dataset, max_hamming: int) -> list[Finding]:
+    """DAT002 for images: dHash within `max_hamming` bits, pixels not identical."""
+    found = []
+    for earlier, later in leakage.split_pairs(data):
+        exact = leakage.in_other(later.feature_hash, earlier.feature_hash)
+        near, nearest = hamming_matches(
+            later.frame["dhash"].to_numpy(dtype=np.uint64),
+            earlier.frame["dhash"].to_numpy(dtype=np.uint64),
+            max_hamming,
+        )
+        near &= ~exact
+        count = int(near.sum())
+        if count == 0:
+            continue
+        positions = np.flatnonzero(near)[:10]
+        pairs = [
+            {
+                later.name: str(later.frame[PATH_COLUMN].iloc[p]),
+                earlier.name: str(earlier.frame[PATH_COLUMN].iloc[nearest[p]]),
+            }
+            for p in positions
+        ]
+        found.append(
+            NEAR_DUPLICATE_OVERLAP.finding(
+                f"{count:,} {later.name} images ({count / len(later):.1%}) are perceptual near-duplicates "
+                f"of {earlier.name} images (dHash within {max_hamming} of 64 bits)",
+                evidence={
+                    "splits": [earlier.name, later.name],
+                    "rows": count,
+                    "fraction": round(count / len(later), 6),
+                    "max_hamming": max_hamming,
+                    "example_pairs": pairs,
+                },
+            )
+        )
+    return found
+
+
+def mode_mismatch(data: Dataset) -> list[Finding]:
+    """DAT010 for images: a split holds colour modes (RGB, L, RGBA...) that train does not."""
+    train_modes = set(data.train.frame["mode"])
+    found = []
+    for other in data.evaluation():
+        counts = other.frame["mode"].value_counts()
+        new = {str(m): int(n) for m, n in counts.items() if m not in train_modes}
+        if new:
+            found.append(
+                SCHEMA_MISMATCH.finding(
+                    f"{other.name} holds images in colour mode(s) {sorted(new)} that train does not "
+                    f"(train: {sorted(train_modes)})",
+                    evidence={"split": other.name, "new_modes": new, "train_modes": sorted(train_modes)},
+                    fix="Convert every image to the training mode (e.g. image.convert('RGB')) in the shared "
+                    "preprocessing.",
+                )
+            )
+    return found

@@ -1,0 +1,265 @@
+"""Parity between training data and every other split: schema (DAT010) and drift (DAT011).
+
+Drift statistics run on at most `DRIFT_MAX_ROWS` rows per split (a seeded
+sample, said in the evidence): KS and PSI are stable long before a million rows,
+and p-values at a million rows flag differences too small to matter — which is
+why a feature is reported only when the shift is both significant and large
+(PSI or the effect size over its threshold).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from trainmedic.data.context import Dataset, Split
+from trainmedic.findings import Finding, Severity
+from trainmedic.rules.data import (
+    DRIFT_EFFECT,
+    DRIFT_P_VALUE,
+    DRIFT_PSI,
+    FEATURE_DRIFT,
+    SCHEMA_MISMATCH,
+    UNSEEN_CATEGORY_FRACTION,
+)
+
+DRIFT_MAX_ROWS = 100_000
+CATEGORY_MAX_LEVELS = 1000
+_PSI_BINS = 10
+_TOP_LEVELS = 50
+_EPS = 1e-4
+_SEED = 0
+
+
+def kind(series: pd.Series) -> str:
+    """The dtype family that matters to a model: int and float are both numbers."""
+    dtype = series.dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        return "bool"
+    if pd.api.types.is_numeric_dtype(dtype):
+        return "number"
+    if pd.api.types.is_datetime64_any_dtype(dtype):
+        return "datetime"
+    if isinstance(dtype, pd.CategoricalDtype):
+        return "category"
+    return "text"
+
+
+def schema_mismatch(data: Dataset) -> list[Finding]:
+    """DAT010: columns missing/extra/reordered, dtype families changed, unseen categories."""
+    train = data.train
+    found = []
+    for other in data.evaluation():
+        expected = list(train.features)
+        present = [str(c) for c in other.frame.columns]
+        special = data.roles.special()
+        missing = [c for c in expected if c not in other.frame.columns]
+        extra = [c for c in present if c not in train.frame.columns and c not in special]
+        common = [c for c in present if c in expected]
+        reordered = common != [c for c in expected if c in common]
+        changed = {
+            c: {"train": kind(train.frame[c]), other.name: kind(other.frame[c])}
+            for c in common
+            if kind(train.frame[c]) != kind(other.frame[c])
+        }
+        if missing or extra or reordered or changed:
+            problems = []
+            if missing:
+                problems.append(f"{len(missing)} missing")
+            if extra:
+                problems.append(f"{len(extra)} extra")
+            if changed:
+                problems.append(f"{len(changed)} with another dtype")
+            if reordered:
+                problems.append("columns in another order")
+            found.append(
+                SCHEMA_MISMATCH.finding(
+                    f"{other.name} columns differ from train: {', '.join(problems)}",
+                    evidence={
+                        "split": other.name,
+                        "missing_columns": missing,
+                        "extra_columns": extra,
+                        "dtype_changes": changed,
+                        "order_differs": reordered,
+                        "train_order": expected[:50],
+                    },
+                )
+            )
+        found.extend(_unseen_categories(train, other, common))
+    return found
+
+
+def _unseen_categories(train: Split, other: Split, common: list[str]) -> list[Finding]:
+    unseen = {}
+    for column in common:
+        if kind(train.frame[column]) not in ("text", "category"):
+            continue
+        known = train.frame[column].dropna()
+        if known.nunique() > CATEGORY_MAX_LEVELS:
+            continue  # free text or an identifier: unseen values are expected
+        values = other.frame[column]
+        mask = values.notna() & ~values.isin(known.unique())
+        fraction = float(mask.mean())
+        if fraction > UNSEEN_CATEGORY_FRACTION:
+            unseen[column] = {
+                "rows": int(mask.sum()),
+                "fraction": round(fraction, 6),
+                "examples": [str(v) for v in pd.unique(values[mask])[:5]],
+            }
+    if not unseen:
+        return []
+    worst = max(unseen, key=lambda c: unseen[c]["fraction"])  # type: ignore[arg-type,return-value]
+    return [
+        SCHEMA_MISMATCH.finding(
+            f"{len(unseen)} column(s) of {other.name} hold categories never seen in train "
+            f"(worst: {worst!r}, {unseen[worst]['fraction']:.1%} of rows)",
+            severity=Severity.WARNING,
+            evidence={
+                "split": other.name,
+                "unseen_categories": unseen,
+                "threshold": UNSEEN_CATEGORY_FRACTION,
+            },
+            fix="Map unseen categories to an explicit 'other' level in the training pipeline, or retrain "
+            "on data that holds them.",
+        )
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Drift:
+    feature: str
+    test: str
+    statistic: float
+    p_value: float
+    psi: float
+    effect: float
+    effect_name: str
+
+    @property
+    def drifted(self) -> bool:
+        return self.p_value < DRIFT_P_VALUE and (self.psi >= DRIFT_PSI or self.effect >= DRIFT_EFFECT)
+
+    def as_evidence(self) -> dict[str, object]:
+        return {
+            "feature": self.feature,
+            "test": self.test,
+            "statistic": round(self.statistic, 6),
+            "p_value": float(f"{self.p_value:.3g}"),
+            "psi": round(self.psi, 4),
+            self.effect_name: round(self.effect, 4),
+        }
+
+
+def feature_drift(data: Dataset) -> list[Finding]:
+    """DAT011: per feature, KS (numbers) or chi-square (categories) plus PSI, train vs each split."""
+    train = data.train
+    found = []
+    for other in data.evaluation():
+        common = [
+            c
+            for c in train.features
+            if c in other.frame.columns and kind(other.frame[c]) == kind(train.frame[c])
+        ]
+        base, sampled_base = _sample(train.frame, common)
+        comp, sampled_comp = _sample(other.frame, common)
+        drifts = [d for c in common if (d := measure(base[c], comp[c])) is not None]
+        drifted = sorted((d for d in drifts if d.drifted), key=lambda d: -d.psi)
+        if not drifted:
+            continue
+        worst = drifted[0]
+        evidence: dict[str, object] = {
+            "splits": ["train", other.name],
+            "features": [d.as_evidence() for d in drifted[:20]],
+            "drifted": len(drifted),
+            "compared": len(drifts),
+            "thresholds": {"p_value": DRIFT_P_VALUE, "psi": DRIFT_PSI, "effect": DRIFT_EFFECT},
+        }
+        if sampled_base or sampled_comp:
+            evidence["sampled_rows"] = DRIFT_MAX_ROWS
+        found.append(
+            FEATURE_DRIFT.finding(
+                f"{len(drifted)} of {len(drifts)} features drifted between train and {other.name} "
+                f"(worst: {worst.feature!r} PSI {worst.psi:.2f}, {worst.effect_name} {worst.effect:.2f})",
+                evidence=evidence,
+            )
+        )
+    return found
+
+
+def _sample(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, bool]:
+    """At most DRIFT_MAX_ROWS rows of `columns`; rows are chosen first, so only they are copied."""
+    if len(frame) <= DRIFT_MAX_ROWS:
+        return frame, False
+    rows = np.sort(np.random.default_rng(_SEED).choice(len(frame), DRIFT_MAX_ROWS, replace=False))
+    return frame.iloc[rows][columns], True
+
+
+def measure(base: pd.Series, comp: pd.Series) -> Drift | None:
+    """The drift of one feature, or None when either side has no values."""
+    from scipy import stats
+
+    name = str(base.name)
+    numeric = kind(base) == "number" and base.nunique() > _TOP_LEVELS
+    if numeric:
+        a = base.to_numpy(dtype=np.float64, na_value=np.nan)
+        b = comp.to_numpy(dtype=np.float64, na_value=np.nan)
+        a_finite, b_finite = a[np.isfinite(a)], b[np.isfinite(b)]
+        if a_finite.size == 0 or b_finite.size == 0:
+            return None
+        result = stats.ks_2samp(a_finite, b_finite, method="asymp")
+        edges = np.unique(np.quantile(a_finite, np.linspace(0, 1, _PSI_BINS + 1)[1:-1]))
+        p = _histogram(a, edges)
+        q = _histogram(b, edges)
+        ks = float(result.statistic)
+        return Drift(name, "ks", ks, float(result.pvalue), psi(p, q), ks, "ks_statistic")
+    base_codes, comp_codes, levels = _levels(base, comp)
+    p_counts = np.bincount(base_codes, minlength=levels)
+    q_counts = np.bincount(comp_codes, minlength=levels)
+    keep = (p_counts + q_counts) > 0
+    table = np.vstack([p_counts[keep], q_counts[keep]])
+    if table.shape[1] < 2:
+        return None
+    chi2, p_value, _, _ = stats.chi2_contingency(table, correction=False)
+    n = table.sum()
+    cramers_v = float(np.sqrt(chi2 / n)) if n else 0.0
+    return Drift(
+        name,
+        "chi2",
+        float(chi2),
+        float(p_value),
+        psi(p_counts / p_counts.sum(), q_counts / q_counts.sum()),
+        cramers_v,
+        "cramers_v",
+    )
+
+
+def _histogram(values: npt.NDArray[np.float64], edges: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Fractions per quantile bin of train, with one more bin for missing values."""
+    codes = np.searchsorted(edges, values, side="right")
+    codes[~np.isfinite(values)] = len(edges) + 1
+    counts = np.bincount(codes, minlength=len(edges) + 2).astype(np.float64)
+    return np.asarray(counts / counts.sum(), dtype=np.float64)
+
+
+def _levels(base: pd.Series, comp: pd.Series) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], int]:
+    """The top levels of train, 'other' and 'missing' as codes for both sides."""
+    top = base.value_counts(dropna=True).index[:_TOP_LEVELS]
+    index = pd.Index(top)
+    other, missing = len(top), len(top) + 1
+
+    def codes(series: pd.Series) -> npt.NDArray[np.intp]:
+        found = index.get_indexer(series)
+        found = np.where(found >= 0, found, other)
+        return np.where(series.isna().to_numpy(), missing, found).astype(np.intp)
+
+    return codes(base), codes(comp), len(top) + 2
+
+
+def psi(p: npt.NDArray[np.float64], q: npt.NDArray[np.float64]) -> float:
+    """Population stability index; bins empty on one side count as `_EPS`."""
+    p = np.clip(p, _EPS, None)
+    q = np.clip(q, _EPS, None)
+    return float(np.sum((q - p) * np.log(q / p)))

@@ -1,0 +1,151 @@
+"""`trainmedic.data.check`: validate the inputs, build the shared hashes once, run every check.
+
+The checks are independent functions `check(Dataset) -> list[Finding]`; the order
+below is the catalogue order. Nothing is written anywhere: the caller renders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeAlias
+
+import pandas as pd
+
+from trainmedic.data import leakage, noise, parity, preprocessing, quality
+from trainmedic.data.columns import Roles, validate_roles
+from trainmedic.data.context import Dataset, Split
+from trainmedic.data.readers import read_table
+from trainmedic.data.summary import DataSummary, summarize
+from trainmedic.errors import UsageError
+from trainmedic.findings import Finding, sort_findings
+
+Check = Callable[[Dataset], list[Finding]]
+TableLike: TypeAlias = "pd.DataFrame | str | Path"
+
+CHECKS: Mapping[str, Check] = {
+    "split-overlap": leakage.split_overlap,
+    "near-duplicate-overlap": leakage.near_duplicate_overlap,
+    "group-overlap": leakage.group_overlap,
+    "temporal-overlap": leakage.temporal_overlap,
+    "target-leakage": leakage.target_leakage,
+    "conflicting-labels": quality.conflicting_labels,
+    "duplicate-rows": quality.duplicate_rows,
+    "missing-values": quality.missing_values,
+    "class-imbalance": quality.class_imbalance,
+    "schema-mismatch": parity.schema_mismatch,
+    "feature-drift": parity.feature_drift,
+    "label-noise": noise.label_noise,
+    "preprocessing-before-split": preprocessing.preprocessing_before_split,
+}
+
+
+@dataclass(frozen=True)
+class DataReport:
+    summary: DataSummary
+    findings: list[Finding]
+
+
+def check(
+    train: TableLike,
+    val: TableLike | None = None,
+    test: TableLike | None = None,
+    serving: TableLike | None = None,
+    *,
+    label: str | None,
+    group: str | None = None,
+    time: str | None = None,
+    id: str | None = None,
+    ignore: Iterable[str] = (),
+    label_noise: bool = True,
+    skip: Iterable[str] = (),
+) -> list[Finding]:
+    """Every DAT finding for these splits, worst first. See `check_report` for the summary too."""
+    return check_report(
+        train,
+        val,
+        test,
+        serving,
+        label=label,
+        group=group,
+        time=time,
+        id=id,
+        ignore=ignore,
+        label_noise=label_noise,
+        skip=skip,
+    ).findings
+
+
+def check_report(
+    train: TableLike,
+    val: TableLike | None = None,
+    test: TableLike | None = None,
+    serving: TableLike | None = None,
+    *,
+    label: str | None,
+    group: str | None = None,
+    time: str | None = None,
+    id: str | None = None,
+    ignore: Iterable[str] = (),
+    label_noise: bool = True,
+    skip: Iterable[str] = (),
+) -> DataReport:
+    """The summary and the findings; raises `UsageError` for bad input before any check runs."""
+    roles = Roles(label=label, group=group, time=time, id=id, ignore=tuple(ignore))
+    frames = [
+        (name, _as_frame(value, name))
+        for name, value in (("train", train), ("val", val), ("test", test), ("serving", serving))
+        if value is not None
+    ]
+    validate_roles(roles, frames)
+    require_data_extra()
+    skipped = set(skip)
+    unknown = skipped - set(CHECKS)
+    if unknown:
+        raise UsageError(f"--skip {sorted(unknown)[0]!r} is not a check; expected one of {sorted(CHECKS)}")
+    if not label_noise:
+        skipped.add("label-noise")
+    data = Dataset(
+        splits=[Split(name, frame, roles, roles.features(frames[0][1])) for name, frame in frames],
+        roles=roles,
+    )
+    for split in data.splits[1:]:
+        split.features = [c for c in data.train.features if c in split.frame.columns]
+    if "label-noise" in skipped:
+        data.notes.append("label-noise skipped")
+    elif len(data.train) > noise.NOISE_MAX_ROWS and label is not None:
+        data.notes.append(f"label noise scored on a seeded sample of {noise.NOISE_MAX_ROWS:,} training rows")
+    if any(len(s) > parity.DRIFT_MAX_ROWS for s in data.splits):
+        data.notes.append(f"drift measured on seeded samples of {parity.DRIFT_MAX_ROWS:,} rows per split")
+    findings: list[Finding] = []
+    for name, run in CHECKS.items():
+        if name not in skipped:
+            findings.extend(run(data))
+    return DataReport(summarize(data), sort_findings(findings))
+
+
+def require_data_extra() -> None:
+    """scipy and scikit-learn come with the `data` extra: say how to get them, not a traceback."""
+    import importlib.util
+
+    missing = [m for m in ("scipy", "sklearn") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise UsageError(
+            f"trainmedic check data needs {' and '.join(missing)}: pip install 'trainmedic[data]'"
+        )
+
+
+def _as_frame(value: TableLike, name: str) -> pd.DataFrame:
+    if isinstance(value, (str, Path)):
+        return read_table(value)
+    if not isinstance(value, pd.DataFrame):
+        raise UsageError(f"{name}: expected a pandas DataFrame or a file path, got {type(value).__name__}")
+    if len(value) == 0 or len(value.columns) == 0:
+        raise UsageError(f"{name}: the split is empty; expected at least one row")
+    if not value.columns.is_unique:
+        duplicated = value.columns[value.columns.duplicated()].tolist()
+        raise UsageError(f"{name}: duplicate column names {duplicated}; expected unique names")
+    if not all(isinstance(c, str) for c in value.columns):
+        value = value.rename(columns=str)  # findings name columns as text
+    return value

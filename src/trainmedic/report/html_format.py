@@ -1,0 +1,69 @@
+"""Small formatters shared by the report sections: bytes, durations, values, signals."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+from collections.abc import Mapping
+from typing import Any
+
+_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "-"
+    for unit, size in _UNITS:
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def byte_unit(peak: float) -> tuple[str, int]:
+    """The unit a memory axis reads best in: GiB from 1 GiB up, else MiB."""
+    return ("GiB", 2**30) if peak >= 2**30 else ("MiB", 2**20)
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    total = round(seconds)
+    h, rem = divmod(total, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h} h {m:02d} min" if h else f"{m} min {s:02d} s"
+
+
+def fmt_value(value: Any, limit: int = 300) -> str:
+    """An evidence value as short text: numbers compact, containers as JSON."""
+    if isinstance(value, bool) or value is None:
+        shown = json.dumps(value)
+    elif isinstance(value, float):
+        shown = f"{value:.6g}"
+    elif isinstance(value, (int, str)):
+        shown = str(value)
+    elif isinstance(value, (Mapping, list, tuple)):
+        shown = json.dumps(value, default=str)
+    else:
+        shown = str(value)
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def fmt_number(value: float) -> str:
+    """A metric value for an axis or a label: short and exact enough."""
+    if not math.isfinite(value):
+        return str(value)
+    if value == 0:
+        return "0"
+    if abs(value) >= 1e5 or abs(value) < 1e-3:
+        return f"{value:.2g}"
+    return f"{value:.4g}"

@@ -1,0 +1,148 @@
+"""What training logs say, as pure functions over lines of text.
+
+Shared by the RUN rules (which read `LogLine` events) and the supervisor's log
+stream (which turns progress lines into phases while the run is going). No I/O:
+lines in, facts out. Patterns cover Keras (both lines), Lightning, Hugging Face,
+tqdm and plain `print` progress, and the error texts of PyTorch and TensorFlow.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+# "Epoch 3/12" (Keras, plain prints). Lightning's "Epoch 3:" bars are 0-based and carry no total.
+EPOCH_OF = re.compile(r"^\s*epoch\s+(\d+)\s*/\s*(\d+)\b", re.IGNORECASE)
+LIGHTNING_EPOCH = re.compile(r"^Epoch (\d+):\s")  # "Epoch 3: 100%|...", 0-based
+EVAL_START = re.compile(r"^\s*(?:\*+\s*)?(?:running\s+)?(?:evaluat|validat)(?:ing|ion|e)\b", re.IGNORECASE)
+CHECKPOINT = re.compile(
+    r"(?:sav(?:ing|ed)\s+(?:model\s+)?checkpoint(?:\s+to)?|saving\s+model\s+to)\s*:?\s+(\S+)",
+    re.IGNORECASE,
+)
+EARLY_STOPPING = re.compile(r"early stopping|EarlyStopping", re.IGNORECASE)
+INPUT_EXHAUSTED = re.compile(
+    r"Your input ran out of data|OutOfRangeError|OUT_OF_RANGE: End of sequence|\bStopIteration\b"
+)
+ACCELERATOR_OOM = re.compile(
+    r"CUDA out of memory|OutOfMemoryError|HIP out of memory|MPS backend out of memory|"
+    r"ResourceExhaustedError|RESOURCE_EXHAUSTED|OOM when allocating tensor|CUBLAS_STATUS_ALLOC_FAILED|"
+    r"CUDA error: out of memory"
+)
+FATAL_NATIVE = re.compile(r"^Fatal Python error: (.+)$")
+TRACEBACK_START = "Traceback (most recent call last):"
+_FRAME = re.compile(r'^\s*File "(?P<file>.+?)", line (?P<line>\d+),? in (?P<func>.+?)\s*$')
+_EXCEPTION = re.compile(
+    r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Iteration|Warning)?)(?::\s?(?P<msg>.*))?$"
+)
+_LIBRARY_PARTS = ("site-packages", "dist-packages", "/lib/python3", "\\lib\\python3", "<frozen")
+
+
+@dataclass(frozen=True)
+class Frame:
+    file: str
+    line: int
+    function: str
+
+    @property
+    def is_user_code(self) -> bool:
+        return not any(part in self.file for part in _LIBRARY_PARTS)
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line} in {self.function}"
+
+
+@dataclass(frozen=True)
+class ParsedTraceback:
+    """The last traceback of a log: exception type and message, frames innermost last."""
+
+    exc_type: str
+    message: str
+    frames: tuple[Frame, ...] = field(default_factory=tuple)
+
+    @property
+    def user_frame(self) -> Frame | None:
+        """The innermost frame in the user's code (not a library), where to look first."""
+        for frame in reversed(self.frames):
+            if frame.is_user_code:
+                return frame
+        return self.frames[-1] if self.frames else None
+
+
+def parse_traceback(lines: Sequence[str]) -> ParsedTraceback | None:
+    """Parse the last Python traceback in `lines` (chained tracebacks: the final one)."""
+    starts = [i for i, line in enumerate(lines) if line.strip() == TRACEBACK_START]
+    if not starts:
+        return None
+    frames: list[Frame] = []
+    for line in lines[starts[-1] + 1 :]:
+        frame = _FRAME.match(line)
+        if frame:
+            frames.append(Frame(frame["file"], int(frame["line"]), frame["func"]))
+            continue
+        if not line.strip() or line[:1].isspace():
+            continue  # source lines, ^^^^ markers
+        exc = _EXCEPTION.match(line.strip())
+        if exc:
+            return ParsedTraceback(exc["type"], (exc["msg"] or "").strip(), tuple(frames))
+        return ParsedTraceback(line.strip(), "", tuple(frames))
+    return None
+
+
+def native_crash(lines: Sequence[str]) -> tuple[str, list[str]] | None:
+    """A faulthandler report ("Fatal Python error: Segmentation fault" + the Python stack)."""
+    for i in range(len(lines) - 1, -1, -1):
+        match = FATAL_NATIVE.match(lines[i].strip())
+        if match:
+            stack = [ln.strip() for ln in lines[i + 1 : i + 40] if _FRAME.match(ln)]
+            return match.group(1), stack
+    return None
+
+
+def epoch_progress(lines: Sequence[str]) -> tuple[int, int] | None:
+    """(highest epoch started, epochs requested) from "Epoch k/N" lines, or None."""
+    highest: int | None = None
+    total: int | None = None
+    for line in lines:
+        match = EPOCH_OF.match(line)
+        if match:
+            k, total = int(match.group(1)), int(match.group(2))
+            highest = k if highest is None else max(highest, k)
+    return None if highest is None or total is None else (highest, total)
+
+
+def first_match(pattern: re.Pattern[str], lines: Sequence[str]) -> str | None:
+    return next((line for line in lines if pattern.search(line)), None)
+
+
+def phase_of_line(line: str) -> tuple[str, int | None] | None:
+    """The phase a progress line starts: ("train", epoch) for "Epoch 3/12", ("eval", None) for an
+    evaluation banner, ("checkpoint", None) for a checkpoint save."""
+    match = EPOCH_OF.match(line)
+    if match:
+        return "train", int(match.group(1))
+    lightning = LIGHTNING_EPOCH.match(line)
+    if lightning:
+        return "train", int(lightning.group(1))
+    if EVAL_START.match(line):
+        return "eval", None
+    if CHECKPOINT.search(line):
+        return "checkpoint", None
+    return None
+
+
+def is_significant(line: str) -> bool:
+    """Lines every rule may need, kept as events however chatty the trainer is."""
+    return bool(
+        EPOCH_OF.match(line)
+        or LIGHTNING_EPOCH.match(line)
+        or EVAL_START.match(line)
+        or CHECKPOINT.search(line)
+        or EARLY_STOPPING.search(line)
+        or INPUT_EXHAUSTED.search(line)
+        or ACCELERATOR_OOM.search(line)
+        or "Traceback" in line
+        or "Error" in line
+        or "Fatal Python error" in line
+        or _FRAME.match(line)
+    )

@@ -1,0 +1,387 @@
+"""scikit-learn: audit a cross-validation (or a train/validation split) for leaks it cannot see.
+
+`audit(estimator, X, y, cv=5)` looks at the data the CV folds receive, the way
+`cross_val_score` would split it, and reports:
+
+- DAT014: X was standardised / min-max scaled / mean-imputed with statistics of
+  all its rows before CV split it. The signature is exact: the joint data has
+  column mean 0 and std 1 to float precision (what `StandardScaler().fit_transform(X)`
+  leaves), while no training fold alone does; or a value repeated in a column
+  equals that column's joint mean (what `SimpleImputer().fit_transform(X)` leaves).
+  Raw data never has those statistics by chance.
+- DAT001: identical rows fall in both the training and the validation folds. When
+  the duplicated rows are mostly of the minority class and the classes are balanced
+  only because of them, the cause given is oversampling before the split.
+- DAT009: a heavy class imbalance scored with accuracy (the default scorer of a
+  classifier), with the metrics to use instead.
+
+Under `trainmedic run` the same audit runs by itself inside `cross_val_score`,
+`cross_validate` and `GridSearchCV`/`RandomizedSearchCV.fit` (see
+`trainmedic.instrument.sklearn`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from trainmedic.findings import Finding
+from trainmedic.rules.data import CLASS_IMBALANCE, PREPROCESSING_BEFORE_SPLIT, SPLIT_OVERLAP
+
+__all__ = ["SUITABLE_IMBALANCE_SCORERS", "audit"]
+
+# minority / majority class count below which accuracy says little (same threshold as `check data`)
+IMBALANCE_RATIO = 0.1
+# scorers that stay informative under class imbalance (sklearn scorer names)
+SUITABLE_IMBALANCE_SCORERS = frozenset(
+    {
+        "balanced_accuracy",
+        "average_precision",
+        "roc_auc",
+        "roc_auc_ovr",
+        "roc_auc_ovo",
+        "roc_auc_ovr_weighted",
+        "roc_auc_ovo_weighted",
+        "f1",
+        "f1_macro",
+        "f1_weighted",
+        "f1_micro",
+        "precision",
+        "recall",
+        "precision_macro",
+        "recall_macro",
+        "jaccard",
+        "matthews_corrcoef",
+        "neg_log_loss",
+        "neg_brier_score",
+    }
+)
+_MEAN_TOL = 1e-7  # |mean| of a jointly standardised column (float64 round-off is ~1e-16)
+_STD_TOL = 1e-6
+_IMPUTE_MIN_REPEATS = 3
+_OVERSAMPLE_MINORITY_SHARE = 0.8
+# Above this many cells the row comparison (a sort of all rows) is skipped: the audit runs inside the
+# user's cross_val_score and must stay small next to it.
+_MAX_CELLS_FOR_DUPLICATES = 50_000_000
+
+Matrix = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class _Split:
+    train: npt.NDArray[np.intp]
+    test: npt.NDArray[np.intp]
+
+
+def audit(
+    estimator: Any,
+    X: Any,
+    y: Any = None,
+    *,
+    cv: Any = 5,
+    groups: Any = None,
+    scoring: Any = None,
+    X_val: Any = None,
+    y_val: Any = None,
+) -> list[Finding]:
+    """Findings for training `estimator` on X, y evaluated by `cv` (or on X_val, y_val when given)."""
+    numeric = _numeric(X)
+    if X_val is not None:
+        numeric_val = _numeric(X_val)
+        joint = np.vstack([numeric, numeric_val]) if numeric_val.shape[1] == numeric.shape[1] else numeric
+        splits = [_Split(np.arange(len(numeric)), np.arange(len(numeric), len(joint)))]
+        all_y = None if y is None or y_val is None else np.concatenate([np.asarray(y), np.asarray(y_val)])
+        where = "the training and validation sets together"
+    else:
+        joint = numeric
+        splits = _cv_splits(estimator, X, y, cv, groups)
+        all_y = None if y is None else np.asarray(y)
+        where = f"all {len(joint):,} rows that cross-validation then split"
+    found: list[Finding] = []
+    found.extend(_preprocessing_before_split(joint, splits, estimator, where))
+    found.extend(_split_overlap(joint, splits, all_y))
+    if all_y is not None and _is_classifier(estimator):
+        found.extend(_imbalance_without_metric(all_y, scoring))
+    return found
+
+
+# -- the data the folds receive ----------------------------------------------------------------------
+def _numeric(X: Any) -> Matrix:
+    """The numeric columns as float64 (categoricals and strings do not carry scaling statistics)."""
+    if hasattr(X, "toarray") and not isinstance(X, np.ndarray):  # scipy sparse: scaling shows in dense only
+        return np.empty((X.shape[0], 0))
+    if hasattr(X, "select_dtypes"):  # a pandas DataFrame
+        return np.asarray(X.select_dtypes("number"), dtype=np.float64)
+    array = np.asarray(X)
+    if array.ndim == 1:
+        array = array.reshape(-1, 1)
+    if array.dtype.kind not in "biuf":
+        return np.empty((array.shape[0], 0))
+    return array.astype(np.float64, copy=False)
+
+
+def _cv_splits(estimator: Any, X: Any, y: Any, cv: Any, groups: Any) -> list[_Split]:
+    from sklearn.base import is_classifier
+    from sklearn.model_selection import check_cv
+
+    splitter = check_cv(cv, y, classifier=estimator is not None and is_classifier(estimator))
+    return [
+        _Split(np.asarray(train), np.asarray(test))
+        for train, test in splitter.split(X, y, groups)  # a generator cv is consumed: callers pass a list
+    ]
+
+
+def _is_classifier(estimator: Any) -> bool:
+    from sklearn.base import is_classifier
+
+    return estimator is not None and bool(is_classifier(estimator))
+
+
+# -- DAT014 ------------------------------------------------------------------------------------------
+def _continuous_columns(data: Matrix) -> list[int]:
+    """Columns with more than two distinct finite values (one-hot and flags are not scaled data)."""
+    columns = []
+    for j in range(data.shape[1]):
+        column = data[:, j]
+        finite = column[np.isfinite(column)]
+        if finite.size > 2 and np.unique(finite[:1000]).size > 2:
+            columns.append(j)
+    return columns
+
+
+def _preprocessing_before_split(
+    joint: Matrix, splits: Sequence[_Split], estimator: Any, where: str
+) -> list[Finding]:
+    if joint.shape[0] < 10 or not splits:
+        return []
+    columns = _continuous_columns(joint)
+    if not columns:
+        return []
+    signature = _standardised(joint, columns) or _min_max(joint, columns) or _mean_imputed(joint, columns)
+    if signature is None:
+        return []
+    kind, hit, evidence = signature
+    # The proof from the folds: a training fold alone does not have those statistics.
+    train_means = np.nanmean(joint[splits[0].train][:, hit], axis=0)
+    val_means = np.nanmean(joint[splits[0].test][:, hit], axis=0)
+    evidence.update(
+        {
+            "columns": hit[:20],
+            "columns_total": len(columns),
+            "first_train_fold_mean": _rounded(train_means),
+            "first_validation_fold_mean": _rounded(val_means),
+            "estimator": type(estimator).__name__,
+            "estimator_is_pipeline": _is_pipeline(estimator),
+        }
+    )
+    outside = "" if _is_pipeline(estimator) else "; the preprocessing sits outside a Pipeline"
+    return [
+        PREPROCESSING_BEFORE_SPLIT.finding(
+            f"{len(hit)} of {len(columns)} numeric columns were {kind} with statistics of {where}: "
+            f"every validation fold helped fit the transform it was scored through{outside}",
+            evidence=evidence,
+            fix=(
+                "Pass the raw features and put the transform in the model: "
+                "make_pipeline(StandardScaler(), model) (or SimpleImputer / a ColumnTransformer) so "
+                "each training fold fits it alone."
+            ),
+        )
+    ]
+
+
+def _standardised(data: Matrix, columns: list[int]) -> tuple[str, list[int], dict[str, Any]] | None:
+    block = data[:, columns]
+    means = np.nanmean(block, axis=0)
+    stds = np.nanstd(block, axis=0)
+    hit = [
+        c
+        for c, m, s in zip(columns, means, stds, strict=True)
+        if abs(m) < _MEAN_TOL and abs(s - 1) < _STD_TOL
+    ]
+    if not _enough(hit, columns):
+        return None
+    return "standardised (mean 0, std 1)", hit, {"joint_max_abs_mean": float(np.max(np.abs(means)))}
+
+
+def _min_max(data: Matrix, columns: list[int]) -> tuple[str, list[int], dict[str, Any]] | None:
+    block = data[:, columns]
+    lows, highs = np.nanmin(block, axis=0), np.nanmax(block, axis=0)
+    hit = [c for c, lo, hi in zip(columns, lows, highs, strict=True) if lo == 0.0 and abs(hi - 1.0) < 1e-12]
+    if len(hit) < 2 or not _enough(hit, columns):  # one [0, 1] column can be a raw probability
+        return None
+    if _constant_scale(data[:, hit]):
+        return None  # pixels / 255 and the like: one constant for every column, not fitted statistics
+    return "min-max scaled to [0, 1]", hit, {}
+
+
+def _constant_scale(block: Matrix) -> bool:
+    """Values on one lattice k/d for all columns (d = 255, 256, 100, 10): divided by a constant."""
+    sample = block[: min(len(block), 2000)]
+    sample = sample[np.isfinite(sample).all(axis=1)]
+    for denominator in (255.0, 256.0, 100.0, 10.0):
+        scaled = sample * denominator
+        if np.allclose(scaled, np.round(scaled), atol=1e-6):
+            return True
+    return False
+
+
+def _mean_imputed(data: Matrix, columns: list[int]) -> tuple[str, list[int], dict[str, Any]] | None:
+    """A value repeated in a column and equal to the column's joint mean: SimpleImputer(strategy='mean')."""
+    hit: list[int] = []
+    repeats: dict[str, int] = {}
+    for c in columns:
+        column = data[:, c]
+        if np.all(np.mod(column[np.isfinite(column)], 1) == 0):
+            continue  # integer data: a mean equal to a common value can be chance
+        mean = float(np.nanmean(column))
+        close = np.isclose(column, mean, rtol=1e-12, atol=1e-12)
+        count = int(close.sum())
+        if count >= _IMPUTE_MIN_REPEATS and np.unique(column).size > count / 2 + 2:
+            hit.append(c)
+            repeats[str(c)] = count
+    if not hit:
+        return None
+    return "mean-imputed", hit, {"imputed_values_per_column": repeats}
+
+
+def _enough(hit: list[int], columns: list[int]) -> bool:
+    return bool(hit) and len(hit) * 2 >= len(columns)
+
+
+def _is_pipeline(estimator: Any) -> bool:
+    from sklearn.pipeline import Pipeline
+
+    inner = getattr(estimator, "estimator", None)  # a search wraps the model
+    return isinstance(estimator, Pipeline) or isinstance(inner, Pipeline)
+
+
+def _rounded(values: Iterable[float], limit: int = 5) -> list[float]:
+    return [round(float(v), 6) for v in list(values)[:limit]]
+
+
+# -- DAT001 ------------------------------------------------------------------------------------------
+def _row_ids(data: Matrix) -> npt.NDArray[np.intp]:
+    """An id per distinct row (identical numeric rows share it)."""
+    if data.shape[1] == 0:
+        return np.arange(len(data))
+    _, inverse = np.unique(data, axis=0, return_inverse=True)
+    return np.asarray(inverse, dtype=np.intp).ravel()
+
+
+def _split_overlap(joint: Matrix, splits: Sequence[_Split], y: Any) -> list[Finding]:
+    if joint.shape[1] == 0 or not splits or joint.size > _MAX_CELLS_FOR_DUPLICATES:
+        return []
+    ids = _row_ids(joint)
+    if np.unique(ids).size == len(ids):
+        return []
+    shared_per_fold = []
+    for split in splits:
+        shared = np.isin(ids[split.test], ids[split.train])
+        shared_per_fold.append(int(shared.sum()))
+    if not any(shared_per_fold):
+        return []
+    total_val = sum(len(s.test) for s in splits)
+    evidence: dict[str, Any] = {
+        "held_out_rows_also_in_training": sum(shared_per_fold),
+        "held_out_rows": total_val,
+        "per_fold": shared_per_fold,
+        "duplicate_rows": int(len(ids) - np.unique(ids).size),
+    }
+    cause = _oversampling_cause(ids, y, evidence)
+    share = sum(shared_per_fold) / max(total_val, 1)
+    message = (
+        f"{sum(shared_per_fold):,} of {total_val:,} held-out rows ({share:.0%}) are identical to "
+        f"rows of the training part of the same split{cause}"
+    )
+    fix = (
+        "Split first, then oversample only the training part (imblearn's Pipeline with "
+        "RandomOverSampler/SMOTE inside cross-validation), or use class weights."
+        if cause
+        else "Drop exact duplicates before splitting (or split by group), then evaluate again."
+    )
+    return [SPLIT_OVERLAP.finding(message, evidence=evidence, fix=fix)]
+
+
+def _oversampling_cause(ids: npt.NDArray[np.intp], y: Any, evidence: dict[str, Any]) -> str:
+    """' : oversampling ...' when duplicates are minority rows that make the classes look balanced."""
+    if y is None or len(y) != len(ids):
+        return ""
+    labels = np.asarray(y).ravel()
+    classes, counts_now = np.unique(labels, return_counts=True)
+    if not 2 <= classes.size <= 50:
+        return ""
+    repeated = np.ones(len(ids), dtype=bool)
+    repeated[np.unique(ids, return_index=True)[1]] = False  # every later copy of a row
+    distinct = np.array([np.sum(labels[~repeated] == c) for c in classes])
+    minority = classes[int(np.argmin(distinct))]
+    minority_share = float(np.mean(labels[repeated] == minority)) if repeated.any() else 0.0
+    balanced_now = counts_now.min() / counts_now.max()
+    balanced_before = distinct.min() / max(distinct.max(), 1)
+    evidence.update(
+        {
+            "minority_class": _plain(minority),
+            "minority_share_of_duplicates": round(minority_share, 3),
+            "class_ratio_as_given": round(float(balanced_now), 3),
+            "class_ratio_without_duplicates": round(float(balanced_before), 3),
+        }
+    )
+    if minority_share >= _OVERSAMPLE_MINORITY_SHARE and balanced_now > 2 * balanced_before:
+        return (
+            f": oversampling before the split — {minority_share:.0%} of the duplicated rows are of "
+            f"the minority class {_plain(minority)!r}, whose ratio is {balanced_before:.2f} without them"
+        )
+    return ""
+
+
+# -- DAT009 ------------------------------------------------------------------------------------------
+def _imbalance_without_metric(y: Any, scoring: Any) -> list[Finding]:
+    classes, class_counts = np.unique(np.asarray(y).ravel(), return_counts=True)
+    if not 2 <= classes.size <= 1000:
+        return []
+    order = np.argsort(-class_counts, kind="stable")
+    majority, minority = classes[order[0]], classes[order[-1]]
+    most, least = int(class_counts[order[0]]), int(class_counts[order[-1]])
+    ratio = least / most
+    if ratio >= IMBALANCE_RATIO or _suitable(scoring):
+        return []
+    scorer = "accuracy (the default of a classifier)" if scoring is None else repr(scoring)
+    return [
+        CLASS_IMBALANCE.finding(
+            f"Minority class {_plain(minority)!r} has {least:,} rows, "
+            f"{ratio:.1%} of the majority class ({most:,}), and the score is {scorer}: "
+            f"always predicting {_plain(majority)!r} scores {most / class_counts.sum():.1%}",
+            evidence={
+                "class_counts": {str(_plain(c)): int(n) for c, n in zip(classes, class_counts, strict=True)},
+                "ratio": round(ratio, 6),
+                "threshold": IMBALANCE_RATIO,
+                "scoring": scoring if isinstance(scoring, (str, type(None))) else str(scoring),
+                "suggested_scoring": ["average_precision", "balanced_accuracy", "f1"],
+            },
+            fix=(
+                "Score with scoring='average_precision' (PR-AUC), 'balanced_accuracy' or 'f1'; "
+                "use class_weight='balanced' or threshold tuning; never oversample before splitting."
+            ),
+        )
+    ]
+
+
+def _suitable(scoring: Any) -> bool:
+    if scoring is None:
+        return False
+    if isinstance(scoring, str):
+        return scoring in SUITABLE_IMBALANCE_SCORERS
+    if isinstance(scoring, (list, tuple, set, dict)):
+        names = scoring.keys() if isinstance(scoring, dict) else scoring
+        return any(isinstance(n, str) and n in SUITABLE_IMBALANCE_SCORERS for n in names) or isinstance(
+            scoring, dict
+        )
+    return True  # a callable scorer: the user chose it
+
+
+def _plain(value: Any) -> Any:
+    item = getattr(value, "item", None)
+    return item() if callable(item) else value

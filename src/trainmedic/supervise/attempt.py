@@ -1,0 +1,348 @@
+"""One attempt: start the command, follow its tree until it and its trainers are gone.
+
+The supervisor thread loop (one tick per sample interval): re-walk the tree
+when due and classify launcher / trainer / worker, sample memory, watch for a
+hang, act on stop requests and forwarded signals, print the live status. The
+child's exit wakes the loop at once (a waiter thread), so supervision adds no
+latency to the end of a run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from trainmedic.events import (
+    Event,
+    HangDetected,
+    MemorySample,
+    OrphanEnded,
+    ProcessExit,
+    ProcessSpawn,
+    StopRequest,
+)
+from trainmedic.supervise import platform, rundir, tree
+from trainmedic.supervise.cgroup import LimitedCgroup
+from trainmedic.supervise.eventtail import EventTail
+from trainmedic.supervise.loginterp import LogInterpreter
+from trainmedic.supervise.logstream import OutputLog, StreamTee
+from trainmedic.supervise.sampler import HangWatch, TreeSampler
+from trainmedic.supervise.signals import stop_processes
+from trainmedic.supervise.stacks import dump_stacks
+from trainmedic.supervise.status import StatusLine, Terminal
+
+# Walking the tree reads every process of the machine (~5-15 ms): often while launchers start
+# their trainers, then less and less while the tree stays the same. A Python process that
+# announces itself through the events file triggers a walk at once.
+_TREE_REFRESH_MIN = 0.5
+_TREE_REFRESH_MAX = 15.0
+
+
+@dataclass
+class AttemptConfig:
+    command: list[str]
+    env: dict[str, str]
+    run_dir: Path
+    grace: float
+    hang_timeout: float
+    on_hang: str
+    cgroup: LimitedCgroup | None
+    terminal: Terminal | None
+    status: StatusLine | None
+
+
+@dataclass
+class AttemptResult:
+    returncode: int
+    stopped_by: str | None = None
+    trainer_pids: list[int] = field(default_factory=list)
+
+
+class Attempt:
+    def __init__(
+        self,
+        config: AttemptConfig,
+        *,
+        emit: Callable[[Event], None],
+        sampler: TreeSampler,
+        logs: LogInterpreter,
+        output: OutputLog,
+        tail: EventTail,
+    ) -> None:
+        self.cfg = config
+        self.emit = emit
+        self.sampler = sampler
+        self.logs = logs
+        self.output = output
+        self.tail = tail
+        self.wake = threading.Event()
+        self.procs: dict[int, tree.Proc] = {}
+        self.roles: dict[int, str] = {}
+        self.stopping: threading.Thread | None = None
+        self.stop_reason: str | None = None
+        self._pending_signals: list[int] = []
+        self._hang = HangWatch(config.hang_timeout)
+        self._seen_bytes = 0
+        self._announced_seen = 0
+        self.popen: subprocess.Popen[bytes] | None = None
+
+    # -- start -------------------------------------------------------------------------
+    def start(self) -> None:
+        cgroup = self.cfg.cgroup
+        preexec = cgroup.join_self if cgroup is not None else None
+        # preexec runs before our threads start; in the child it only joins the memory cgroup.
+        self.popen = subprocess.Popen(
+            self.cfg.command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=self.cfg.env,
+            **platform.child_start_kwargs(preexec),  # type: ignore[call-overload]
+        )
+        self.started = time.monotonic()
+        assert self.popen.stdout is not None
+        assert self.popen.stderr is not None
+        terminal = self.cfg.terminal
+        echo_out = echo_err = None
+        if terminal is not None:
+            echo_out = functools.partial(terminal.echo, terminal.out_fd)
+            echo_err = functools.partial(terminal.echo, terminal.err_fd)
+        self.tees = [
+            StreamTee("stdout", self.popen.stdout, echo_out, self.output, self.logs.on_line),
+            StreamTee("stderr", self.popen.stderr, echo_err, self.output, self.logs.on_line),
+        ]
+        for tee in self.tees:
+            tee.start()
+        threading.Thread(target=self._wait_root, name="trainmedic-wait", daemon=True).start()
+        self._refresh_tree()
+
+    def _wait_root(self) -> None:
+        assert self.popen is not None
+        self.popen.wait()
+        self.wake.set()
+
+    # -- the loop ------------------------------------------------------------------------
+    def run(self) -> AttemptResult:
+        self.start()
+        assert self.popen is not None
+        last_refresh = time.monotonic()
+        refresh_every = _TREE_REFRESH_MIN
+        while self.popen.poll() is None:
+            progressed = self.tail.poll()
+            now = time.monotonic()
+            announced = len(self.tail.progress.announced)
+            if now - last_refresh >= refresh_every or announced != self._announced_seen:
+                self._announced_seen = announced
+                changed = self._refresh_tree()
+                if changed:  # a new process: sample densely again
+                    self.sampler.interval = self.sampler.base_interval
+                refresh_every = _TREE_REFRESH_MIN if changed else min(refresh_every * 2, _TREE_REFRESH_MAX)
+                last_refresh = now
+            self._tick(progressed)
+            self.wake.wait(self.sampler.interval)
+            self.wake.clear()
+        returncode = self.popen.returncode
+        self.emit(
+            ProcessExit(
+                pid=self.popen.pid,
+                exit_code=platform.exit_status(returncode),
+                signal=platform.signal_of(returncode),
+            )
+        )
+        self._follow_reparented_trainers()
+        self._end_orphans()
+        for tee in self.tees:
+            tee.join(timeout=5.0)
+        self.logs.flush_tail()
+        if self.cfg.terminal is not None:
+            self.cfg.terminal.clear()
+        trainers = [pid for pid, role in self.roles.items() if role == tree.ROLE_TRAINER]
+        return AttemptResult(returncode, self.stop_reason, trainers)
+
+    def _tick(self, progressed: bool | None = None) -> None:
+        progressed = self.tail.poll() if progressed is None else progressed
+        self._handle_signals()
+        self._check_stop_request()
+        if not self.procs:
+            return
+        sample = self.sampler.sample(self.procs)
+        self.emit(sample)
+        output_bytes = sum(t.bytes_seen for t in self.tees)
+        progressed = progressed or output_bytes != self._seen_bytes
+        self._seen_bytes = output_bytes
+        idle = self._hang.update(
+            progressed=progressed, cpu_percent=sample.cpu_percent, gpu_percent=self.sampler.gpu_percent
+        )
+        if idle is not None:
+            self._on_hang(idle, sample)
+        if self.cfg.status is not None:
+            self.cfg.status.maybe_print(sample, self.logs, self.tail.progress, self.trainers())
+
+    # -- the tree -------------------------------------------------------------------------
+    def _refresh_tree(self) -> bool:
+        """Re-walk the tree and classify it; True when its processes or roles changed."""
+        assert self.popen is not None
+        fresh = tree.snapshot(self.popen.pid)
+        if not fresh:
+            return False
+        changed = set(fresh) != set(self.procs)
+        for pid in set(self.procs) - set(fresh):
+            self.emit(ProcessExit(pid=pid))  # its status belongs to its parent; only the root's is ours
+        roles = tree.classify(fresh, self.popen.pid, self.tail.progress.announced)
+        for pid, role in self.roles.items():  # a launcher stays one after its children end
+            if role == tree.ROLE_LAUNCHER and pid in roles:
+                roles[pid] = role
+        for pid, proc in fresh.items():
+            known = self.procs.get(pid)
+            proc.handle = known.handle if known is not None else proc.handle
+            role = roles.get(pid, "unknown")
+            if known is None or self.roles.get(pid) != role:
+                changed = True
+                self.emit(ProcessSpawn(pid=pid, ppid=proc.ppid, cmdline=proc.cmdline, role=role))
+            proc.role = role
+        self.procs = fresh
+        self.roles.update(roles)
+        if changed:
+            self._write_live_state()
+        return changed
+
+    def trainers(self) -> list[tree.Proc]:
+        return [p for p in self.procs.values() if p.role == tree.ROLE_TRAINER]
+
+    def _write_live_state(self) -> None:
+        assert self.popen is not None
+        state = rundir.read_json(self.cfg.run_dir / rundir.LIVE_STATE) or {}
+        state.update(
+            root_pid=self.popen.pid,
+            trainer_pids=[p.pid for p in self.trainers()],
+            processes={str(p.pid): {"role": p.role, "cmdline": p.cmdline} for p in self.procs.values()},
+        )
+        rundir.write_json(self.cfg.run_dir / rundir.LIVE_STATE, state)
+
+    # -- stopping -------------------------------------------------------------------------
+    def request_signal(self, signum: int) -> None:
+        """Called from the signal handler: act on it in the loop, not in the handler."""
+        self._pending_signals.append(signum)
+        self.wake.set()
+
+    def _handle_signals(self) -> None:
+        while self._pending_signals:
+            signum = self._pending_signals.pop(0)
+            name = platform.signal_name(signum)
+            if signum in platform.STOP_SIGNALS:
+                if self.stopping is not None:  # a second Ctrl-C: no more waiting
+                    self._kill_now(f"second {name} to the supervisor")
+                else:
+                    first = platform.SIGTERM if signum != platform.SIGINT else platform.SIGINT
+                    self.stop(first, f"{name} sent to the supervisor")
+            else:  # SIGUSR1/2, SIGQUIT: pass on as they are
+                targets = [p.pid for p in self.trainers()]
+                for pid in targets:
+                    platform.send_signal(pid, signum)
+                self.emit(StopRequest(signal=signum, reason=f"{name} forwarded", targets=targets))
+
+    def _check_stop_request(self) -> None:
+        request = self.cfg.run_dir / rundir.STOP_REQUEST
+        if request.exists() and self.stopping is None:
+            data = rundir.read_json(request) or {}
+            with contextlib.suppress(OSError):
+                request.unlink()
+            self.stop(
+                platform.SIGINT, str(data.get("reason", "trainmedic stop")), float(data.get("grace", 0))
+            )
+
+    def stop(self, first: int, reason: str, grace: float = 0) -> None:
+        """Stop the trainers gracefully in the background; the loop keeps sampling meanwhile."""
+        self._refresh_tree()
+        self.stop_reason = reason
+        trainers = [p.handle for p in self.trainers()]
+        root = self.popen.pid if self.popen else None
+
+        def note(signum: int, pids: list[int]) -> None:
+            self.emit(StopRequest(signal=signum, reason=reason, targets=pids))
+
+        def rest() -> list[psutil.Process]:
+            handles = [p.handle for p in self.procs.values() if p.pid != root]
+            return handles + tree.own_descendants()
+
+        self.stopping = threading.Thread(
+            target=stop_processes,
+            args=(trainers,),
+            kwargs={"first": first, "grace": grace or self.cfg.grace, "rest": rest, "on_signal": note},
+            name="trainmedic-stop",
+            daemon=True,
+        )
+        self.stopping.start()
+
+    def _kill_now(self, reason: str) -> None:
+        pids = [p.pid for p in self.procs.values()]
+        for pid in pids:
+            platform.send_signal(pid, platform.SIGKILL)
+        self.emit(StopRequest(signal=platform.SIGKILL, reason=reason, targets=pids))
+
+    def _on_hang(self, idle: float, sample: MemorySample) -> None:
+        trainers = self.trainers()
+        stacks = dump_stacks([p.pid for p in trainers])
+        action = self.cfg.on_hang
+        self.emit(
+            HangDetected(
+                idle_s=round(idle, 1), cpu_percent=sample.cpu_percent or 0.0, stacks=stacks, action=action
+            )
+        )
+        if self.cfg.terminal is not None:
+            self.cfg.terminal.line(
+                f"trainmedic: no progress for {idle:.0f} s; stacks saved to events ({action})"
+            )
+        if action == "stop" and self.stopping is None:
+            self.stop(platform.SIGINT, f"hang: no progress for {idle:.0f} s (--on-hang stop)")
+
+    # -- after the launched process exited --------------------------------------------------
+    def _follow_reparented_trainers(self) -> None:
+        """A launcher may exit before its trainer (`cmd &`, a daemonizing wrapper): keep
+        supervising trainers that are still alive (now our children, as subreaper)."""
+        while True:
+            alive = [p for p in self.trainers() if p.pid != self.popen_pid and tree.is_alive(p.pid)]
+            if not alive:
+                return
+            self.procs = {p.pid: p for p in alive}
+            self._tick()
+            self.wake.wait(self.sampler.interval)
+            self.wake.clear()
+            for p in alive:
+                platform.reap_zombie(p.pid)
+
+    @property
+    def popen_pid(self) -> int:
+        return self.popen.pid if self.popen else -1
+
+    def _end_orphans(self) -> None:
+        """Processes of the tree alive after the trainer ended: end them and record each."""
+        if self.stopping is not None:
+            self.stopping.join(timeout=60)
+        candidates: dict[int, psutil.Process] = {}
+        for p in self.procs.values():
+            if p.pid != self.popen_pid and tree.is_alive(p.pid, p.create_time):
+                candidates[p.pid] = p.handle
+        for handle in tree.own_descendants():
+            candidates.setdefault(handle.pid, handle)
+        if not candidates:
+            return
+        info: dict[int, tuple[int | None, list[str], int | None]] = {}
+        for pid, handle in candidates.items():
+            with contextlib.suppress(psutil.Error):
+                info[pid] = (handle.ppid(), handle.cmdline(), handle.memory_info().rss)
+        outcome = stop_processes(
+            list(candidates.values()), first=platform.SIGTERM, grace=min(self.cfg.grace, 3.0)
+        )
+        signals = {pid: sig for sig, pids in outcome.sent for pid in pids}
+        for pid, (ppid, cmdline, rss) in info.items():
+            self.emit(
+                OrphanEnded(pid=pid, ppid=ppid, cmdline=cmdline, rss_bytes=rss, signal=signals.get(pid))
+            )

@@ -1,0 +1,148 @@
+"""The run folder, its manifest, and the live-run registry `trainmedic ps` and `stop` read.
+
+Layout (DESIGN.md): `events.jsonl`, `output.log`, `findings.json`,
+`manifest.json`, `report.html`; plus `supervisor.json`, the live state of the
+supervisor (its PID, the launched PID, the trainer PIDs), so `trainmedic stop
+RUN_DIR` works from another terminal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import re
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path, PurePath
+from typing import Any
+
+from trainmedic import __version__
+
+EVENTS = "events.jsonl"
+OUTPUT = "output.log"
+FINDINGS = "findings.json"
+MANIFEST = "manifest.json"
+LIVE_STATE = "supervisor.json"
+STOP_REQUEST = "stop.request"
+STATE_DIR_ENV = "TRAINMEDIC_STATE_DIR"
+
+
+def default_name(command: Sequence[str]) -> str:
+    """'train' for `python train.py`, else the program's name."""
+    for arg in command[1:]:
+        if arg.endswith(".py"):
+            return PurePath(arg).stem
+    return PurePath(command[0]).stem if command else "run"
+
+
+def make_run_dir(out: Path | None, name: str, base: Path = Path("runs")) -> Path:
+    """`--out` as given, else runs/<UTC timestamp>-<name>/ (suffixed if taken)."""
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        return out
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "run"
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    path = base / f"{stamp}-{safe}"
+    for n in range(2, 1000):
+        try:
+            path.mkdir(parents=True)
+            return path
+        except FileExistsError:
+            path = base / f"{stamp}-{safe}-{n}"
+    raise FileExistsError(path)
+
+
+def build_manifest(
+    *,
+    command: Sequence[str],
+    cwd: str,
+    name: str,
+    started: float,
+    ended: float | None = None,
+    exit_code: int | None = None,
+    signal: int | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """THE place the manifest is built. Environment capture (envinfo) extends it here."""
+    manifest: dict[str, Any] = {
+        "trainmedic": __version__,
+        "name": name,
+        "command": list(command),
+        "cwd": cwd,
+        "start": _iso(started),
+        "end": _iso(ended) if ended is not None else None,
+        "duration_s": round(ended - started, 3) if ended is not None else None,
+        "exit_code": exit_code,
+        "signal": signal,
+        "host": {
+            "hostname": socket.gethostname(),
+            # uname only: platform.platform() reads the whole interpreter binary for libc_ver
+            "system": platform.system(),
+            "release": platform.release(),
+            "machine": platform.machine(),
+            "python": sys.version.split()[0],
+            "cpus": os.cpu_count(),
+        },
+    }
+    manifest.update(extra or {})
+    return manifest
+
+
+def write_json(path: Path, data: Mapping[str, Any]) -> None:
+    """Write JSON atomically (temp file + rename): a reader never sees half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=2, default=str)
+        f.write("\n")
+    Path(tmp).replace(path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
+
+
+# -- the registry of live runs ---------------------------------------------------------------
+def state_dir() -> Path:
+    """Where live runs register: $TRAINMEDIC_STATE_DIR, else a per-user runtime folder."""
+    configured = os.environ.get(STATE_DIR_ENV)
+    if configured:
+        return Path(configured)
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    return Path(runtime) / "trainmedic" if runtime else Path.home() / ".cache" / "trainmedic" / "live"
+
+
+def register(supervisor_pid: int, run_dir: Path) -> Path:
+    folder = state_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    entry = folder / f"{supervisor_pid}.json"
+    write_json(entry, {"run_dir": str(run_dir.resolve()), "supervisor_pid": supervisor_pid})
+    return entry
+
+
+def registered() -> Iterator[tuple[Path, Path]]:
+    """(registry entry, run folder) of every registered run, live or stale."""
+    folder = state_dir()
+    if not folder.is_dir():
+        return
+    for entry in sorted(folder.glob("*.json")):
+        data = read_json(entry)
+        if data and "run_dir" in data:
+            yield entry, Path(str(data["run_dir"]))
+
+
+def unregister(entry: Path) -> None:
+    with contextlib.suppress(OSError):
+        entry.unlink()

@@ -1,0 +1,320 @@
+"""`trainmedic run`: start a command, supervise it to the end, say how it ended and why.
+
+Order of work: check the command and the options (bad input leaves nothing
+behind), create the memory cgroup, create the run folder, then run attempts
+(restarts) and finally diagnose the run from its events. The supervisor exits
+with the command's own status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal as signal_module
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+import psutil
+
+from trainmedic.errors import UsageError
+from trainmedic.events import (
+    Event,
+    EventWriter,
+    MemoryLimit,
+    OomKill,
+    RunEnd,
+    RunStart,
+)
+from trainmedic.findings import Finding
+from trainmedic.instrument.environment import child_env
+from trainmedic.supervise import platform, rundir
+from trainmedic.supervise.attempt import Attempt, AttemptConfig, AttemptResult
+from trainmedic.supervise.cgroup import CgroupInfo, LimitedCgroup, effective_limit, host_oom_kills
+from trainmedic.supervise.eventtail import EventTail
+from trainmedic.supervise.finish import diagnose_run_dir, write_outputs
+from trainmedic.supervise.gpu import GpuProbe, default_probe
+from trainmedic.supervise.loginterp import LogInterpreter
+from trainmedic.supervise.logstream import OutputLog
+from trainmedic.supervise.sampler import TreeSampler
+from trainmedic.supervise.status import StatusLine, Terminal
+
+NO_RESTART_STATUSES = (0, 2, 126, 127)  # success, usage error, not executable, not found
+MAX_BACKOFF_S = 30.0
+
+
+class CommandNotFound(Exception):
+    """The command to supervise does not exist: the CLI says so in one line and exits 127."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    command: list[str]
+    out: Path | None = None
+    name: str | None = None
+    expect_epochs: int | None = None
+    memory_limit: int | None = None
+    hang_timeout: float = 1800.0
+    on_hang: str = "wait"
+    restarts: int = 0
+    backoff: float = 1.0
+    sample_interval: float = 0.5
+    grace: float = 10.0
+    quiet: bool = False
+    instrument: bool = True
+    echo: bool = True
+    runs_base: Path = Path("runs")
+
+
+@dataclass
+class RunOutcome:
+    exit_status: int
+    run_dir: Path
+    findings: list[Finding] = field(default_factory=list)
+    attempts: int = 1
+
+
+def resolve_command(command: list[str]) -> list[str]:
+    """The command with its program checked: missing -> CommandNotFound (exit 127)."""
+    if not command:
+        raise CommandNotFound("no command given: expected `trainmedic run [OPTIONS] -- CMD ARGS...`")
+    program = command[0]
+    if os.sep in program or (os.altsep and os.altsep in program):
+        if not Path(program).exists():
+            raise CommandNotFound(f"command not found: {program!r} (no such file)")
+        return command
+    if shutil.which(program) is None:
+        raise CommandNotFound(f"command not found: {program!r} (not on PATH)")
+    return command
+
+
+class Supervisor:
+    def __init__(self, options: RunOptions, gpu: GpuProbe | None = None) -> None:
+        self.opts = options
+        self.command = resolve_command(list(options.command))
+        self.cgroup = LimitedCgroup(options.memory_limit) if options.memory_limit else None
+        self.gpu = gpu
+        self.attempt: Attempt | None = None
+        self._stop_signals: list[int] = []  # INT/TERM/HUP received: no further attempt
+        self._early_signals: list[int] = []  # received before the first attempt started
+        self._wake = threading.Event()
+        self._logs: LogInterpreter | None = None
+        live = not options.quiet and os.isatty(2) and os.environ.get("TERM", "") != "dumb"
+        self.terminal = Terminal(live=live) if options.echo else None
+
+    def run(self) -> RunOutcome:
+        opts = self.opts
+        name = opts.name or rundir.default_name(self.command)
+        try:
+            run_dir = rundir.make_run_dir(opts.out, name, opts.runs_base)
+        except OSError as exc:
+            self._cleanup_cgroup()
+            raise UsageError(f"--out: cannot create the run folder ({exc})") from exc
+        started = time.time()
+        writer = EventWriter(run_dir / rundir.EVENTS)
+        output = OutputLog(run_dir / rundir.OUTPUT)
+        registry_entry = rundir.register(os.getpid(), run_dir)
+        me = psutil.Process()
+        rundir.write_json(
+            run_dir / rundir.LIVE_STATE,
+            {
+                "supervisor_pid": os.getpid(),
+                "supervisor_create_time": me.create_time(),
+                "command": self.command,
+            },
+        )
+        manifest_extra: dict[str, object] = {
+            "supervisor_pid": os.getpid(),
+            "memory_limit_bytes": opts.memory_limit,
+        }
+        rundir.write_json(
+            run_dir / rundir.MANIFEST,
+            rundir.build_manifest(
+                command=self.command, cwd=str(Path.cwd()), name=name, started=started, extra=manifest_extra
+            ),
+        )
+        platform.become_subreaper()
+        self._say(f"trainmedic: supervising {' '.join(self.command)}; run folder {run_dir}")
+        result: AttemptResult | None = None
+        attempt_no = 0
+        gpu = self.gpu or default_probe()
+        try:
+            with self._forward_signals():
+                for attempt_no in range(opts.restarts + 1):
+                    result = self._one_attempt(
+                        number=attempt_no, run_dir=run_dir, name=name, writer=writer, output=output, gpu=gpu
+                    )
+                    status = platform.exit_status(result.returncode)
+                    if not self._should_restart(status, result, attempt_no):
+                        break
+                    delay = min(opts.backoff * 2**attempt_no, MAX_BACKOFF_S)
+                    self._say(f"trainmedic: exit status {status}; restart {attempt_no + 1} in {delay:.0f} s")
+                    self._wake.wait(delay)
+                    if self._stop_signals:
+                        break
+        finally:
+            gpu.close()
+            writer.close()
+            output.close()
+            self._cleanup_cgroup()
+            rundir.unregister(registry_entry)
+            with contextlib.suppress(OSError):
+                (run_dir / rundir.STOP_REQUEST).unlink()
+        assert result is not None
+        status = platform.exit_status(result.returncode)
+        ended = time.time()
+        manifest_extra.update(attempts=attempt_no + 1, trainer_pids=result.trainer_pids)
+        rundir.write_json(
+            run_dir / rundir.MANIFEST,
+            rundir.build_manifest(
+                command=self.command,
+                cwd=str(Path.cwd()),
+                name=name,
+                started=started,
+                ended=ended,
+                exit_code=status,
+                signal=platform.signal_of(result.returncode),
+                extra=manifest_extra,
+            ),
+        )
+        record, findings = diagnose_run_dir(run_dir)
+        write_outputs(run_dir, record, findings)
+        return RunOutcome(status, run_dir, findings, attempt_no + 1)
+
+    def _one_attempt(
+        self, *, number: int, run_dir: Path, name: str, writer: EventWriter, output: OutputLog, gpu: GpuProbe
+    ) -> AttemptResult:
+        opts = self.opts
+        events_path = run_dir / rundir.EVENTS
+        env = child_env(events_path, instrument=opts.instrument)
+        env.update(PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1", TRAINMEDIC_RUN_DIR=str(run_dir.resolve()))
+        env["TRAINMEDIC_RESTART"] = str(number)
+        if self._logs is not None and self._logs.checkpoint:
+            env["TRAINMEDIC_RESUME_FROM"] = self._logs.checkpoint
+        emit = writer.emit
+        emit(
+            RunStart(
+                command=self.command,
+                cwd=str(Path.cwd()),
+                name=name,
+                expect_epochs=opts.expect_epochs,
+                attempt=number,
+            )
+        )
+        limit = self._limit_info()
+        if limit is not None:
+            source = "memory-limit-option" if self.cgroup else "cgroup"
+            emit(
+                MemoryLimit(
+                    limit_bytes=limit.limit_bytes or 0,
+                    source=source,
+                    cgroup=str(limit.path),
+                    cgroup_version=limit.version,
+                )
+            )
+        oom_before = (limit.oom_kills() if limit else None, host_oom_kills())
+        if self._logs is None:
+            self._logs = LogInterpreter(emit)
+        else:
+            self._logs.new_attempt()
+        sampler = TreeSampler(
+            base_interval=opts.sample_interval, gpu=gpu, cgroup=self.cgroup.info if self.cgroup else None
+        )
+        status = None if opts.quiet or self.terminal is None else StatusLine(self.terminal)
+        config = AttemptConfig(
+            command=self.command,
+            env=env,
+            run_dir=run_dir,
+            grace=opts.grace,
+            hang_timeout=opts.hang_timeout,
+            on_hang=opts.on_hang,
+            cgroup=self.cgroup,
+            terminal=self.terminal,
+            status=status,
+        )
+        t0 = time.time()
+        self.attempt = Attempt(
+            config, emit=emit, sampler=sampler, logs=self._logs, output=output, tail=EventTail(events_path)
+        )
+        for signum in self._early_signals:
+            self.attempt.request_signal(signum)
+        self._early_signals.clear()
+        try:
+            result = self.attempt.run()
+        except OSError as exc:  # exec failed after the PATH check (permissions, bad interpreter line)
+            output.write(f"trainmedic: cannot start {self.command[0]}: {exc}\n".encode())
+            result = AttemptResult(126)
+        self._emit_oom(emit, limit, oom_before)
+        emit(
+            RunEnd(
+                exit_code=platform.exit_status(result.returncode),
+                signal=platform.signal_of(result.returncode),
+                duration_s=round(time.time() - t0, 3),
+                attempt=number,
+            )
+        )
+        return result
+
+    def _limit_info(self) -> CgroupInfo | None:
+        if self.cgroup is not None:
+            return self.cgroup.info
+        return effective_limit("self")
+
+    @staticmethod
+    def _emit_oom(
+        emit: Callable[[Event], None], limit: CgroupInfo | None, before: tuple[int | None, int | None]
+    ) -> None:
+        """Whether the kernel OOM-killed something during the attempt: the run's cgroup counter
+        is decisive; the machine-wide counter is the fallback without a cgroup."""
+        cgroup_now = limit.oom_kills() if limit else None
+        if cgroup_now is not None and before[0] is not None and cgroup_now > before[0]:
+            emit(
+                OomKill(count=cgroup_now - before[0], scope="cgroup", cgroup=str(limit.path if limit else ""))
+            )
+            return
+        host_now = host_oom_kills()
+        if host_now is not None and before[1] is not None and host_now > before[1]:
+            emit(OomKill(count=host_now - before[1], scope="host"))
+
+    def _should_restart(self, status: int, result: AttemptResult, number: int) -> bool:
+        if number >= self.opts.restarts or status in NO_RESTART_STATUSES:
+            return False
+        return result.stopped_by is None and not self._stop_signals
+
+    def _cleanup_cgroup(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.remove()
+
+    def _say(self, text: str) -> None:
+        if not self.opts.quiet and self.terminal is not None:
+            self.terminal.line(text)
+
+    @contextlib.contextmanager
+    def _forward_signals(self) -> Iterator[None]:
+        """Signals to the supervisor go to the trainers (graceful escalation), not to us."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {}
+        for signum in platform.forwardable_signals():
+            with contextlib.suppress(OSError, ValueError):
+                previous[signum] = signal_module.signal(signum, self._on_signal)
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                with contextlib.suppress(OSError, ValueError):
+                    signal_module.signal(signum, handler)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if signum in platform.STOP_SIGNALS:
+            self._stop_signals.append(signum)
+        self._wake.set()
+        if self.attempt is not None:
+            self.attempt.request_signal(signum)
+        else:
+            self._early_signals.append(signum)

@@ -1,0 +1,150 @@
+"""trainmedic.sklearn.audit on real scikit-learn transforms, and its auto-instrumentation in a real child."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_classification
+from sklearn.impute import SimpleImputer
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import KFold
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import MinMaxScaler, StandardScaler
+
+from trainmedic.sklearn import audit
+
+from ..helpers import run_instrumented
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "breadth"
+
+
+@pytest.fixture(scope="module")
+def data() -> tuple[np.ndarray, np.ndarray]:
+    X, y = make_classification(n_samples=600, n_features=8, weights=[0.95], random_state=0)
+    return X * 3 + 5, y
+
+
+def codes(findings: list) -> list[str]:
+    return [f.code for f in findings]
+
+
+def test_raw_features_in_a_pipeline_with_a_suitable_metric_are_quiet(data) -> None:
+    X, y = data
+    model = make_pipeline(StandardScaler(), LogisticRegression())
+    assert audit(model, X, y, cv=5, scoring="average_precision") == []
+    assert audit(model, X, y, cv=KFold(4, shuffle=True, random_state=1), scoring="balanced_accuracy") == []
+
+
+@pytest.mark.parametrize(
+    ("transform", "kind"),
+    [
+        (StandardScaler(), "standardised (mean 0, std 1)"),
+        (MinMaxScaler(), "min-max scaled to [0, 1]"),
+    ],
+)
+def test_scaling_fitted_on_all_rows_before_cv_is_dat014(data, transform, kind: str) -> None:
+    X, y = data
+    (finding,) = audit(LogisticRegression(), transform.fit_transform(X), y, cv=5, scoring="f1")
+    assert finding.code == "DAT014"
+    assert kind in finding.message
+    assert "outside a Pipeline" in finding.message
+    assert finding.evidence["columns_total"] == 8
+    # the proof from the folds: the training fold alone is not centred the way the joint data is
+    assert max(abs(m) for m in finding.evidence["first_train_fold_mean"]) > 1e-4
+
+
+def test_pixels_divided_by_255_are_not_fitted_scaling() -> None:
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, size=(500, 16)).astype(float)
+    pixels[0], pixels[1] = 0.0, 255.0  # every column spans the full range, as images do
+    labels = rng.integers(0, 2, size=500)
+    assert audit(LogisticRegression(), pixels / 255.0, labels, scoring="f1") == []
+    measured = rng.normal(size=(500, 16)) * np.arange(1, 17) + 5
+    (finding,) = audit(LogisticRegression(), MinMaxScaler().fit_transform(measured), labels, scoring="f1")
+    assert finding.code == "DAT014"
+
+
+def test_scaling_the_training_part_then_cv_on_it_still_leaks_across_folds(data) -> None:
+    X, y = data
+    X_train = X[:400]
+    scaled = StandardScaler().fit(X_train).transform(X_train)  # "correct" for the test set, not for CV
+    assert codes(audit(make_pipeline(LogisticRegression()), scaled, y[:400], scoring="f1")) == ["DAT014"]
+
+
+def test_train_and_validation_scaled_jointly_vs_by_training_statistics(data) -> None:
+    X, y = data
+    joint = StandardScaler().fit_transform(X)
+    leaky = audit(LogisticRegression(), joint[:450], y[:450], X_val=joint[450:], y_val=y[450:], scoring="f1")
+    assert codes(leaky) == ["DAT014"]
+    scaler = StandardScaler().fit(X[:450])
+    right = audit(
+        LogisticRegression(),
+        scaler.transform(X[:450]),
+        y[:450],
+        X_val=scaler.transform(X[450:]),
+        y_val=y[450:],
+        scoring="f1",
+    )
+    assert right == []
+
+
+def test_mean_imputation_on_all_rows_is_dat014(data) -> None:
+    X, y = data
+    holes = X.copy()
+    holes[np.random.default_rng(0).random(X.shape) < 0.1] = np.nan
+    (finding,) = audit(LogisticRegression(), SimpleImputer().fit_transform(holes), y, scoring="f1")
+    assert finding.code == "DAT014"
+    assert "mean-imputed" in finding.message
+    pipeline = make_pipeline(SimpleImputer(), LogisticRegression())
+    assert audit(pipeline, np.nan_to_num(holes, nan=-999.0) * 1.0001, y, scoring="f1") == []
+
+
+def test_oversampling_before_split_is_dat001_with_its_cause(data) -> None:
+    X, y = data
+    rng = np.random.default_rng(0)
+    minority = np.flatnonzero(y == 1)
+    extra = rng.choice(minority, size=(y == 0).sum() - minority.size)
+    X_over, y_over = np.vstack([X, X[extra]]), np.concatenate([y, y[extra]])
+    (finding,) = audit(make_pipeline(StandardScaler(), LogisticRegression()), X_over, y_over, scoring="f1")
+    assert finding.code == "DAT001"
+    assert "oversampling before the split" in finding.message
+    assert finding.evidence["minority_share_of_duplicates"] == 1.0
+    assert finding.evidence["class_ratio_as_given"] == 1.0
+    assert finding.evidence["class_ratio_without_duplicates"] < 0.1
+
+
+def test_plain_duplicates_are_dat001_without_the_oversampling_cause(data) -> None:
+    X, y = data
+    X_dup, y_dup = np.vstack([X, X[:100]]), np.concatenate([y, y[:100]])
+    (finding,) = audit(make_pipeline(StandardScaler(), LogisticRegression()), X_dup, y_dup, scoring="f1")
+    assert finding.code == "DAT001"
+    assert "oversampling" not in finding.message
+
+
+def test_imbalance_scored_by_accuracy_is_dat009(data) -> None:
+    X, y = data
+    model = make_pipeline(StandardScaler(), LogisticRegression())
+    (finding,) = audit(model, X, y)
+    assert finding.code == "DAT009"
+    assert "accuracy (the default of a classifier)" in finding.message
+    assert finding.evidence["suggested_scoring"] == ["average_precision", "balanced_accuracy", "f1"]
+    assert codes(audit(model, X, y, scoring="accuracy")) == ["DAT009"]
+    assert audit(model, X, y, scoring=["f1", "accuracy"]) == []
+
+
+@pytest.mark.slow
+def test_auto_instrumentation_in_a_real_child(tmp_path: Path) -> None:
+    leaky = run_instrumented(["python", str(EXAMPLES / "sklearn_leaky.py")], tmp_path / "leaky", timeout=120)
+    assert leaky.result.returncode == 0, leaky.result.stderr
+    found = leaky.record.raised_findings
+    assert sorted({f.code for f in found}) == ["DAT001", "DAT009", "DAT014"], [f.message for f in found]
+    assert any("oversampling before the split" in f.message for f in found if f.code == "DAT001")
+    assert "trainmedic:" not in leaky.result.stderr
+    healthy = run_instrumented(
+        ["python", str(EXAMPLES / "sklearn_healthy.py")], tmp_path / "healthy", timeout=120
+    )
+    assert healthy.result.returncode == 0, healthy.result.stderr
+    assert healthy.record.raised_findings == []
+    assert "trainmedic:" not in healthy.result.stderr

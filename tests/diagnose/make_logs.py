@@ -1,0 +1,203 @@
+"""Produce real training logs for the diagnose tests: `python make_logs.py FRAMEWORK OUT`.
+
+Each framework trains a tiny model on synthetic data made here (CPU, seconds, no
+downloads) and writes the logs its users have: Keras history JSON + CSVLogger +
+TensorBoard, a Lightning CSVLogger metrics.csv, an HF Trainer trainer_state.json,
+torch SummaryWriter event files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+
+def data(n: int = 256, d: int = 8, seed: int = 0, noise: float = 0.0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, d)).astype("float32")
+    w = np.random.default_rng(42).standard_normal(d).astype("float32")  # one task for every split
+    y = (x @ w > 0).astype("int64")
+    if noise:
+        flip = rng.random(n) < noise
+        y[flip] = 1 - y[flip]
+    return x, y
+
+
+def keras_logs(scenario: str, out: Path) -> None:
+    import keras
+
+    x, y = data()
+    model = keras.Sequential(
+        [keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(2)]
+    )
+    lr = {"healthy": 0.01, "nan": 1e8}[scenario]
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate=lr),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    callbacks = [
+        keras.callbacks.CSVLogger(str(out / "training.csv")),
+        keras.callbacks.TensorBoard(log_dir=str(out / "tb")),
+    ]
+    history = model.fit(x, y, epochs=8, batch_size=32, validation_split=0.25, verbose=0, callbacks=callbacks)
+    (out / "history.json").write_text(json.dumps(history.history))
+
+
+def lightning_logs(scenario: str, out: Path) -> None:
+    import lightning as L
+    import torch
+    from lightning.pytorch.loggers import CSVLogger
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.manual_seed(0)
+    overfit = scenario == "overfit"
+    x, y = data(n=128 if overfit else 512, d=8, seed=1, noise=0.2 if overfit else 0.0)
+    xv, yv = data(n=256, d=8, seed=2, noise=0.2 if overfit else 0.0)
+    hidden = 128 if overfit else 16
+
+    class Net(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(
+                nn.Linear(8, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 2)
+            )
+
+        def training_step(self, batch, _):
+            xb, yb = batch
+            loss = nn.functional.cross_entropy(self.net(xb), yb)
+            self.log("train_loss", loss, on_step=True, on_epoch=True)
+            return loss
+
+        def validation_step(self, batch, _):
+            xb, yb = batch
+            self.log("val_loss", nn.functional.cross_entropy(self.net(xb), yb))
+
+        def configure_optimizers(self):
+            return torch.optim.Adam(self.parameters(), lr=0.003)
+
+    train = DataLoader(TensorDataset(torch.tensor(x), torch.tensor(y)), batch_size=16, shuffle=True)
+    val = DataLoader(TensorDataset(torch.tensor(xv), torch.tensor(yv)), batch_size=64)
+    trainer = L.Trainer(
+        max_epochs=30 if overfit else 6,
+        logger=CSVLogger(str(out), name="lightning_logs"),
+        log_every_n_steps=5,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+    )
+    trainer.fit(Net(), train, val)
+
+
+def hf_logs(scenario: str, out: Path) -> None:
+    import torch
+    from transformers import (
+        BertConfig,
+        BertForSequenceClassification,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+    )
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=32,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+        num_labels=2,
+    )
+    model = BertForSequenceClassification(config)
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(1, 32, (128, 8), generator=gen)
+    labels = (ids[:, 0] > 16).long()
+
+    class Rows(torch.utils.data.Dataset):
+        def __init__(self, lo: int, hi: int) -> None:
+            self.lo, self.hi = lo, hi
+
+        def __len__(self) -> int:
+            return self.hi - self.lo
+
+        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+            return {"input_ids": ids[self.lo + i], "labels": labels[self.lo + i]}
+
+    class StopAt(TrainerCallback):
+        """A callback bug: ends training at step 6 although 24 steps were planned."""
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step >= 6:
+                control.should_training_stop = True
+
+    args = TrainingArguments(
+        output_dir=str(out),
+        num_train_epochs=3,
+        per_device_train_batch_size=16,
+        learning_rate=1e-3,
+        logging_steps=2,
+        eval_strategy="epoch",
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    callbacks = [StopAt()] if scenario == "stopped" else []
+    trainer = Trainer(
+        model=model, args=args, train_dataset=Rows(0, 96), eval_dataset=Rows(96, 128), callbacks=callbacks
+    )
+    trainer.train()
+    trainer.save_state()
+
+
+def tensorboard_logs(scenario: str, out: Path) -> None:
+    """torch's SummaryWriter; "diverge" is a run and its restart in two folders (steps 0-119, 120-239)."""
+    import math
+    import random
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    rng = random.Random(0)
+    parts = (
+        [(out, range(240))]
+        if scenario == "healthy"
+        else [(out / "run1", range(120)), (out / "run2", range(120, 240))]
+    )
+    for folder, steps in parts:
+        writer = SummaryWriter(log_dir=str(folder))
+        for step in steps:
+            loss = (2.0 * math.exp(-step / 40) + 0.2) * (1 + 0.1 * rng.gauss(0, 1))
+            if scenario == "diverge" and step >= 130:
+                loss = 0.25 + (step - 130) * 0.05
+            writer.add_scalar("train/loss", loss, step)
+            writer.add_scalar("train/lr", 0.001, step)
+            if step % 20 == 19:
+                writer.add_scalar("val/loss", loss * 1.1, step)
+        writer.close()
+
+
+SCENARIOS = {
+    "keras": (keras_logs, ("healthy", "nan")),
+    "lightning": (lightning_logs, ("healthy", "overfit")),
+    "hf": (hf_logs, ("healthy", "stopped")),
+    "tensorboard": (tensorboard_logs, ("healthy", "diverge")),
+}
+
+
+if __name__ == "__main__":
+    framework, target = sys.argv[1:3]
+    make, scenarios = SCENARIOS[framework]
+    for scenario in scenarios:
+        path = Path(target) / scenario
+        path.mkdir(parents=True, exist_ok=True)
+        make(scenario, path)

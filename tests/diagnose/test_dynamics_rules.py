@@ -1,0 +1,173 @@
+"""TRN001-TRN004 on hand-checked curves: each broken shape fires once, healthy noisy ones never do."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from trainmedic.events import Epoch, Event, MetricSeries, Step
+from trainmedic.record import RunRecord
+from trainmedic.rules import dynamics
+
+RNG_SEEDS = range(20)
+
+
+def epochs(**series: list[float]) -> RunRecord:
+    n = len(next(iter(series.values())))
+    return RunRecord.of(
+        Epoch(epoch=i, metrics={k: v[i] for k, v in series.items()}, t=float(i)) for i in range(n)
+    )
+
+
+def steps(values: list[float] | np.ndarray, name: str = "loss", per_epoch: int = 0) -> RunRecord:
+    events: list[Event] = [
+        Step(step=i, epoch=(i // per_epoch if per_epoch else None), metrics={name: float(v)}, t=float(i))
+        for i, v in enumerate(values)
+    ]
+    return RunRecord.of(events)
+
+
+def series(name: str, values: np.ndarray) -> MetricSeries:
+    return MetricSeries(name=name, steps=list(range(len(values))), values=values.tolist())
+
+
+def codes(record: RunRecord) -> list[str]:
+    return [f.code for rule in dynamics.RULES for f in rule(record)]
+
+
+def healthy_steps(seed: int, n: int = 600, noise: float = 0.15) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    clean = 0.3 + 2.0 * np.exp(-np.arange(n) / (n / 5))
+    return clean * (1 + noise * rng.standard_normal(n))
+
+
+def healthy_epochs(seed: int, n: int = 30) -> tuple[list[float], list[float]]:
+    """Train falls; validation falls then plateaus with noise (no overfitting)."""
+    rng = np.random.default_rng(seed)
+    e = np.arange(n)
+    train = 0.2 + 2.0 * np.exp(-e / 5) + 0.02 * rng.standard_normal(n)
+    val = 0.45 + 1.8 * np.exp(-e / 5) + 0.03 * rng.standard_normal(n)
+    return train.tolist(), val.tolist()
+
+
+@pytest.mark.parametrize("seed", RNG_SEEDS)
+def test_healthy_noisy_curves_fire_nothing(seed: int) -> None:
+    assert codes(steps(healthy_steps(seed))) == []
+    train, val = healthy_epochs(seed)
+    assert codes(epochs(loss=train, val_loss=val)) == []
+
+
+def test_nonfinite_loss_gives_first_step_and_epoch() -> None:
+    values = [2.3, 1.9, 8.1, 1e12, math.inf, math.nan, math.nan]
+    [finding] = dynamics.nonfinite_loss(steps(values, per_epoch=3))
+    assert (finding.code, finding.step, finding.epoch) == ("TRN001", 4, 2)  # epochs count from 1
+    assert finding.evidence["value"] == "+Inf"
+    assert finding.evidence["last_finite_value"] == 1e12
+    assert "step 4 (epoch 2)" in finding.message
+
+
+def test_nonfinite_validation_loss_is_reported_too() -> None:
+    [finding] = dynamics.nonfinite_loss(epochs(loss=[1.0, 0.9, 0.8], val_loss=[1.1, math.nan, math.nan]))
+    assert finding.evidence["metric"] == "val_loss"
+    assert finding.epoch == 2
+
+
+def test_divergence_after_a_minimum() -> None:
+    rng = np.random.default_rng(0)
+    down = 2.3 * np.exp(-np.arange(300) / 60) + 0.4
+    up = np.linspace(0.4, 5.0, 300)
+    values = np.concatenate([down, up]) * (1 + 0.05 * rng.standard_normal(600))
+    found = dynamics.loss_divergence(steps(values))
+    assert [f.code for f in found] == ["TRN002"]
+    ev = found[0].evidence
+    assert 250 <= ev["min_step"] <= 340
+    assert ev["end_loss"] > 4.0
+    assert 300 < ev["departed_at_step"] < 450
+    assert codes(steps(values)) == ["TRN002"]  # not also "not learning"
+
+
+def test_a_single_spike_is_not_divergence() -> None:
+    values = healthy_steps(1)
+    values[400] = 50.0
+    assert dynamics.loss_divergence(steps(values)) == []
+
+
+def test_divergence_that_recovers_is_not_reported() -> None:
+    down = np.linspace(2.0, 0.5, 200)
+    bump = np.concatenate([np.linspace(0.5, 3.0, 100), np.linspace(3.0, 0.4, 100)])
+    assert dynamics.loss_divergence(steps(np.concatenate([down, bump]))) == []
+
+
+def test_flat_loss_is_not_learning() -> None:
+    rng = np.random.default_rng(3)
+    flat = (math.log(10) + 0.01 * rng.standard_normal(20)).tolist()
+    [finding] = dynamics.not_learning(epochs(loss=flat))
+    assert finding.code == "TRN003"
+    assert finding.evidence["epochs"] == 20
+    assert abs(finding.evidence["start_loss"] - math.log(10)) < 0.05
+
+
+def test_fast_drop_then_plateau_is_learning() -> None:
+    values = np.concatenate([np.linspace(2.3, 0.2, 10), np.full(200, 0.2)])
+    values = values * (1 + 0.1 * np.random.default_rng(4).standard_normal(len(values)))
+    assert dynamics.not_learning(steps(values)) == []
+
+
+def test_too_few_points_are_not_judged() -> None:
+    assert dynamics.not_learning(epochs(loss=[2.3, 2.3, 2.3])) == []
+    assert dynamics.loss_divergence(epochs(loss=[0.1, 5.0, 50.0])) == []
+
+
+def test_overfitting_gives_the_turning_epoch() -> None:
+    train = [1.0, 0.7, 0.5, 0.4, 0.33, 0.3, 0.25, 0.2, 0.16, 0.13, 0.1, 0.08, 0.07, 0.06, 0.05]
+    val = [1.0, 0.8, 0.65, 0.58, 0.54, 0.52, 0.53, 0.55, 0.58, 0.61, 0.65, 0.7, 0.74, 0.77, 0.80]
+    [finding] = dynamics.overfitting(epochs(loss=train, val_loss=val))
+    assert finding.code == "TRN004"
+    assert finding.epoch == 6  # the sixth epoch, counted from 1 as in the message
+    assert finding.evidence["turn_epoch"] == 6
+    assert finding.evidence["val_end"] > 0.7
+    assert "epoch 6" in finding.message
+    assert "epoch 6" in finding.fix
+
+
+def test_overfitting_on_step_logs_hf_style() -> None:
+    """HF: train loss every 10 steps, eval loss every 100 steps, both as log series."""
+    train_steps = list(range(10, 1001, 10))
+    train = [2.0 * math.exp(-s / 300) + 0.05 for s in train_steps]
+    eval_steps = list(range(100, 1001, 100))
+    val = [1.5, 1.0, 0.8, 0.75, 0.78, 0.85, 0.95, 1.05, 1.15, 1.3]
+    record = RunRecord.of(
+        [
+            MetricSeries(
+                name="loss", steps=train_steps, values=train, epochs=[s // 200 for s in train_steps]
+            ),
+            MetricSeries(
+                name="eval_loss", steps=eval_steps, values=val, epochs=[s // 200 for s in eval_steps]
+            ),
+        ]
+    )
+    [finding] = dynamics.overfitting(record)
+    assert finding.step == 400
+    assert finding.evidence["train_end"] < finding.evidence["train_at_turn"]
+
+
+def test_val_rising_with_train_rising_is_not_overfitting() -> None:
+    rising = [0.5, 0.45, 0.4, 0.42, 0.5, 0.6, 0.7, 0.8]
+    assert dynamics.overfitting(epochs(loss=rising, val_loss=rising)) == []
+
+
+@pytest.mark.slow
+def test_million_point_series_is_reduced() -> None:
+    values = healthy_steps(5, n=1_000_000, noise=0.3)
+    record = RunRecord.of(
+        [MetricSeries(name="train/loss", steps=list(range(len(values))), values=values.tolist())]
+    )
+    assert codes(record) == []
+    values[700_000:] = np.nan
+    record = RunRecord.of(
+        [MetricSeries(name="train/loss", steps=list(range(len(values))), values=values.tolist())]
+    )
+    [finding] = dynamics.nonfinite_loss(record)
+    assert finding.step == 700_000

@@ -1,0 +1,169 @@
+"""`trainmedic env`: a real manifest of this machine, a real git repository, real data files."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli, trainmedic_cmd
+from trainmedic.cli.main import main
+from trainmedic.envinfo import capture_manifest, hash_data, write_manifest
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    git(root, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "start")
+    (root / "train.py").write_text("print('v1')\n")
+    git(root, "add", "train.py")
+    git(root, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "train")
+    return root
+
+
+def test_manifest_records_versions_git_env_and_data(repo: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data.bin"
+    data.write_bytes(os.urandom(3 << 20))
+    env = {"OMP_NUM_THREADS": "3", "HF_TOKEN": "secret", "CUDA_VISIBLE_DEVICES": "0,1"}
+    m = capture_manifest(data_paths=[data], cwd=repo, environ=env, command=["python", "train.py"])
+    assert m["packages"]["numpy"] == importlib.metadata.version("numpy")
+    assert m["frameworks"]["torch"]["version"] == importlib.metadata.version("torch")
+    assert m["frameworks"]["torch"]["cuda"] is None  # the CPU build installed here
+    assert m["gpus"] is None  # no NVIDIA driver on this machine: recorded, not an error
+    assert m["git"]["dirty"] is False
+    assert len(m["git"]["commit"]) == 40
+    assert m["env"] == {"CUDA_VISIBLE_DEVICES": "0,1", "OMP_NUM_THREADS": "3"}  # the token is never recorded
+    [d] = m["data"]
+    assert d["sha256"] == hashlib.sha256(data.read_bytes()).hexdigest()
+    assert (d["files"], d["bytes"]) == (1, 3 << 20)
+    assert m["command"] == ["python", "train.py"]
+    json.dumps(m)  # plain JSON
+
+
+def test_capture_imports_no_framework() -> None:
+    code = (
+        "import sys; from trainmedic.envinfo import capture_manifest; m = capture_manifest();"
+        "names = ('torch', 'tensorflow', 'keras', 'transformers', 'lightning');"
+        "print(sorted(x for x in names if x in sys.modules));"
+        "print(m['frameworks']['tensorflow']['version'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    assert out[0] == "[]"
+    assert out[1] == importlib.metadata.version("tensorflow-cpu")  # the distribution installed here
+
+
+def test_folder_hash_follows_content_not_creation_order(tmp_path: Path) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    for root, names in ((one, ["a.csv", "b/c.csv"]), (two, ["b/c.csv", "a.csv"])):
+        for name in names:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(f"rows of {name}\n")
+    assert hash_data(one)["sha256"] == hash_data(two)["sha256"]
+    assert hash_data(one)["files"] == 2
+    (two / "a.csv").write_text("rows of a.csv!\n")
+    assert hash_data(one)["sha256"] != hash_data(two)["sha256"]
+    (two / "a.csv").write_text("rows of a.csv\n")
+    (two / "a.csv").rename(two / "z.csv")
+    assert hash_data(one)["sha256"] != hash_data(two)["sha256"]
+
+
+def test_env_command_reports_a_dirty_worktree(repo: Path, tmp_path: Path) -> None:
+    (repo / "train.py").write_text("print('v2, not committed')\n")
+    out = tmp_path / "m.json"
+    result = run_cli("env", "--out", str(out), "--data", str(repo / "train.py"), cwd=repo)
+    assert result.returncode == 0, result.stderr
+    assert "ENV002 dirty-worktree" in result.stdout
+    assert "train.py" in result.stdout
+    manifest = json.loads(out.read_text())
+    assert manifest["git"]["modified"] == ["train.py"]
+    assert run_cli("env", "--fail-on", "info", cwd=repo).returncode == 1
+
+
+def test_env_json_outside_git(tmp_path: Path, capsys) -> None:
+    cwd = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        assert main(["env", "--format", "json"]) == 0
+    finally:
+        os.chdir(cwd)
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["manifest"]["git"] is None
+    assert doc["findings"] == []
+
+
+def test_missing_data_path_is_one_line(tmp_path: Path) -> None:
+    result = run_cli("env", "--data", str(tmp_path / "gone"))
+    assert result.returncode == 2
+    assert (
+        result.stderr.strip() == f"trainmedic: error: --data {tmp_path / 'gone'}: no such file or directory"
+    )
+
+
+def test_write_manifest_and_diagnose_a_run_folder_from_dirty_code(repo: Path, tmp_path: Path, capsys) -> None:
+    from trainmedic.events import EventWriter, Step
+
+    (repo / "train.py").write_text("print('edited')\n")
+    run = tmp_path / "run"
+    write_manifest(run / "manifest.json", cwd=repo)
+    with EventWriter(run / "events.jsonl") as writer:
+        for i in range(5):
+            writer.emit(Step(step=i, metrics={"loss": 1.0 / (i + 1)}))
+    assert not list(run.glob(".*.tmp"))  # written atomically
+    assert main(["diagnose", str(run)]) == 0
+    assert "ENV002 dirty-worktree" in capsys.readouterr().out
+
+
+FAKE_NVML = '''
+"""A stand-in for nvidia-ml-py on this GPU-less machine: same functions, fixed answers."""
+class _Memory:
+    total = 150_000_000_000
+def nvmlInit(): pass
+def nvmlShutdown(): pass
+def nvmlDeviceGetCount(): return 2
+def nvmlDeviceGetHandleByIndex(i): return i
+def nvmlDeviceGetName(h): return "NVIDIA H200"
+def nvmlDeviceGetUUID(h): return f"GPU-{h:04d}"
+def nvmlDeviceGetMemoryInfo(h): return _Memory()
+def nvmlDeviceGetCudaComputeCapability(h): return (9, 0)
+def nvmlSystemGetDriverVersion(): return b"DRIVER"
+def nvmlSystemGetCudaDriverVersion(): return 12040
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("driver", ["550.54.15"])
+def test_gpus_and_driver_through_the_nvml_interface(tmp_path: Path, driver: str) -> None:
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "pynvml.py").write_text(FAKE_NVML.replace("DRIVER", driver))
+    path = os.pathsep.join([str(fake), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path, "NO_COLOR": "1"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*trainmedic_cmd(), *args], capture_output=True, text=True, env=env, check=False
+        )
+
+    result = run("env", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    gpus = json.loads(result.stdout)["manifest"]["gpus"]
+    assert gpus["driver"] == driver
+    assert gpus["cuda_driver"] == "12.4"
+    assert [d["name"] for d in gpus["devices"]] == ["NVIDIA H200", "NVIDIA H200"]
+    assert gpus["devices"][1]["compute_capability"] == "9.0"
+    text = run("env").stdout
+    assert f"driver {driver} (CUDA 12.4)" in text

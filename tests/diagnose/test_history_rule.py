@@ -1,0 +1,50 @@
+"""rules/history.py: fewer epochs/steps in a log than requested, without double-reporting KER003/RUN004."""
+
+from __future__ import annotations
+
+from trainmedic.events import Epoch, Event, PhaseEnd, RunEnd, Step, TrainingPlan
+from trainmedic.record import RunRecord
+from trainmedic.rules.history import logged_run_ended_early
+
+
+def record(*events: Event) -> RunRecord:
+    return RunRecord.of(events)
+
+
+def epochs(n: int) -> list[Event]:
+    return [Epoch(epoch=i, t=float(i)) for i in range(n)]
+
+
+def test_hf_max_steps_complete_inside_its_last_epoch_is_fine() -> None:
+    plan = TrainingPlan(framework="transformers", epochs=61, max_steps=606_667, t=0.0)
+    done = [*epochs(60), Step(step=606_667, t=99.0), PhaseEnd(phase="train", t=100.0)]
+    assert logged_run_ended_early(record(plan, *done)) == []
+
+
+def test_hf_stopped_before_max_steps() -> None:
+    plan = TrainingPlan(framework="transformers", epochs=3, max_steps=18, t=0.0)
+    [finding] = logged_run_ended_early(
+        record(plan, *epochs(1), Step(step=6, t=9.0), PhaseEnd(phase="train", t=10.0))
+    )
+    assert (finding.code, finding.severity.value, finding.step) == ("RUN004", "error", 6)
+
+
+def test_hf_checkpoint_mid_run_is_not_judged() -> None:
+    plan = TrainingPlan(framework="transformers", epochs=3, max_steps=18, t=0.0)
+    assert logged_run_ended_early(record(plan, *epochs(1), Step(step=6, t=9.0))) == []
+
+
+def test_expected_epochs_on_a_log_without_end() -> None:
+    plan = TrainingPlan(framework="lightning", epochs=10, t=0.0)
+    [finding] = logged_run_ended_early(record(plan, *epochs(6)))
+    assert finding.severity.value == "warning"
+    assert finding.evidence["epochs_completed"] == 6
+
+
+def test_steps_aside_for_ker003_run004_and_early_stopping() -> None:
+    keras = TrainingPlan(framework="keras", epochs=12, t=0.0)
+    assert logged_run_ended_early(record(keras, *epochs(1), PhaseEnd(phase="train", t=5.0))) == []
+    supervised = TrainingPlan(framework="lightning", epochs=12, t=0.0)
+    assert logged_run_ended_early(record(supervised, *epochs(1), RunEnd(exit_code=0, t=5.0))) == []
+    stopping = TrainingPlan(framework="lightning", epochs=12, early_stopping=True, t=0.0)
+    assert logged_run_ended_early(record(stopping, *epochs(4))) == []

@@ -1,0 +1,153 @@
+"""KER rules and check_sequence on hand-made events and duck-typed sequences (no Keras, fast)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from trainmedic.events import Epoch, GuardObservation
+from trainmedic.keras import check_sequence
+from trainmedic.record import RunRecord
+from trainmedic.rules.keras import (
+    FIT_END_CHECK,
+    INPUT_CHECK,
+    history_epochs_mismatch,
+    sequence_len_huge,
+    sequence_too_short,
+)
+
+GIB = 2**30
+
+
+def seq_input(t: float = 1.0, **data: object) -> GuardObservation:
+    base = {"is_sequence": True, "input_type": "Batches", "shuffle": True, "memory_bytes": 16 * GIB}
+    base.update(data)
+    if isinstance(base.get("sequence_len"), int):
+        base.setdefault("index_bytes", 36 * base["sequence_len"])  # type: ignore[operator]
+    return GuardObservation(check=INPUT_CHECK, data=base, t=t, pid=1)
+
+
+def fit_end(t: float = 9.0, **data: object) -> GuardObservation:
+    base = {"completed": True, "epochs_requested": 3, "epochs_run": 3, "stopped_by": None}
+    base.update(data)
+    return GuardObservation(check=FIT_END_CHECK, data=base, t=t, pid=1)
+
+
+def test_short_sequence_against_its_samples() -> None:
+    record = RunRecord.of(
+        [seq_input(sequence_len=2, samples=640, batch_size=32), Epoch(epoch=0, steps=2, t=2, pid=1)]
+    )
+    (finding,) = sequence_too_short(record)
+    assert finding.message == "Batches yields 2 batches per epoch; its 640 samples at batch size 32 make 20"
+    assert finding.evidence["expected_batches"] == 20
+    assert finding.evidence["batches_per_epoch"] == [2]
+
+
+def test_short_sequence_against_steps_per_epoch() -> None:
+    (finding,) = sequence_too_short(RunRecord.of([seq_input(sequence_len=4, steps_per_epoch=10)]))
+    assert "fewer than steps_per_epoch=10" in finding.message
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"sequence_len": 20, "samples": 640, "batch_size": 32},  # exact
+        {"sequence_len": 11, "samples": 640, "batch_size": 32},  # over half: a floor, not a bug
+        {"sequence_len": 20},  # nothing to compare with
+        {"sequence_len": 20, "samples": 640, "batch_size": 32, "is_sequence": False},
+    ],
+)
+def test_healthy_lengths_are_quiet(data: dict[str, object]) -> None:
+    assert sequence_too_short(RunRecord.of([seq_input(**data)])) == []
+
+
+def test_huge_length_with_shuffle() -> None:
+    (finding,) = sequence_len_huge(RunRecord.of([seq_input(sequence_len=sys.maxsize, steps_per_epoch=8)]))
+    assert finding.code == "KER002"
+    assert finding.evidence["sequence_len"] == sys.maxsize
+    assert "TiB index list" in finding.message
+
+
+def test_huge_by_memory_share_not_by_length() -> None:
+    big = seq_input(sequence_len=10**8)  # 3.4 GiB of index list
+    assert sequence_len_huge(RunRecord.of([big])) != []  # of 16 GiB: over 10%
+    roomy = seq_input(sequence_len=10**8, memory_bytes=256 * GIB)
+    assert sequence_len_huge(RunRecord.of([roomy])) == []
+
+
+@pytest.mark.parametrize("shuffle", [False, "batch"])
+def test_huge_length_without_full_shuffle_is_fine(shuffle: object) -> None:
+    assert sequence_len_huge(RunRecord.of([seq_input(sequence_len=sys.maxsize, shuffle=shuffle)])) == []
+
+
+def test_history_mismatch_names_the_exhausted_input() -> None:
+    record = RunRecord.of(
+        [
+            seq_input(sequence_len=4, steps_per_epoch=10),
+            Epoch(epoch=0, steps=4, t=2, pid=1),
+            fit_end(epochs_run=1, steps_per_epoch=10),
+        ]
+    )
+    (finding,) = history_epochs_mismatch(record)
+    assert finding.message == (
+        "fit returned after 1 of 3 epochs, and no EarlyStopping or stop_training explains it; "
+        "its last epoch ran 4 of 10 steps (input ran out)"
+    )
+    assert finding.evidence["input_exhausted"] is True
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"epochs_run": 3},
+        {"epochs_run": 1, "stopped_by": "EarlyStopping"},
+        {"epochs_run": 1, "stopped_by": "stop_training"},
+        {"epochs_run": 1, "completed": False},  # it crashed: RUN009's business
+    ],
+)
+def test_history_explained_or_complete_is_quiet(data: dict[str, object]) -> None:
+    assert history_epochs_mismatch(RunRecord.of([seq_input(), fit_end(**data)])) == []
+
+
+class DuckSequence:
+    """Not a Keras class: check_sequence judges anything with __len__ the same way."""
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+        self.filenames = [f"img{i}.png" for i in range(1000)]
+        self.batch_size = 50
+
+    def __len__(self) -> int:
+        return self.length
+
+
+def test_check_sequence_reads_samples_and_batch_size_from_attributes() -> None:
+    (finding,) = check_sequence(DuckSequence(2))
+    assert finding.code == "KER001"
+    assert finding.evidence["samples"] == 1000
+    assert finding.evidence["expected_batches"] == 20
+    assert check_sequence(DuckSequence(20)) == []
+
+
+def test_check_sequence_overrides_and_huge() -> None:
+    assert check_sequence(DuckSequence(20), n_samples=10_000) != []
+    (huge,) = check_sequence(DuckSequence(sys.maxsize))
+    assert huge.code == "KER002"
+    assert check_sequence(DuckSequence(sys.maxsize), shuffle=False) == []
+
+
+def test_check_sequence_rejects_objects_without_len() -> None:
+    with pytest.raises(TypeError, match="needs an object with __len__"):
+        check_sequence(object())
+
+
+def test_public_api_imports_no_framework_until_used() -> None:
+    import subprocess
+
+    code = (
+        "import sys, trainmedic.keras as k;"
+        "print(sorted(m for m in ('keras', 'tf_keras', 'tensorflow') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"

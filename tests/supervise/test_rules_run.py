@@ -1,0 +1,239 @@
+"""RUN rules on small event streams: each triggers on its case and stays quiet on a healthy run."""
+
+from __future__ import annotations
+
+import signal
+
+from trainmedic.events import (
+    Epoch,
+    Event,
+    HangDetected,
+    LogLine,
+    MemoryLimit,
+    MemorySample,
+    OomKill,
+    OrphanEnded,
+    PhaseEnd,
+    PhaseStart,
+    ProcessSpawn,
+    RunEnd,
+    RunStart,
+    StopRequest,
+    TrainingPlan,
+)
+from trainmedic.record import RunRecord
+from trainmedic.registry import run_rules
+from trainmedic.rules import run as R
+
+MiB = 1 << 20
+
+
+def stream(*events: Event, exit_code: int = 0, sig: int | None = None, t_end: float = 100.0) -> RunRecord:
+    start = RunStart(t=0.0, command=["python", "train.py"])
+    end = RunEnd(t=t_end, exit_code=exit_code, signal=sig)
+    return RunRecord.of([start, *events, end])
+
+
+def logs(*lines: str, t0: float = 1.0) -> list[LogLine]:
+    return [LogLine(t=t0 + i * 0.01, text=line) for i, line in enumerate(lines)]
+
+
+def phased_memory(train: int, spike: int, *, end_phase: str | None = None) -> list[Event]:
+    events: list[Event] = [PhaseStart(t=1.0, pid=1, phase="train", epoch=1)]
+    events += [MemorySample(t=2.0 + i, pid=1, rss_bytes=train) for i in range(5)]
+    events += [
+        PhaseEnd(t=8.0, pid=1, phase="train", epoch=1),
+        PhaseStart(t=8.0, pid=1, phase="eval", epoch=1),
+    ]
+    events += [MemorySample(t=9.0, pid=1, rss_bytes=spike)]
+    if end_phase is None:
+        events.append(PhaseEnd(t=10.0, pid=1, phase="eval", epoch=1))
+    return events
+
+
+def codes(record: RunRecord) -> list[str]:
+    return [f.code for f in run_rules(record)]
+
+
+def test_healthy_run_has_no_run_findings() -> None:
+    record = stream(*phased_memory(100 * MiB, 120 * MiB), *logs("Epoch 1/2", "Epoch 2/2", "done"))
+    assert [c for c in codes(record) if c.startswith("RUN")] == []
+
+
+def test_oom_killed_needs_the_counter_and_names_limit_and_phase() -> None:
+    events = [
+        MemoryLimit(t=0.1, limit_bytes=400 * MiB, source="memory-limit-option"),
+        *phased_memory(100 * MiB, 390 * MiB, end_phase="eval"),
+        OomKill(t=99.0, count=1, scope="cgroup"),
+    ]
+    [finding] = R.oom_killed(stream(*events, exit_code=137, sig=signal.SIGKILL))
+    assert finding.evidence["phase"] == "eval"
+    assert finding.evidence["epoch"] == 1
+    assert finding.evidence["limit_bytes"] == 400 * MiB
+    assert finding.evidence["peak_rss_bytes"] == 390 * MiB
+    assert "400.0 MiB" in finding.message
+    assert "evaluat" in finding.fix
+    # the same SIGKILL without the kernel's counter rising is an external kill, not an OOM
+    no_counter = stream(*events[:-1], exit_code=137, sig=signal.SIGKILL)
+    assert R.oom_killed(no_counter) == []
+    assert [f.code for f in R.killed_by_signal(no_counter)] == ["RUN008"]
+
+
+def test_worker_oom_in_the_run_cgroup_explains_a_crash() -> None:
+    lines = logs(
+        "Traceback (most recent call last):",
+        "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed.",
+        t0=50.0,
+    )
+    record = stream(OomKill(t=60.0, count=1, scope="cgroup"), *lines, exit_code=1)
+    [finding] = R.oom_killed(record)
+    assert finding.message.startswith("A process of the trainer tree was killed by the OOM killer")
+    assert R.crashed(record) == []
+    # the machine-wide counter alone does not blame a crash (other jobs' kills count there)
+    host_only = stream(OomKill(t=60.0, count=1, scope="host"), *lines, exit_code=1)
+    assert R.oom_killed(host_only) == []
+    assert [f.code for f in R.crashed(host_only)] == ["RUN009"]
+
+
+def test_launcher_exit_status_137_counts_as_sigkill() -> None:
+    record = stream(OomKill(t=50.0, count=1, scope="host"), exit_code=137)
+    [finding] = R.oom_killed(record)
+    assert finding.evidence["oom_kill_scope"] == "host"
+
+
+def test_eval_memory_spike_ratio() -> None:
+    [finding] = R.eval_memory_spike(stream(*phased_memory(100 * MiB, 200 * MiB)))
+    assert finding.evidence["ratio"] == 2.0
+    assert R.eval_memory_spike(stream(*phased_memory(100 * MiB, 140 * MiB))) == []
+
+
+def test_silent_early_exit_from_log_lines_and_from_events() -> None:
+    from_log = stream(*logs("Epoch 1/12", "loss 0.3"))
+    [finding] = R.silent_early_exit(from_log)
+    assert (finding.evidence["epochs_requested"], finding.evidence["epochs_completed"]) == (12, 1)
+    events = stream(TrainingPlan(t=0.5, framework="keras", epochs=3), Epoch(t=5.0, epoch=0))
+    assert R.silent_early_exit(events)[0].evidence["completed_from"] == "epoch events"
+    early_stopped = stream(*logs("Epoch 1/12", "Epoch 1: early stopping"))
+    assert R.silent_early_exit(early_stopped) == []
+    assert R.silent_early_exit(stream(*logs("Epoch 1/12"), exit_code=1)) == []
+
+
+def test_expect_epochs_option_wins() -> None:
+    record = RunRecord.of(
+        [RunStart(t=0.0, command=["x"], expect_epochs=5), *logs("Epoch 3/3"), RunEnd(t=9.0, exit_code=0)]
+    )
+    [finding] = R.silent_early_exit(record)
+    assert finding.evidence["epochs_requested"] == 5
+
+
+def test_input_exhausted_from_log_and_from_short_epochs() -> None:
+    line = "WARNING: Your input ran out of data; interrupting training."
+    assert R.input_exhausted(stream(*logs(line)))[0].evidence["log_line"] == line.strip()
+    plan = TrainingPlan(t=0.5, framework="keras", epochs=3, steps_per_epoch=50)
+    short = stream(plan, Epoch(t=2.0, epoch=0, steps=50), Epoch(t=3.0, epoch=1, steps=16))
+    [finding] = R.input_exhausted(short)
+    assert finding.evidence["short_epochs"] == [{"epoch": 1, "steps": 16}]
+    full = stream(plan, Epoch(t=2.0, epoch=0, steps=50))
+    assert R.input_exhausted(full) == []
+
+
+def test_launcher_stub_gives_both_pids() -> None:
+    record = stream(
+        ProcessSpawn(t=0.2, pid=10, ppid=1, cmdline=["bash", "-c", "python t.py; exit"], role="trainer"),
+        ProcessSpawn(t=0.7, pid=10, ppid=1, cmdline=["bash", "-c", "python t.py; exit"], role="launcher"),
+        ProcessSpawn(t=0.7, pid=11, ppid=10, cmdline=["python", "t.py"], role="trainer"),
+    )
+    [finding] = R.launcher_stub(record)
+    assert finding.evidence["launcher_pid"] == 10
+    assert finding.evidence["trainer_pids"] == [11]
+    assert finding.evidence["launcher"] == "shell wrapper"
+    alone = stream(ProcessSpawn(t=0.2, pid=11, ppid=1, cmdline=["python", "t.py"], role="trainer"))
+    assert R.launcher_stub(alone) == []
+
+
+def test_hang_reports_where_threads_wait() -> None:
+    dump = (
+        "Process 7: python deadlock.py\nPython v3.11.7 (/usr/bin/python3.11)\n\n"
+        'Thread 7 (idle): "MainThread"\n    train_step (deadlock.py:23)\n    main (deadlock.py:31)\n'
+        'Thread 8 (idle): "metrics-writer"\n    save_metrics (deadlock.py:16)\n'
+    )
+    record = stream(HangDetected(t=50.0, idle_s=30.0, cpu_percent=0.0, stacks={"7": dump}))
+    [finding] = R.hang(record)
+    assert "train_step (deadlock.py:23)" in finding.message
+    assert finding.evidence["waiting_in"] == {
+        "7": ["MainThread: train_step (deadlock.py:23)", "metrics-writer: save_metrics (deadlock.py:16)"]
+    }
+
+
+def test_killed_by_signal_external_and_requested() -> None:
+    [external] = R.killed_by_signal(stream(exit_code=143, sig=signal.SIGTERM))
+    assert external.severity.value == "error"
+    assert "SIGTERM" in external.message
+    requested = stream(StopRequest(t=50.0, signal=signal.SIGTERM, reason="SIGTERM sent to the supervisor"))
+    [stop] = R.killed_by_signal(requested)
+    assert stop.severity.value == "warning"
+    assert R.crashed(requested) == []
+    assert R.silent_early_exit(stream(*logs("Epoch 1/9"), StopRequest(t=50.0, signal=15))) == []
+
+
+def test_native_crash_uses_faulthandler_stack() -> None:
+    lines = logs(
+        "Fatal Python error: Segmentation fault",
+        "",
+        "Current thread 0x00007f (most recent call first):",
+        '  File "/home/u/ext.py", line 5 in crash_here',
+        '  File "/home/u/train.py", line 9 in <module>',
+    )
+    [finding] = R.killed_by_signal(stream(*lines, exit_code=139, sig=signal.SIGSEGV))
+    assert finding.message.startswith("Native crash (Segmentation fault)")
+    assert finding.evidence["python_stack"][0].startswith('File "/home/u/ext.py", line 5')
+
+
+def test_crashed_extracts_exception_and_user_frame() -> None:
+    lines = logs(
+        "Epoch 2/3",
+        "Traceback (most recent call last):",
+        '  File "/home/u/train.py", line 20, in main',
+        "    out = forward(w, batch)",
+        '  File "/home/u/train.py", line 9, in forward',
+        "    return batch @ weights",
+        "           ~~~~~~^~~~~~~~~",
+        '  File "/venv/lib/python3.11/site-packages/lib/ops.py", line 3, in matmul',
+        "ValueError: shapes (4,9) and (8,1) not aligned",
+    )
+    [finding] = R.crashed(stream(*lines, exit_code=1))
+    assert finding.evidence["exception"] == "ValueError"
+    assert finding.evidence["user_frame"] == "/home/u/train.py:9 in forward"
+    assert finding.message.endswith("at train.py:9 in forward")
+
+
+def test_accelerator_oom_not_double_reported_as_crash() -> None:
+    lines = logs(
+        "Traceback (most recent call last):",
+        '  File "/home/u/train.py", line 20, in step',
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+    )
+    record = stream(*lines, exit_code=1)
+    assert [f.code for f in R.accelerator_oom(record)] == ["RUN002"]
+    assert R.crashed(record) == []
+
+
+def test_orphans_listed() -> None:
+    record = stream(OrphanEnded(t=99.0, pid=5, ppid=1, cmdline=["python", "t.py"], rss_bytes=MiB, signal=15))
+    [finding] = R.orphan_processes(record)
+    assert finding.evidence["processes"][0]["pid"] == 5
+
+
+def test_each_attempt_is_classified() -> None:
+    record = RunRecord.of(
+        [
+            RunStart(t=0.0, command=["x"], attempt=0),
+            *logs("Traceback (most recent call last):", "RuntimeError: node failure", t0=1.0),
+            RunEnd(t=2.0, exit_code=1, attempt=0),
+            RunStart(t=3.0, command=["x"], attempt=1),
+            RunEnd(t=5.0, exit_code=0, attempt=1),
+        ]
+    )
+    [finding] = R.crashed(record)
+    assert "RuntimeError" in finding.message
+    assert [v.number for v in R.attempts(record)] == [0, 1]

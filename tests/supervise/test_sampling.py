@@ -1,0 +1,94 @@
+"""The sampler on a real process; the GPU path through the fake probe (no GPU here)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from trainmedic.supervise import gpu
+from trainmedic.supervise.sampler import HangWatch, TreeSampler
+from trainmedic.supervise.tree import snapshot
+
+
+@pytest.fixture
+def child():
+    # bytearray(n) zero-fills: all 64 MiB are touched before "ready"
+    code = "import time; x = bytearray(64 << 20); print('ready', flush=True); time.sleep(30)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"ready\n"
+    yield proc
+    proc.kill()
+    proc.wait()
+    proc.stdout.close()
+
+
+def test_sample_measures_rss_cpu_and_gpu_per_process(child) -> None:
+    probe = gpu.FakeGpuProbe({child.pid: 3 << 30, 999999: 1 << 30})
+    sampler = TreeSampler(base_interval=0.1, gpu=probe)
+    procs = snapshot(child.pid)
+    first = sampler.sample(procs)
+    second = sampler.sample(procs)
+    assert first.rss_bytes >= 64 << 20
+    assert first.processes == {str(child.pid): first.rss_bytes}
+    assert second.gpu_bytes == 3 << 30  # only the tree's processes count
+    assert second.gpu_processes == {str(child.pid): 3 << 30}
+    assert first.cpu_percent is None
+    assert second.cpu_percent is not None
+    assert second.cpu_percent < 50  # the child sleeps
+
+
+def test_a_busy_gpu_keeps_a_cpu_idle_trainer_from_looking_hung(child) -> None:
+    sampler = TreeSampler(base_interval=0.1, gpu=gpu.FakeGpuProbe({child.pid: 1 << 30}, busy_percent=97.0))
+    sample = sampler.sample(snapshot(child.pid))
+    assert sampler.gpu_percent == 97.0
+    watch = HangWatch(timeout=10)
+    watch.update(progressed=True, cpu_percent=0.0, now=0.0)
+    assert watch.update(progressed=False, cpu_percent=0.0, gpu_percent=sampler.gpu_percent, now=20.0) is None
+    assert watch.update(progressed=False, cpu_percent=0.0, gpu_percent=0.0, now=31.0) == 11.0
+    assert sample.gpu_bytes == 1 << 30
+
+
+def test_interval_stretches_while_memory_is_flat(child) -> None:
+    sampler = TreeSampler(base_interval=0.1)
+    procs = snapshot(child.pid)
+    for _ in range(6):
+        sampler.sample(procs)
+    assert sampler.interval == pytest.approx(0.4)
+
+
+def test_default_probe_never_fails_without_a_gpu() -> None:
+    probe = gpu.default_probe()
+    assert isinstance(probe.used_by({1, 2}), dict)
+    probe.close()
+
+
+def test_hang_watch() -> None:
+    watch = HangWatch(timeout=10)
+    assert watch.update(progressed=True, cpu_percent=0.0, now=0.0) is None
+    assert watch.update(progressed=False, cpu_percent=1.0, now=5.0) is None
+    assert watch.update(progressed=False, cpu_percent=0.0, now=11.0) == 11.0
+    assert watch.update(progressed=False, cpu_percent=0.0, now=20.0) is None  # fires once
+    assert watch.update(progressed=False, cpu_percent=90.0, now=21.0) is None  # busy again
+    assert watch.update(progressed=False, cpu_percent=0.0, now=32.0) == 11.0
+
+
+def test_without_a_driver_nvml_fails_and_the_default_probe_is_null() -> None:
+    if gpu.driver_may_exist():
+        pytest.skip("an NVIDIA driver is present")
+    with pytest.raises(Exception, match=r"NVML|nvml|Library|Driver"):
+        gpu.NvmlProbe()
+    assert isinstance(gpu.default_probe(), gpu.NullProbe)
+
+
+@pytest.mark.gpu
+def test_nvml_probe_on_a_real_gpu(child) -> None:
+    if not gpu.driver_may_exist():
+        pytest.skip("no NVIDIA driver here")
+    probe = gpu.NvmlProbe()
+    try:
+        assert probe.used_by({child.pid}) == {}  # the child holds no GPU memory
+    finally:
+        probe.close()

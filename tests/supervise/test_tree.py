@@ -1,0 +1,86 @@
+"""Launcher resolution on real process trees (bash -c, a Python launcher stub, forked workers)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trainmedic.supervise import tree
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "supervise"
+SLEEPER = "import time, sys; time.sleep(30)"
+
+
+def wait_for_tree(pid: int, size: int, timeout: float = 15.0) -> dict[int, tree.Proc]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        procs = tree.snapshot(pid)
+        if len(procs) >= size and all(p.cmdline for p in procs.values()):
+            return procs
+        time.sleep(0.05)
+    raise AssertionError(f"tree of {pid} did not reach {size} processes: {tree.snapshot(pid)}")
+
+
+@pytest.fixture
+def spawn():
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(argv: list[str]) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(argv, process_group=0)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def test_bash_wrapper_is_a_launcher(spawn) -> None:
+    root = spawn(["bash", "-c", f"{sys.executable} -c '{SLEEPER}'; exit $?"])
+    procs = wait_for_tree(root.pid, 2)
+    roles = tree.classify(procs, root.pid)
+    python = next(pid for pid, p in procs.items() if pid != root.pid)
+    assert roles == {root.pid: tree.ROLE_LAUNCHER, python: tree.ROLE_TRAINER}
+
+
+def test_python_stub_and_forked_workers(spawn) -> None:
+    code = (
+        "import multiprocessing as mp, time\n"
+        "def w():\n    time.sleep(30)\n"
+        "if __name__ == '__main__':\n"
+        "    ctx = mp.get_context('fork')\n"
+        "    [ctx.Process(target=w).start() for _ in range(2)]\n"
+        "    time.sleep(30)\n"
+    )
+    root = spawn([sys.executable, str(EXAMPLES / "launcher_stub.py"), "-c", code])
+    procs = wait_for_tree(root.pid, 4)
+    roles = tree.classify(procs, root.pid)
+    trainer = next(pid for pid, p in procs.items() if p.ppid == root.pid)
+    assert roles[root.pid] == tree.ROLE_LAUNCHER
+    assert roles[trainer] == tree.ROLE_TRAINER
+    assert sorted(r for pid, r in roles.items() if pid not in (root.pid, trainer)) == [tree.ROLE_WORKER] * 2
+    _, trainers = tree.resolve_trainers(root.pid)
+    assert [p.pid for p in trainers] == [trainer]
+
+
+def test_single_process_is_its_own_trainer(spawn) -> None:
+    root = spawn([sys.executable, "-c", SLEEPER])
+    procs = wait_for_tree(root.pid, 1)
+    assert tree.classify(procs, root.pid) == {root.pid: tree.ROLE_TRAINER}
+
+
+def test_non_python_leaf_is_the_trainer(spawn) -> None:
+    root = spawn(["bash", "-c", "sleep 30; exit 0"])
+    procs = wait_for_tree(root.pid, 2)
+    roles = tree.classify(procs, root.pid)
+    assert roles[root.pid] == tree.ROLE_LAUNCHER
+    assert list(roles.values()).count(tree.ROLE_TRAINER) == 1
