@@ -16,7 +16,6 @@ import tempfile
 import time
 
 import torch
-
 from trainmedic.checkpoint import CheckpointManager
 
 

@@ -18,11 +18,11 @@ import tempfile
 import time
 import warnings
 
-import torch
 import torch.nn.functional as F
-from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+import torch
+from torch import nn
 from trainmedic.train import fit
 
 

@@ -17,11 +17,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
 import torch.nn.functional as F
-from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+import torch
+from torch import nn
 from trainmedic.train import fit
 
 

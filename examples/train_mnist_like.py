@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import argparse
 
-import torch
 import torch.nn.functional as F
-from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+import torch
+from torch import nn
 from trainmedic.train import EarlyStopping, fit, param_groups, warmup_cosine
 
 CLASSES = 10

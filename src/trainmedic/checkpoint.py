@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import torch
-
 from trainmedic.events import GuardObservation, PhaseEnd, PhaseStart
 from trainmedic.instrument.channel import emit
 

@@ -37,7 +37,8 @@ from trainmedic.events import FindingRaised, Step
 from trainmedic.findings import Finding
 from trainmedic.instrument import channel
 from trainmedic.record import median
-from trainmedic.rules.dynamics import EXPLODING_GRADIENTS, NONFINITE_LOSS
+from trainmedic.rules.dynamics import NONFINITE_LOSS
+from trainmedic.rules.steps import EXPLODING_GRADIENTS
 
 __all__ = ["GuardState", "findings", "guard"]
 

@@ -53,10 +53,11 @@ def keras_logs(scenario: str, out: Path) -> None:
 
 def lightning_logs(scenario: str, out: Path) -> None:
     import lightning as L
-    import torch
     from lightning.pytorch.loggers import CSVLogger
-    from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
+
+    import torch
+    from torch import nn
 
     torch.manual_seed(0)
     overfit = scenario == "overfit"
@@ -99,7 +100,6 @@ def lightning_logs(scenario: str, out: Path) -> None:
 
 
 def hf_logs(scenario: str, out: Path) -> None:
-    import torch
     from transformers import (
         BertConfig,
         BertForSequenceClassification,
@@ -107,6 +107,8 @@ def hf_logs(scenario: str, out: Path) -> None:
         TrainerCallback,
         TrainingArguments,
     )
+
+    import torch
 
     torch.manual_seed(0)
     config = BertConfig(

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from torch.utils.data import TensorDataset
+
 import torch
 from torch import nn
-from torch.utils.data import TensorDataset
 
 EPOCHS, PER_RANK_BATCH, WORLD = 3, 5, 2
 

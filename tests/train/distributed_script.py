@@ -9,11 +9,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
+import torch
 from tests.train.distributed_common import EPOCHS, PER_RANK_BATCH, dataset, model
 from trainmedic.train import fit
 

@@ -26,9 +26,9 @@ torch.set_num_threads(1)  # forked children: no OpenMP pool inherited from the p
 torch.optim.AdamW([torch.zeros(1, requires_grad=True)])
 
 import torch.nn.functional as F  # noqa: E402
-from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
+from torch import nn  # noqa: E402
 from trainmedic import checkpoint  # noqa: E402
 from trainmedic.train import fit, param_groups, warmup_cosine  # noqa: E402
 

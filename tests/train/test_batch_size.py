@@ -8,12 +8,12 @@ import sys
 import textwrap
 
 import pytest
-import torch
 import torch.nn.functional as F
-from torch import nn
 from torch.utils.data import TensorDataset
 
+import torch
 from tests.train.conftest import subprocess_env
+from torch import nn
 from trainmedic.train import ConfigError, find_batch_size
 
 LIMITED = textwrap.dedent(

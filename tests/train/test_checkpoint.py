@@ -9,8 +9,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import torch
 
+import torch
 from tests.train.conftest import subprocess_env
 from trainmedic import checkpoint as ckpt
 

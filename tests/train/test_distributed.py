@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
+import torch
 from tests.train.conftest import subprocess_env
 from tests.train.distributed_common import EPOCHS, PER_RANK_BATCH, WORLD, dataset, model
 from trainmedic.train import fit

@@ -6,11 +6,11 @@ import copy
 from pathlib import Path
 
 import pytest
-import torch
 import torch.nn.functional as F
-from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+import torch
+from torch import nn
 from trainmedic.errors import UsageError
 from trainmedic.train import (
     ConfigError,

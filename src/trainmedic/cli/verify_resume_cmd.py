@@ -115,7 +115,6 @@ def verify_resume(
 
 def _compare(reference: Path, interrupted: Path, verdict: Verdict) -> Verdict:
     import torch
-
     from trainmedic.checkpoint import load_latest
 
     ref, got = load_latest(reference), load_latest(interrupted)

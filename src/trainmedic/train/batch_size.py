@@ -19,11 +19,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-from torch import nn
 from torch.optim import Optimizer
 from torch.utils.data import default_collate
 
+import torch
+from torch import nn
 from trainmedic.train.config import PRECISIONS, ConfigError
 
 _OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "not enough memory")

@@ -14,10 +14,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 import torch.distributed as dist
-from torch import nn
 
+import torch
+from torch import nn
 from trainmedic.train.config import ConfigError
 
 

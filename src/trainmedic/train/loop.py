@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-from torch import nn
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import ReduceLROnPlateau
 from torch.utils.data import DataLoader
 
+import torch
+from torch import nn
 from trainmedic import checkpoint as ckpt
 from trainmedic.events import Epoch, PhaseEnd, PhaseStart, Step, TrainingPlan
 from trainmedic.instrument.channel import emit, is_supervised

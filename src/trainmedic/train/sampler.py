@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 from torch.utils.data import (
     DataLoader,
     DistributedSampler,
@@ -28,6 +27,8 @@ from torch.utils.data import (
     Sampler,
     SequentialSampler,
 )
+
+import torch
 
 log = logging.getLogger("trainmedic.train")
 
