@@ -56,3 +56,23 @@ def test_spec_rejects_bad_code_and_slug() -> None:
         FindingSpec(code="R1", slug="ok", severity=Severity.INFO, **docs)
     with pytest.raises(ValueError, match="kebab"):
         FindingSpec(code="RUN999", slug="Not_Kebab", severity=Severity.INFO, **docs)
+
+
+def test_a_finding_raised_in_process_replaces_the_rules_same_code_for_that_rank() -> None:
+    from trainmedic.events import FindingRaised, Step
+    from trainmedic.record import RunRecord
+    from trainmedic.registry import run_rules
+    from trainmedic.rules.dynamics import NONFINITE_LOSS
+
+    live = NONFINITE_LOSS.finding("Loss became nan at step 3 (batch 17-24)", step=3, rank=0)
+    losses = [1.0, 0.9, float("nan")]
+    steps = [Step(step=i, metrics={"loss": v}, rank=0, t=float(i)) for i, v in enumerate(losses)]
+    from_rules_only = run_rules(RunRecord.of(steps))
+    assert [f.code for f in from_rules_only] == ["TRN001"]
+    both = run_rules(RunRecord.of([*steps, FindingRaised(finding=live.to_dict(), rank=0, t=3.0)]))
+    assert [(f.code, f.message) for f in both] == [("TRN001", live.message)]
+    # a rule finding that names another rank than the live one stays
+    elsewhere = FindingRaised(finding={**live.to_dict(), "rank": 1}, t=3.0)
+    rule_on_rank0 = NONFINITE_LOSS.finding("from the stream", rank=0)
+    kept = run_rules(RunRecord.of([*steps, elsewhere]), rules=[lambda _record: [rule_on_rank0]])
+    assert sorted(f.rank for f in kept) == [0, 1]

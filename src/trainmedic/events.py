@@ -1,7 +1,9 @@
 """Events: the single currency between collectors and rules.
 
 Every collector (supervisor, in-process hooks, log readers) turns what it sees
-into these small typed records; rules read nothing else. They are written as
+into these small typed records; rules read nothing else. Epochs in events are
+0-based indices, as framework callbacks count (a log line "Epoch 3/12" becomes
+epoch 2); findings show them 1-based (`findings.epoch_number`). They are written as
 JSONL as they happen, one line per event and one `write` per line, so a killed
 writer leaves every complete line readable and several processes can append
 to the same file (O_APPEND keeps each line whole).

@@ -136,6 +136,15 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+def epoch_number(index: int | None) -> int | None:
+    """The 1-based epoch a person reads ("Epoch 3/12") for an event's 0-based epoch index.
+
+    Convention: events carry 0-based epoch indices, as framework callbacks count; findings
+    (their `epoch` field and their messages) carry 1-based numbers, as frameworks print them.
+    """
+    return None if index is None else index + 1
+
+
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     """Worst first, then by code, then by where it happened."""
     return sorted(

@@ -70,10 +70,22 @@ def all_rules() -> tuple[Rule, ...]:
 
 
 def run_rules(record: RunRecord, rules: Iterable[Rule] | None = None) -> list[Finding]:
-    """Apply rules to a record, add the findings guards raised in-process, dedupe, sort."""
-    found: list[Finding] = list(record.raised_findings)
+    """Apply rules to a record, add the findings guards raised in-process, dedupe, sort.
+
+    A guard that raised a finding in-process saw it live, at the step, with the batch at
+    hand; a rule that later finds the same code for the same rank in the event stream
+    (e.g. TRN001 from the logged losses) says the same thing with less: it is dropped.
+    """
+    raised = record.raised_findings
+    seen_live = {(f.code, f.rank) for f in raised}
+    live_codes = {f.code for f in raised}
+
+    def said_live(f: Finding) -> bool:  # a rule finding without a rank covers every rank
+        return (f.code, f.rank) in seen_live or (f.rank is None and f.code in live_codes)
+
+    found: list[Finding] = list(raised)
     for rule in rules if rules is not None else all_rules():
-        found.extend(rule(record))
+        found.extend(f for f in rule(record) if not said_live(f))
     unique: dict[tuple[object, ...], Finding] = {}
     for f in found:
         unique.setdefault((f.code, f.message, f.rank, f.pid), f)

@@ -84,6 +84,16 @@ def test_crash_traceback_is_parsed(tmp_path: Path) -> None:
     assert "fix:" in result.stderr
 
 
+def test_json_format_is_the_last_stderr_line(tmp_path: Path) -> None:
+    result, run_dir = run_tm(tmp_path, "--format", "json", PY, "-c", "print('Epoch 1/4')")
+    assert result.returncode == 0
+    document = json.loads(result.stderr.strip().splitlines()[-1])
+    assert document["run_dir"] == str(run_dir)
+    assert document["exit_status"] == 0
+    assert [f["slug"] for f in document["findings"]] == ["silent-early-exit"]
+    assert result.stdout == "Epoch 1/4\n"
+
+
 def test_signal_death_is_128_plus_n(tmp_path: Path) -> None:
     result, run_dir = run_tm(tmp_path, PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")
     assert result.returncode == 128 + 15
@@ -95,6 +105,18 @@ def test_unknown_command_is_one_line_127_and_leaves_nothing(tmp_path: Path) -> N
     assert result.returncode == 127
     assert result.stderr.strip().count("\n") == 0
     assert "no-such-trainer-xyz" in result.stderr
+    assert not run_dir.exists()
+
+
+def test_a_script_that_is_not_executable_is_126(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    result, run_dir = run_tm(tmp_path, str(script))
+    assert result.returncode == 126
+    assert (
+        result.stderr.strip()
+        == f"trainmedic: error: cannot execute {str(script)!r}: not an executable file; run it with python"
+    )
     assert not run_dir.exists()
 
 
@@ -201,6 +223,7 @@ def test_torchrun_agent_is_a_launcher_of_two_trainers(tmp_path: Path) -> None:
     stub = findings(run_dir)["launcher-stub"]
     assert stub["evidence"]["launcher"] == "torchrun agent"
     assert len(stub["evidence"]["trainer_pids"]) == 2
+    assert sorted(stub["evidence"]["trainer_ranks"]) == [0, 1]
     ranks = {e.rank for e in read_events(run_dir / "events.jsonl").events if e.kind == "process_spawn"}
     assert {0, 1} <= ranks  # the workers announced themselves with their rank
 

@@ -22,6 +22,18 @@ from .test_run import findings, tm_env
 EXAMPLES = REPO / "examples" / "supervise"
 PY = sys.executable
 TRAIN = [PY, str(EXAMPLES / "train.py"), "--epochs", "200", "--steps", "5"]
+_started: list[subprocess.Popen[bytes]] = []
+
+
+@pytest.fixture(autouse=True)
+def _end_supervisors():
+    """A test that fails half-way must not leave a supervisor (and its pipes) behind."""
+    yield
+    while _started:
+        proc = _started.pop()
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
 
 
 def start_supervised(tmp_path: Path, *command: str) -> tuple[subprocess.Popen[bytes], Path]:
@@ -34,10 +46,11 @@ def start_supervised(tmp_path: Path, *command: str) -> tuple[subprocess.Popen[by
         env=tm_env(tmp_path),
         cwd=tmp_path,
     )
+    _started.append(proc)
     return proc, out
 
 
-def wait_for_trainer(run_dir: Path, timeout: float = 30.0) -> int:
+def wait_for_trainer(run_dir: Path, timeout: float = 90.0) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:

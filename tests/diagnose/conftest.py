@@ -15,6 +15,8 @@ import pytest
 
 MAKE_LOGS = Path(__file__).with_name("make_logs.py")
 FRAMEWORKS = ("keras", "lightning", "hf", "tensorboard")
+#: ~90 CPU seconds in all; on a machine shared with other suites the wall time can be several times that.
+GENERATION_TIMEOUT_S = 840
 
 
 @pytest.fixture(scope="session")
@@ -38,9 +40,15 @@ def real_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for name in FRAMEWORKS
     }
     failed = []
-    for name, proc in procs.items():
-        out, _ = proc.communicate(timeout=600)
-        if proc.returncode != 0:
-            failed.append(f"{name} (exit {proc.returncode}):\n{out[-3000:]}")
+    try:
+        for name, proc in procs.items():
+            out, _ = proc.communicate(timeout=GENERATION_TIMEOUT_S)
+            if proc.returncode != 0:
+                failed.append(f"{name} (exit {proc.returncode}):\n{out[-3000:]}")
+    finally:  # a timeout or an interrupt must not leave trainers running
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
     assert not failed, "\n".join(failed)
     return root

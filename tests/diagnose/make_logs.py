@@ -61,7 +61,7 @@ def lightning_logs(scenario: str, out: Path) -> None:
 
     torch.manual_seed(0)
     overfit = scenario == "overfit"
-    x, y = data(n=128 if overfit else 512, d=8, seed=1, noise=0.2 if overfit else 0.0)
+    x, y = data(n=128 if overfit else 256, d=8, seed=1, noise=0.2 if overfit else 0.0)
     xv, yv = data(n=256, d=8, seed=2, noise=0.2 if overfit else 0.0)
     hidden = 128 if overfit else 16
 
@@ -83,12 +83,12 @@ def lightning_logs(scenario: str, out: Path) -> None:
             self.log("val_loss", nn.functional.cross_entropy(self.net(xb), yb))
 
         def configure_optimizers(self):
-            return torch.optim.Adam(self.parameters(), lr=0.003)
+            return torch.optim.Adam(self.parameters(), lr=0.001)
 
     train = DataLoader(TensorDataset(torch.tensor(x), torch.tensor(y)), batch_size=16, shuffle=True)
     val = DataLoader(TensorDataset(torch.tensor(xv), torch.tensor(yv)), batch_size=64)
     trainer = L.Trainer(
-        max_epochs=30 if overfit else 6,
+        max_epochs=25 if overfit else 6,
         logger=CSVLogger(str(out), name="lightning_logs"),
         log_every_n_steps=5,
         enable_checkpointing=False,

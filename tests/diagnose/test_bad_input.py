@@ -127,3 +127,17 @@ def test_manifest_is_not_a_log(tmp_path: Path, capsys) -> None:
 @pytest.mark.parametrize("flag", ["--expect-epochs=0", "--format=xml"])
 def test_bad_options_exit_2(tmp_path: Path, flag: str) -> None:
     assert main(["diagnose", flag, str(write_history(tmp_path / "h.json"))]) == 2
+
+
+def test_hf_output_folder_reads_its_latest_checkpoint(tmp_path: Path) -> None:
+    from trainmedic.diagnose import load
+
+    for step in (5, 10, 9):
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        entries = [{"epoch": s / 5, "loss": 1.0 / s, "step": s} for s in range(1, step + 1)]
+        state = {"global_step": step, "log_history": entries, "max_steps": 20, "num_train_epochs": 4}
+        (folder / "trainer_state.json").write_text(json.dumps(state))
+    [read] = load([tmp_path]).reads
+    assert read.path == tmp_path / "checkpoint-10" / "trainer_state.json"
+    assert read.points == 10

@@ -30,7 +30,8 @@ def steps(values: list[float] | np.ndarray, name: str = "loss", per_epoch: int =
 
 
 def series(name: str, values: np.ndarray) -> MetricSeries:
-    return MetricSeries(name=name, steps=list(range(len(values))), values=values.tolist())
+    """A log curve as the TensorBoard reader hands it over: numpy arrays, not Python lists."""
+    return MetricSeries(name=name, steps=np.arange(len(values)), values=values.copy())
 
 
 def codes(record: RunRecord) -> list[str]:
@@ -171,3 +172,14 @@ def test_million_point_series_is_reduced() -> None:
     )
     [finding] = dynamics.nonfinite_loss(record)
     assert finding.step == 700_000
+
+
+def test_nonfinite_prefers_the_step_when_steps_and_epochs_carry_the_loss() -> None:
+    events: list[Event] = [Step(step=i, epoch=i // 4, metrics={"loss": 1.0}, t=float(i)) for i in range(6)]
+    events.append(Step(step=6, epoch=1, metrics={"loss": math.nan}, t=6.5))
+    events += [
+        Epoch(epoch=0, metrics={"loss": 1.0}, t=4.0),
+        Epoch(epoch=1, metrics={"loss": math.nan}, t=8.0),
+    ]
+    [finding] = dynamics.nonfinite_loss(RunRecord.of(events))
+    assert (finding.step, finding.epoch) == (6, 2)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainmedic.events import Epoch, Event, PhaseEnd, RunEnd, Step, TrainingPlan
+from trainmedic.events import Epoch, Event, GuardObservation, PhaseEnd, RunEnd, Step, TrainingPlan
 from trainmedic.record import RunRecord
 from trainmedic.rules.history import logged_run_ended_early
 
@@ -43,7 +43,12 @@ def test_expected_epochs_on_a_log_without_end() -> None:
 
 def test_steps_aside_for_ker003_run004_and_early_stopping() -> None:
     keras = TrainingPlan(framework="keras", epochs=12, t=0.0)
-    assert logged_run_ended_early(record(keras, *epochs(1), PhaseEnd(phase="train", t=5.0))) == []
+    fit_end = GuardObservation(check="keras_fit_end", t=4.0, data={"epochs_requested": 12, "epochs_run": 1})
+    # seen in-process: KER003's own rule (rules/keras.py) owns it
+    assert logged_run_ended_early(record(keras, *epochs(1), fit_end, PhaseEnd(phase="train", t=5.0))) == []
+    # a Keras history read from a file: KER003 comes from here, never RUN004
+    [from_log] = logged_run_ended_early(record(keras, *epochs(1)))
+    assert (from_log.code, from_log.epoch) == ("KER003", 1)
     supervised = TrainingPlan(framework="lightning", epochs=12, t=0.0)
     assert logged_run_ended_early(record(supervised, *epochs(1), RunEnd(exit_code=0, t=5.0))) == []
     stopping = TrainingPlan(framework="lightning", epochs=12, early_stopping=True, t=0.0)

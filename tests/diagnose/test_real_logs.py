@@ -12,7 +12,9 @@ from trainmedic.diagnose import load
 from trainmedic.events import Epoch, MetricSeries, TrainingPlan
 from trainmedic.registry import all_rules, run_rules
 
-pytestmark = pytest.mark.slow
+# The session fixture trains four tiny models once (about 90 CPU seconds in all); the first test
+# that needs it pays for it, so these tests get more than the suite's default 300 s timeout.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def diagnose_json(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, dict]:

@@ -151,3 +151,25 @@ def test_public_api_imports_no_framework_until_used() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+def test_predict_inside_an_epoch_end_callback_counts_as_an_evaluation_spike() -> None:
+    """The instrumentation nests a callback's model.predict in epoch_end; RUN003 must still see it."""
+    from trainmedic.events import MemorySample, PhaseEnd, PhaseStart
+    from trainmedic.rules.run import MIN_TRAIN_SAMPLES, eval_memory_spike
+
+    events: list = [PhaseStart(phase="train", epoch=0, t=0, pid=1)]
+    steady = range(MIN_TRAIN_SAMPLES + 2)
+    events += [MemorySample(rss_bytes=400 << 20, t=0.1 * (i + 1), pid=9) for i in steady]
+    events += [
+        PhaseEnd(phase="train", epoch=0, t=5, pid=1),
+        PhaseStart(phase="epoch_end", epoch=0, t=5.1, pid=1),
+        PhaseStart(phase="predict", t=5.2, pid=1),
+        MemorySample(rss_bytes=1400 << 20, t=5.3, pid=9),
+        PhaseEnd(phase="predict", t=5.4, pid=1),
+        PhaseEnd(phase="epoch_end", epoch=0, t=5.5, pid=1),
+    ]
+    (finding,) = eval_memory_spike(RunRecord.of(events))
+    assert finding.evidence["phase"] == "predict"
+    assert finding.message.startswith("Memory at prediction peaked at 1.4 GiB, 3.5x")
+    assert "trainmedic.keras.Deferred" in finding.fix

@@ -5,13 +5,10 @@ Each folder comes from the real supervisor running a real process
 captured, its findings decided by the rules, and, for the OOM run, a real
 cgroup memory limit that the kernel enforces with a real OOM kill. The
 supervisor writes report.html itself at the end of every run.
-
-Until `trainmedic run` is merged, `standin.make_run` does the supervisor's part.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -26,10 +23,6 @@ OOM_LIMIT_MIB = 200
 
 def make_run(run_dir: Path, mode: str, *, oom: bool = False) -> Path:
     """Run the trainer in `mode` (under a 200 MiB limit when `oom`); return its report.html."""
-    if importlib.util.find_spec("trainmedic.cli.run_cmd") is None:
-        from .standin import make_run as standin_run
-
-        return standin_run(run_dir, mode, memory_limit=OOM_LIMIT_MIB * 2**20 if oom else None)
     argv = [
         *trainmedic_cmd(),
         "run",
@@ -50,4 +43,5 @@ def make_run(run_dir: Path, mode: str, *, oom: bool = False) -> Path:
     assert result.returncode == expected, (result.returncode, result.stderr[-3000:])
     report = run_dir / "report.html"
     assert report.is_file(), f"trainmedic run left no report.html in {run_dir}"
+    assert f"trainmedic: report {report}\n" in result.stderr
     return report

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import io
 import json
+import random
 import re
 from typing import Any
+
+import pytest
 
 from trainmedic.findings import Finding, Severity
 from trainmedic.registry import lookup
 from trainmedic.report import OutputFormat, render
+
+from ..conftest import run_cli
 
 # The properties SARIF 2.1.0 allows on the objects trainmedic writes (sarif-schema-2.1.0.json
 # sets additionalProperties: false on them), and the ones it requires.
@@ -159,3 +164,21 @@ def test_a_finding_code_this_version_does_not_know_still_renders() -> None:
         "properties": {"tags": ["ZZZ"]},
     }
     assert rendered(OutputFormat.GITHUB, [newer]) == "::notice title=ZZZ999 from-the-future::m\n"
+
+
+@pytest.mark.slow
+def test_commands_that_print_findings_take_github_and_sarif(tmp_path) -> None:
+    """The real `check data` on splits that share rows: the same findings and exit code in both."""
+    rng = random.Random(0)
+    rows = [f"{i},{rng.random()},{rng.random()},{rng.randint(0, 1)}\n" for i in range(200)]
+    (tmp_path / "train.csv").write_text("id,x1,x2,y\n" + "".join(rows[:150]))
+    (tmp_path / "val.csv").write_text("id,x1,x2,y\n" + "".join(rows[100:]))  # 50 rows in both
+    args = ("check", "data", "train.csv", "--val", "val.csv", "--label", "y", "--format")
+    github = run_cli(*args, "github", cwd=tmp_path)
+    sarif = run_cli(*args, "sarif", cwd=tmp_path)
+    assert github.returncode == sarif.returncode == 1, sarif.stderr
+    log = json.loads(sarif.stdout)
+    validate_sarif(log)
+    codes = [r["ruleId"] for r in log["runs"][0]["results"]]
+    assert "DAT001" in codes
+    assert [re.match(r"::\w+ title=(\w+) ", line).group(1) for line in github.stdout.splitlines()] == codes

@@ -20,17 +20,38 @@ def test_traceback_last_of_chained() -> None:
     assert (tb.exc_type, tb.message, str(tb.user_frame)) == ("RuntimeError", "wrapped", "b.py:2 in f")
 
 
+def test_foreign_lines_inside_a_traceback_are_skipped() -> None:
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "t.py", line 3, in <module>',
+        "loss 8.000",
+        "done",
+        "ValueError: bad shape",
+    ]
+    tb = L.parse_traceback(lines)
+    assert tb is not None
+    assert (tb.exc_type, tb.message) == ("ValueError", "bad shape")
+    bare = L.parse_traceback([*lines[:2], "KeyboardInterrupt"])
+    assert bare is not None
+    assert bare.exc_type == "KeyboardInterrupt"
+
+
 def test_no_traceback() -> None:
     assert L.parse_traceback(["all good"]) is None
 
 
 def test_epoch_progress_and_phases() -> None:
     assert L.epoch_progress(["Epoch 1/12", "x", "Epoch 3/12"]) == (3, 12)
-    assert L.phase_of_line("Epoch 3/12") == ("train", 3)
+    assert L.phase_of_line("Epoch 3/12") == ("train", 2)  # events count epochs from 0
     assert L.phase_of_line("***** Running Evaluation *****") == ("eval", None)
     assert L.phase_of_line("Validation DataLoader 0: 100%|") == ("eval", None)
     assert L.phase_of_line("Saving model checkpoint to out/checkpoint-500") == ("checkpoint", None)
     assert L.phase_of_line("Epoch 0: 100%|##########| 32/32 [00:01<00:00, train_loss=0.5]") == ("train", 0)
+    assert L.phase_of_line("{'loss': 0.6931, 'grad_norm': 1.2, 'learning_rate': 5e-05, 'epoch': 0.5}") == (
+        "train",
+        None,
+    )
+    assert L.phase_of_line("{'eval_loss': 0.52, 'eval_runtime': 0.3, 'epoch': 1.0}") == ("train", None)
     assert L.phase_of_line("step 5 loss 0.3") is None
 
 

@@ -68,7 +68,7 @@ def test_oom_killed_needs_the_counter_and_names_limit_and_phase() -> None:
     ]
     [finding] = R.oom_killed(stream(*events, exit_code=137, sig=signal.SIGKILL))
     assert finding.evidence["phase"] == "eval"
-    assert finding.evidence["epoch"] == 1
+    assert finding.evidence["epoch"] == 2  # event index 1 is the second epoch
     assert finding.evidence["limit_bytes"] == 400 * MiB
     assert finding.evidence["peak_rss_bytes"] == 390 * MiB
     assert "400.0 MiB" in finding.message
@@ -132,7 +132,10 @@ def test_input_exhausted_from_log_and_from_short_epochs() -> None:
     plan = TrainingPlan(t=0.5, framework="keras", epochs=3, steps_per_epoch=50)
     short = stream(plan, Epoch(t=2.0, epoch=0, steps=50), Epoch(t=3.0, epoch=1, steps=16))
     [finding] = R.input_exhausted(short)
-    assert finding.evidence["short_epochs"] == [{"epoch": 1, "steps": 16}]
+    # the second epoch, as a person counts
+    assert finding.evidence["short_epochs"] == [
+        {"epoch": 2, "steps": 16}
+    ]  # the second epoch, as a person counts
     full = stream(plan, Epoch(t=2.0, epoch=0, steps=50))
     assert R.input_exhausted(full) == []
 
@@ -205,6 +208,18 @@ def test_crashed_extracts_exception_and_user_frame() -> None:
     assert finding.evidence["exception"] == "ValueError"
     assert finding.evidence["user_frame"] == "/home/u/train.py:9 in forward"
     assert finding.message.endswith("at train.py:9 in forward")
+
+
+def test_traceback_read_from_stderr_when_stdout_lines_interleave() -> None:
+    events = [
+        LogLine(t=1.0, stream="stderr", text="Traceback (most recent call last):"),
+        LogLine(t=1.1, stream="stdout", text="val_loss: 0.3"),  # stamped late by its reader
+        LogLine(t=1.2, stream="stderr", text='  File "/home/u/train.py", line 9, in step'),
+        LogLine(t=1.3, stream="stderr", text="KeyError: 'label'"),
+    ]
+    [finding] = R.crashed(stream(*events, exit_code=1))
+    assert finding.evidence["exception"] == "KeyError"
+    assert finding.evidence["user_frame"] == "/home/u/train.py:9 in step"
 
 
 def test_accelerator_oom_not_double_reported_as_crash() -> None:

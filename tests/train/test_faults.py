@@ -129,6 +129,13 @@ x = torch.ones(64, 4) + noise
 y = (x.sum(1) > 4).long()
 model = torch.nn.Sequential(torch.nn.Linear(4, 2))
 fit(model, DataLoader(TensorDataset(x, y), batch_size=8, shuffle=True),
-    optimizer=torch.optim.SGD(model.parameters(), lr=0.1), loss_fn=F.cross_entropy, epochs=40,
-    checkpoint_dir="ck", checkpoint_every=1)
+    optimizer=torch.optim.SGD(model.parameters(), lr=0.1), loss_fn=F.cross_entropy, epochs=30,
+    checkpoint_dir="ck", checkpoint_every=4)
 """
+
+
+def test_the_kill_hook_names_agree() -> None:
+    from trainmedic import checkpoint
+    from trainmedic.cli import verify_resume_cmd
+
+    assert verify_resume_cmd.KILL_IN_WRITE_ENV == checkpoint.KILL_IN_WRITE_ENV

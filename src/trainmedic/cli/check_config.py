@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from trainmedic.cli.options import fail_on_option, findings_exit_code, format_option
+from trainmedic.cli.options import fail_on_option, findings_exit_code, format_option, write_ci_format
 from trainmedic.configcheck import HARDWARE_PRECISIONS, check_config
 from trainmedic.findings import Finding, findings_to_json
 
@@ -47,6 +47,8 @@ def command(
     """Check a training config: batch arithmetic, precision, LR scaling, distributed settings."""
     findings = check_config(file, world_size=world_size, hardware=hardware, reference=reference)
     out = sys.stdout
+    if write_ci_format(findings, fmt):
+        return findings_exit_code(findings, fail_on)
     if fmt == "json":
         out.write(findings_to_json(findings) + "\n")
     elif findings:

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from trainmedic.cli.options import fail_on_option, findings_exit_code, format_option
+from trainmedic.cli.options import fail_on_option, findings_exit_code, format_option, write_ci_format
 from trainmedic.report.text import render_text
 
 
@@ -22,6 +22,8 @@ def command(contract_path: str, data: str, fmt: str, fail_on: str) -> int:
 
     saved = contract.load(contract_path)
     findings = contract.check(saved, data)
+    if write_ci_format(findings, fmt):
+        return findings_exit_code(findings, fail_on)
     if fmt == "json":
         sys.stdout.write(json.dumps({"findings": [f.to_dict() for f in findings]}, indent=2) + "\n")
     else:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import click
 
-from trainmedic.cli.options import fail_on_option, findings_exit_code, format_option
+from trainmedic.cli.options import fail_on_option, findings_exit_code, format_option, write_ci_format
 from trainmedic.report.text import make_console, render_text
 
 
@@ -71,6 +71,8 @@ def command(  # click passes every parameter by keyword
             label_noise=not no_label_noise,
         )
     out = sys.stdout
+    if write_ci_format(report.findings, fmt):
+        return findings_exit_code(report.findings, fail_on)
     if fmt == "json":
         document = {"summary": report.summary.to_dict(), "findings": [f.to_dict() for f in report.findings]}
         out.write(json.dumps(document, indent=2, allow_nan=False, default=str) + "\n")

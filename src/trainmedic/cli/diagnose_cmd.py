@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from trainmedic.cli.options import fail_on_option, findings_exit_code, format_option
+from trainmedic.cli.options import fail_on_option, findings_exit_code, format_option, write_ci_format
 from trainmedic.errors import UsageError
 from trainmedic.findings import Finding
 
@@ -44,6 +44,8 @@ def command(
     for note in loaded.skipped:
         click.echo(f"trainmedic: warning: skipped {note}", err=True)
     findings = run_rules(loaded.record)
+    if write_ci_format(findings, fmt):
+        return findings_exit_code(findings, fail_on)
     if fmt == "json":
         _json(findings, [r.summary() for r in loaded.reads])
     else:

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from trainmedic.cli.options import fail_on_option, findings_exit_code, format_option
+from trainmedic.cli.options import fail_on_option, findings_exit_code, format_option, write_ci_format
 from trainmedic.errors import UsageError
 from trainmedic.record import RunRecord
 
@@ -58,6 +58,8 @@ def command(a: Path, b: Path, fmt: str, fail_on: str) -> int:
     metrics = compare_metrics(side_a.record, side_b.record)
     drift = env_drift(str(a), str(b), differences)
     findings = [drift] if drift is not None else []
+    if write_ci_format(findings, fmt):
+        return findings_exit_code(findings, fail_on)
     if fmt == "json":
         doc = {
             "a": str(a),

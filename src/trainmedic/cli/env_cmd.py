@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from trainmedic.cli.options import fail_on_option, findings_exit_code, format_option
+from trainmedic.cli.options import fail_on_option, findings_exit_code, format_option, write_ci_format
 
 
 @click.command("env")
@@ -48,6 +48,8 @@ def command(
     findings = run_rules(RunRecord.of([manifest_event(manifest)]), rules=[dirty_worktree])
     if out is not None:
         write_manifest(out, manifest)
+    if write_ci_format(findings, fmt):
+        return findings_exit_code(findings, fail_on)
     if fmt == "json":
         doc = {"manifest": manifest, "findings": [f.to_dict() for f in findings]}
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")

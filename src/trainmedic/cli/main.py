@@ -7,42 +7,17 @@ status 2, never a traceback.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import sys
 from collections.abc import Sequence
 
 import click
 
 from trainmedic import __version__
-from trainmedic import cli as _cli_package
+from trainmedic.cli.discovery import TopLevelGroup
 from trainmedic.errors import ExitCode, UsageError
 
 
-class _Group(click.Group):
-    """Commands come from `trainmedic/cli/*_cmd.py`, each exposing `command`; imported on use
-    so `trainmedic explain` never pays for the supervisor's or a framework's imports."""
-
-    def _modules(self) -> dict[str, str]:
-        found = {}
-        for info in pkgutil.iter_modules(_cli_package.__path__):
-            if info.name.endswith("_cmd"):
-                found[info.name[: -len("_cmd")].replace("_", "-")] = f"trainmedic.cli.{info.name}"
-        return found
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(self._modules())
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        module = self._modules().get(cmd_name)
-        if module is None:
-            return None
-        command = importlib.import_module(module).command
-        assert isinstance(command, click.Command)
-        return command
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=TopLevelGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="trainmedic")
 def cli() -> None:
     """trainmedic: catch the silent failures of ML training, with evidence and a fix."""

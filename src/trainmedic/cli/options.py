@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -9,7 +10,7 @@ import click
 
 from trainmedic.errors import ExitCode
 from trainmedic.findings import Finding, Severity
-from trainmedic.report import OutputFormat
+from trainmedic.report import OutputFormat, render
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -39,6 +40,16 @@ fail_on_option: Callable[[F], F] = click.option(
     show_default=True,
     help="Exit 1 when a finding is at or above this severity.",
 )
+
+
+def write_ci_format(findings: Sequence[Finding], fmt: str) -> bool:
+    """`--format github|sarif`: write the findings so to stdout and return True. False for
+    text and json, which each command prints its own way."""
+    chosen = OutputFormat(fmt)
+    if chosen not in (OutputFormat.GITHUB, OutputFormat.SARIF):
+        return False
+    render(findings, chosen, sys.stdout)
+    return True
 
 
 def findings_exit_code(findings: Sequence[Finding], fail_on: str) -> int:

@@ -9,12 +9,12 @@ import time
 import click
 from rich.table import Table
 
-from trainmedic.cli.options import format_option
+from trainmedic.cli.options import plain_format_option
 from trainmedic.report.text import make_console
 
 
 @click.command("ps")
-@format_option
+@plain_format_option
 def command(fmt: str) -> int:
     """List running supervised runs: supervisor PID, trainer PIDs, elapsed time, run folder."""
     from trainmedic.supervise.control import live_runs

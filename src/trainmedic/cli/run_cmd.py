@@ -7,11 +7,13 @@ exist; 2 for bad options.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import click
 
+from trainmedic.cli.options import plain_format_option
 from trainmedic.errors import UsageError
 
 ON_HANG = ("wait", "stop")
@@ -68,6 +70,7 @@ ON_HANG = ("wait", "stop")
 )
 @click.option("--quiet", is_flag=True, help="No status lines; only the diagnosis at the end.")
 @click.option("--no-instrument", is_flag=True, help="Do not load the in-process instrumentation.")
+@plain_format_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def command(
     *,
@@ -82,10 +85,12 @@ def command(
     grace: float,
     quiet: bool,
     no_instrument: bool,
+    fmt: str,
     command: tuple[str, ...],
 ) -> int:
     """Run CMD under supervision: the real trainer behind any launcher, memory by phase, how it
-    ended and why. The run folder holds events.jsonl, output.log, findings.json, manifest.json."""
+    ended and why. The run folder holds events.jsonl, output.log, findings.json, manifest.json,
+    report.html."""
     import os
 
     from trainmedic.supervise import CommandNotFound, RunOptions, Supervisor
@@ -111,12 +116,24 @@ def command(
         supervisor = Supervisor(options)
     except CommandNotFound as exc:
         click.echo(f"trainmedic: error: {exc}", err=True)
-        return 127
+        return exc.status
     outcome = supervisor.run()
+    if fmt == "json":  # one line on stderr, after the trainer's output (stdout stays the trainer's)
+        document = {
+            "run_dir": str(outcome.run_dir),
+            "exit_status": outcome.exit_status,
+            "attempts": outcome.attempts,
+            "findings": [f.to_dict() for f in outcome.findings],
+        }
+        click.echo(json.dumps(document, allow_nan=False), err=True)
+        return outcome.exit_status
     from trainmedic.report.text import render_text  # after the run: rich costs nothing while it trains
 
     err = sys.stderr
     err.flush()
     render_text(outcome.findings, err, title=f"\ntrainmedic diagnosis (exit status {outcome.exit_status}):")
     click.echo(f"trainmedic: run folder {outcome.run_dir}", err=True)
+    report = outcome.run_dir / "report.html"
+    if report.is_file():
+        click.echo(f"trainmedic: report {report}", err=True)
     return outcome.exit_status

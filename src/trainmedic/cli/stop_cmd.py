@@ -6,7 +6,7 @@ import json
 
 import click
 
-from trainmedic.cli.options import format_option
+from trainmedic.cli.options import plain_format_option
 
 
 @click.command("stop")
@@ -18,7 +18,7 @@ from trainmedic.cli.options import format_option
     show_default=True,
     help="Seconds between SIGINT, SIGTERM and SIGKILL.",
 )
-@format_option
+@plain_format_option
 def command(target: str, grace: float, fmt: str) -> int:
     """Stop a supervised run (RUN_DIR) or the trainer behind any PID (e.g. a launcher stub):
     SIGINT, then SIGTERM, then SIGKILL, then whatever is left of its tree."""

@@ -18,3 +18,6 @@ class SequenceLenHugeError(ValueError):
             f"trainmedic {finding.code} {finding.slug}: {finding.message}. Fix: {finding.fix} "
             "(Set TRAINMEDIC_KER002=warn to let fit run anyway.)"
         )
+
+
+SequenceLenHugeError.__module__ = "trainmedic.keras"  # its public home, shown in tracebacks

@@ -10,6 +10,14 @@ from typing import Any
 
 _UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
+# Added to the `epoch` of events before showing it: events count epochs from 0 (as framework
+# callbacks do), people and findings from 1 (as frameworks print "Epoch 1/12"). See events.py.
+EPOCH_DISPLAY_OFFSET = 1
+
+
+def shown_epoch(epoch: int) -> int:
+    return epoch + EPOCH_DISPLAY_OFFSET
+
 
 def fmt_bytes(n: float | None) -> str:
     if n is None:

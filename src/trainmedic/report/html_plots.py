@@ -27,7 +27,14 @@ from trainmedic.report.html_charts import (
     render_chart,
     time_ticks,
 )
-from trainmedic.report.html_format import byte_unit, fmt_bytes, fmt_duration, fmt_number, signal_name
+from trainmedic.report.html_format import (
+    byte_unit,
+    fmt_bytes,
+    fmt_duration,
+    fmt_number,
+    shown_epoch,
+    signal_name,
+)
 from trainmedic.report.html_sections import Outcome
 
 MAX_PROCESS_LINES = 6
@@ -92,7 +99,7 @@ def _host_memory_chart(
             s.start - t0,
             (s.end if s.end is not None else t0 + end_t) - t0,
             s.phase,
-            f"{s.phase} (pid {s.pid}" + (f", epoch {s.epoch + 1})" if s.epoch is not None else ")"),
+            f"{s.phase} (pid {s.pid}" + (f", epoch {shown_epoch(s.epoch)})" if s.epoch is not None else ")"),
         )
         for s in record.phase_spans
     ]
@@ -200,17 +207,16 @@ def _step_series(record: RunRecord) -> dict[str, list[Point]]:
 
 
 def _epoch_series(record: RunRecord) -> dict[str, list[Point]]:
-    """Per-epoch values at x = epoch number as people count them (1-based, like `Epoch 3/12` in
-    Keras logs and in findings' messages); events count epochs from 0, as frameworks' hooks do."""
+    """Per-epoch values at x = the epoch number as recorded (see EPOCH_DISPLAY_OFFSET)."""
     lead = _lead_rank(record)
     series: dict[str, list[Point]] = {}
     for epoch in record.of_type(Epoch):
         if epoch.rank in (None, lead):
             for name, value in epoch.metrics.items():
-                series.setdefault(name, []).append((float(epoch.epoch + 1), float(value)))
+                series.setdefault(name, []).append((float(shown_epoch(epoch.epoch)), float(value)))
     for metric in record.of_type(Metric):
         if metric.step is None and metric.epoch is not None and metric.rank in (None, lead):
-            series.setdefault(metric.name, []).append((float(metric.epoch + 1), float(metric.value)))
+            series.setdefault(metric.name, []).append((float(shown_epoch(metric.epoch)), float(metric.value)))
     return series
 
 

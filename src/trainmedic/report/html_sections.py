@@ -22,7 +22,13 @@ from trainmedic.findings import Finding, Severity, sort_findings
 from trainmedic.record import RunRecord
 from trainmedic.registry import lookup
 from trainmedic.report.explain import explain_text
-from trainmedic.report.html_format import fmt_bytes, fmt_duration, fmt_value, signal_name
+from trainmedic.report.html_format import (
+    EPOCH_DISPLAY_OFFSET,
+    fmt_bytes,
+    fmt_duration,
+    fmt_value,
+    signal_name,
+)
 
 OOM_CODE = "RUN001"
 _SIGKILL = 9
@@ -80,15 +86,16 @@ def outcome(record: RunRecord, findings: Sequence[Finding]) -> Outcome:
 
 def _where_it_ended(record: RunRecord, t: float) -> str:
     """The innermost phase open at t; its epoch, or that of another open span of the same phase
-    (the trainer's own phase events carry the epoch, phases read from its log may not).
-    Said 1-based, as people and Keras logs count epochs; events count from 0."""
+    (the trainer's own phase events carry the epoch, phases read from its log may not)."""
     spans = [s for s in record.phase_spans if s.start <= t and (s.end is None or t <= s.end + 1.0)]
     if not spans:
         return ""
     spans.sort(key=lambda s: s.start, reverse=True)
     phase = spans[0].phase
     epoch = next((s.epoch for s in spans if s.phase == phase and s.epoch is not None), None)
-    return f" during {phase.replace('_', ' ')}" + (f" (epoch {epoch + 1})" if epoch is not None else "")
+    return f" during {phase.replace('_', ' ')}" + (
+        f" (epoch {epoch + EPOCH_DISPLAY_OFFSET})" if epoch is not None else ""
+    )
 
 
 def header(title: str, record: RunRecord) -> str:

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 # "Epoch 3/12" (Keras, plain prints). Lightning's "Epoch 3:" bars are 0-based and carry no total.
 EPOCH_OF = re.compile(r"^\s*epoch\s+(\d+)\s*/\s*(\d+)\b", re.IGNORECASE)
 LIGHTNING_EPOCH = re.compile(r"^Epoch (\d+):\s")  # "Epoch 3: 100%|...", 0-based
+# Hugging Face Trainer logs dicts: {'loss': ...} while training, {'eval_loss': ...} when an
+# evaluation ends; either means training (again). It prints no "Epoch k/N" line.
+HF_TRAIN_LOG = re.compile(r"^\s*\{'(?:loss|grad_norm|learning_rate|eval_[a-z_]+)':")
 EVAL_START = re.compile(r"^\s*(?:\*+\s*)?(?:running\s+)?(?:evaluat|validat)(?:ing|ion|e)\b", re.IGNORECASE)
 CHECKPOINT = re.compile(
     r"(?:sav(?:ing|ed)\s+(?:model\s+)?checkpoint(?:\s+to)?|saving\s+model\s+to)\s*:?\s+(\S+)",
@@ -32,9 +35,9 @@ ACCELERATOR_OOM = re.compile(
 FATAL_NATIVE = re.compile(r"^Fatal Python error: (.+)$")
 TRACEBACK_START = "Traceback (most recent call last):"
 _FRAME = re.compile(r'^\s*File "(?P<file>.+?)", line (?P<line>\d+),? in (?P<func>.+?)\s*$')
-_EXCEPTION = re.compile(
-    r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Iteration|Warning)?)(?::\s?(?P<msg>.*))?$"
-)
+# "ValueError: msg", "torch.OutOfMemoryError: msg", "MyFailure: msg", "KeyboardInterrupt"
+_EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
+_BARE_EXCEPTION = re.compile(r"(?:Error|Exception|Exit|Interrupt|Iteration|Warning|Fault)$")
 _LIBRARY_PARTS = ("site-packages", "dist-packages", "/lib/python3", "\\lib\\python3", "<frozen")
 
 
@@ -83,9 +86,9 @@ def parse_traceback(lines: Sequence[str]) -> ParsedTraceback | None:
         if not line.strip() or line[:1].isspace():
             continue  # source lines, ^^^^ markers
         exc = _EXCEPTION.match(line.strip())
-        if exc:
+        if exc and (exc["msg"] is not None or _BARE_EXCEPTION.search(exc["type"])):
             return ParsedTraceback(exc["type"], (exc["msg"] or "").strip(), tuple(frames))
-        return ParsedTraceback(line.strip(), "", tuple(frames))
+        # anything else is a line of another stream that landed inside the traceback: skip it
     return None
 
 
@@ -119,11 +122,13 @@ def phase_of_line(line: str) -> tuple[str, int | None] | None:
     """The phase a progress line starts: ("train", epoch) for "Epoch 3/12", ("eval", None) for an
     evaluation banner, ("checkpoint", None) for a checkpoint save."""
     match = EPOCH_OF.match(line)
-    if match:
-        return "train", int(match.group(1))
-    lightning = LIGHTNING_EPOCH.match(line)
+    if match:  # Keras prints "Epoch 1/12" for the first epoch; events count from 0
+        return "train", int(match.group(1)) - 1
+    lightning = LIGHTNING_EPOCH.match(line)  # Lightning's bar prints "Epoch 0:" already
     if lightning:
         return "train", int(lightning.group(1))
+    if HF_TRAIN_LOG.match(line):
+        return "train", None
     if EVAL_START.match(line):
         return "eval", None
     if CHECKPOINT.search(line):

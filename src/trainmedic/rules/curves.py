@@ -74,16 +74,23 @@ def is_validation(name: str) -> bool:
     return bool(VAL_TOKENS & set(tokens(name)))
 
 
-def curve(record: RunRecord, name: str) -> Curve | None:
-    """The curve of one metric name, from whichever events carry it (epoch events first)."""
+def curve(record: RunRecord, name: str, *, prefer: str = "epoch") -> Curve | None:
+    """The curve of one metric name, from whichever events carry it.
+
+    Epoch events first (one point per epoch compares runs and splits best), unless
+    `prefer="step"`: a guard that logs every batch *and* every epoch then gives the step
+    a loss went NaN, not just its epoch.
+    """
+    if prefer == "step":
+        by_step = _step_curve(record, name)
+        if by_step is not None:
+            return by_step
     epochs = [(e.epoch, e.metrics[name]) for e in record.of_type(Epoch) if name in e.metrics]
     if epochs:
         return _from_points(name, epochs, "epoch", None)
-    steps = record.steps
-    points = [(s.step, s.metrics[name]) for s in steps if name in s.metrics]
-    if points:
-        ep = [float(s.epoch) if s.epoch is not None else np.nan for s in steps if name in s.metrics]
-        return _from_points(name, points, "step", ep)
+    by_step = _step_curve(record, name)
+    if by_step is not None:
+        return by_step
     singles = [m for m in record.of_type(Metric) if m.name == name]
     if singles:
         per = "step" if any(m.step is not None for m in singles) else "epoch"
@@ -91,6 +98,14 @@ def curve(record: RunRecord, name: str) -> Curve | None:
         ep = [float(m.epoch) if m.epoch is not None else np.nan for m in singles]
         return _from_points(name, pts, per, ep)
     return _from_series([s for s in record.of_type(MetricSeries) if s.name == name])
+
+
+def _step_curve(record: RunRecord, name: str) -> Curve | None:
+    steps = [s for s in record.steps if name in s.metrics]
+    if not steps:
+        return None
+    ep = [float(s.epoch) if s.epoch is not None else np.nan for s in steps]
+    return _from_points(name, [(s.step, s.metrics[name]) for s in steps], "step", ep)
 
 
 def _from_points(name: str, points: list[tuple[int, float]], per: str, epochs: list[float] | None) -> Curve:
@@ -132,12 +147,12 @@ def _num(value: object) -> float:
         return float("nan")
 
 
-def loss_curves(record: RunRecord) -> tuple[list[Curve], list[Curve]]:
-    """(training-loss curves, validation-loss curves), the most detailed first."""
+def loss_curves(record: RunRecord, *, prefer: str = "epoch") -> tuple[list[Curve], list[Curve]]:
+    """(training-loss curves, validation-loss curves), the preferred first."""
     train: list[Curve] = []
     val: list[Curve] = []
     for name in sorted(n for n in record.metric_names() if is_loss(n)):
-        c = curve(record, name)
+        c = curve(record, name, prefer=prefer)
         if c is not None and len(c):
             (val if is_validation(name) else train).append(c)
     key = _preference

@@ -137,8 +137,8 @@ SPECS: tuple[FindingSpec, ...] = (
 
 
 def nonfinite_loss(record: RunRecord) -> list[Finding]:
-    """TRN001: the first NaN/Inf of any loss curve (training curves win ties)."""
-    train, val = loss_curves(record)
+    """TRN001: the first NaN/Inf of any loss curve (training curves win ties; steps beat epochs)."""
+    train, val = loss_curves(record, prefer="step")
     first: tuple[float, Curve, int] | None = None
     affected: list[str] = []
     for c in train + val:

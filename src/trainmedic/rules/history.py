@@ -5,10 +5,12 @@ both, so one run never gets two findings for it:
 
 - a supervised run (a `RunEnd` event) is judged by RUN004 in `rules/run.py`, which
   knows the exit status;
-- a Keras log (plan framework `keras`) is judged by KER003 in `rules/keras.py`
-  (`len(history.history['loss'])` against `fit(epochs=...)`).
+- a Keras fit seen in-process (a `keras_fit_end` observation) is judged by KER003's
+  rule in `rules/keras.py`.
 
-What is left are logs of other frameworks, where only the log is known: an HF
+A Keras history read from a file with `--expect-epochs` gets KER003 here (the log
+has no in-process observation for that rule to read). What is left are logs of
+other frameworks, where only the log is known: an HF
 `trainer_state.json` whose `train()` returned at step 6 of `max_steps` 18, or a
 Lightning / TensorBoard log with fewer epochs than `--expect-epochs`. They are
 reported under RUN004's code (`silent-early-exit`): an error when the log itself
@@ -18,9 +20,10 @@ ended (it may have been killed).
 
 from __future__ import annotations
 
-from trainmedic.events import PhaseEnd, TrainingPlan
-from trainmedic.findings import Finding, Severity
+from trainmedic.events import GuardObservation, PhaseEnd, TrainingPlan
+from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
+from trainmedic.rules.keras import HISTORY_EPOCHS_MISMATCH
 from trainmedic.rules.run import SILENT_EARLY_EXIT
 
 #: Plans of these frameworks belong to KER003 (rules/keras.py).
@@ -32,8 +35,14 @@ def logged_run_ended_early(record: RunRecord) -> list[Finding]:
     if record.end is not None or not record.plans:
         return []
     plans = record.plans
-    if any(p.framework in KERAS_FRAMEWORKS for p in plans) or any(p.early_stopping for p in plans):
+    if any(p.early_stopping for p in plans):
         return []
+    if any(p.framework in KERAS_FRAMEWORKS for p in plans):
+        in_process = any(
+            isinstance(e, GuardObservation) and e.check == "keras_fit_end" for e in record.events
+        )
+        found_keras = None if in_process else _epochs_short(record, plans[-1].framework, True)
+        return [found_keras] if found_keras is not None else []
     finished = any(isinstance(e, PhaseEnd) and e.phase == "train" for e in record.events)
     found = _steps_short(record, plans, finished)
     # With max_steps known (HF), steps decide: its num_train_epochs is ceil(max_steps / steps per
@@ -72,6 +81,9 @@ def _steps_short(record: RunRecord, plans: list[TrainingPlan], finished: bool) -
 
 
 def _epochs_short(record: RunRecord, framework: str, finished: bool) -> Finding | None:
+    """Fewer epochs logged than requested: KER003 for a Keras history (fit returned), else RUN004."""
+    keras = framework in KERAS_FRAMEWORKS
+    spec: FindingSpec = HISTORY_EPOCHS_MISMATCH if keras else SILENT_EARLY_EXIT
     requested = record.epochs_requested
     completed = record.epochs_completed
     if not requested or completed >= requested:
@@ -86,9 +98,12 @@ def _epochs_short(record: RunRecord, framework: str, finished: bool) -> Finding 
         "training_loop_returned": finished,
         "early_stopping": False,
     }
+    if keras:  # a saved history exists only once fit returned
+        message = f"The history holds {completed} of the {requested} epochs requested"
+        return spec.finding(message, evidence=evidence, epoch=completed)
     message = f"The log holds {completed} of the {requested} epochs requested; {ended}"
     severity = Severity.ERROR if finished else Severity.WARNING
-    return SILENT_EARLY_EXIT.finding(message, evidence=evidence, fix=_FIX, severity=severity)
+    return spec.finding(message, evidence=evidence, fix=_FIX, severity=severity)
 
 
 _FIX = (

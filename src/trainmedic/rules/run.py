@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from trainmedic.events import (
+    Epoch,
     Event,
     HangDetected,
     LogLine,
@@ -28,7 +29,7 @@ from trainmedic.events import (
     RunStart,
     StopRequest,
 )
-from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord, median
 from trainmedic.rules import _logtext
 
@@ -88,8 +89,10 @@ EVAL_MEMORY_SPIKE = FindingSpec(
     ),
     example="Training holds 2.1 GiB; each epoch-end mAP callback peaks at 4.0 GiB (1.9x).",
     fix=(
-        "Evaluate once after training (or every k epochs) and keep a light per-epoch "
-        "validation loss; use a smaller evaluation batch."
+        "Evaluate once after training (or every k epochs; Keras: "
+        "callbacks=[trainmedic.keras.Deferred(heavy_callback, every=k)]) and keep a light "
+        "per-epoch validation loss (fit's validation_data); stream the metric in small "
+        "batches instead of one big predict."
     ),
 )
 
@@ -251,6 +254,14 @@ class AttemptView:
         return [e.text for e in self.events if isinstance(e, LogLine)]
 
     @property
+    def error_lines(self) -> list[str]:
+        """Where Python writes tracebacks and faulthandler reports: stderr. Lines of stdout may
+        be stamped out of order with it (two pipes), so they would cut into a traceback.
+        All lines when nothing came on stderr (a logger that writes errors to stdout)."""
+        errors = [e.text for e in self.events if isinstance(e, LogLine) and e.stream == "stderr"]
+        return errors or self.lines
+
+    @property
     def signal(self) -> int | None:
         """The killing signal: from the process itself, or a launcher's 128+N exit status."""
         if self.end.signal is not None:
@@ -342,7 +353,8 @@ def oom_killed(record: RunRecord) -> list[Finding]:
         samples = [e for e in view.events if isinstance(e, MemorySample)]
         peak_rss = max((s.rss_bytes for s in samples), default=None)
         peak_cgroup = max((s.cgroup_bytes or 0 for s in samples), default=0) or None
-        phase, epoch = _phase_at_end(record, view)
+        phase, epoch_index = _phase_at_end(record, view)
+        epoch = epoch_number(epoch_index)
         if kill.scope == "cgroup" and limit is not None:
             which = f"the cgroup memory limit of {human_bytes(limit.limit_bytes)}"
         else:
@@ -362,10 +374,11 @@ def oom_killed(record: RunRecord) -> list[Finding]:
             "last_log_lines": view.lines[-LAST_LINES:],
         }
         fix = OOM_KILLED.fix
-        if phase in ("eval", "epoch_end"):
+        if phase in ("eval", "epoch_end", "predict"):
             fix = (
                 "The memory ran out while evaluating: evaluate once after training (or every k "
-                "epochs), use a smaller evaluation batch, and free training-only buffers before it."
+                "epochs; Keras: trainmedic.keras.Deferred(heavy_callback, every=k)), use a smaller "
+                "evaluation batch, and free training-only buffers before it."
             )
         elif phase == "train":
             fix = "Lower the batch size or the data kept in memory, or raise the limit."
@@ -406,7 +419,8 @@ def accelerator_oom(record: RunRecord) -> list[Finding]:
 def eval_memory_spike(record: RunRecord) -> list[Finding]:
     by_phase = record.memory_by_phase()
     train = by_phase.get("train", [])
-    spikes = {p: max(by_phase[p]) for p in ("eval", "epoch_end") if by_phase.get(p)}
+    # "predict": a model.predict inside an epoch-end callback is the innermost phase there
+    spikes = {p: max(by_phase[p]) for p in ("eval", "epoch_end", "predict") if by_phase.get(p)}
     if len(train) < MIN_TRAIN_SAMPLES or not spikes:
         return []
     steady = median(train)
@@ -414,7 +428,7 @@ def eval_memory_spike(record: RunRecord) -> list[Finding]:
     ratio = peak / steady if steady else 0.0
     if ratio < SPIKE_RATIO:
         return []
-    label = "evaluation" if phase == "eval" else "epoch end"
+    label = {"eval": "evaluation", "predict": "prediction"}.get(phase, "epoch end")
     return [
         EVAL_MEMORY_SPIKE.finding(
             f"Memory at {label} peaked at {human_bytes(peak)}, {ratio:.1f}x the training steady state "
@@ -465,8 +479,6 @@ def input_exhausted(record: RunRecord) -> list[Finding]:
     lines = [e.text for e in record.log_lines]
     line = _logtext.first_match(_logtext.INPUT_EXHAUSTED, lines)
     planned = next((p.steps_per_epoch for p in reversed(record.plans) if p.steps_per_epoch), None)
-    from trainmedic.events import Epoch
-
     short = [
         (e.epoch, e.steps)
         for e in record.of_type(Epoch)
@@ -476,15 +488,21 @@ def input_exhausted(record: RunRecord) -> list[Finding]:
         return []
     evidence: dict[str, object] = {"log_line": line.strip() if line else None, "steps_per_epoch": planned}
     if short:
-        evidence["short_epochs"] = [{"epoch": ep, "steps": st} for ep, st in short]
+        evidence["short_epochs"] = [{"epoch": epoch_number(ep), "steps": st} for ep, st in short]
         message = (
             f"The input ran out of data: {len(short)} epoch(s) ran fewer than the {planned} planned "
-            f"steps (epoch {short[0][0]}: {short[0][1]} steps)"
+            f"steps (epoch {epoch_number(short[0][0])}: {short[0][1]} steps)"
         )
+        if line is not None:
+            message += f"; the log says: {line.strip()[:160]}"
     else:
         assert line is not None
         message = f"The input ran out of data: {line.strip()[:160]}"
-    return [INPUT_EXHAUSTED.finding(message, evidence=evidence, epoch=short[0][0] if short else None)]
+    return [
+        INPUT_EXHAUSTED.finding(
+            message, evidence=evidence, epoch=epoch_number(short[0][0]) if short else None
+        )
+    ]
 
 
 # -- RUN006 ---------------------------------------------------------------------------------
@@ -521,9 +539,11 @@ def launcher_kind(cmdline: Sequence[str]) -> str:
 
 def launcher_stub(record: RunRecord) -> list[Finding]:
     latest: dict[int, ProcessSpawn] = {}
+    ranks: dict[int, int | None] = {}
     first_pid: int | None = None
     for spawn in record.processes:
         if spawn.source != "supervisor":
+            ranks[spawn.pid] = spawn.rank  # announced by the process itself, with its rank
             continue
         first_pid = spawn.pid if first_pid is None else first_pid
         latest[spawn.pid] = spawn
@@ -545,6 +565,7 @@ def launcher_stub(record: RunRecord) -> list[Finding]:
                 "launchers": [p.pid for p in launchers],
                 "trainer_pids": [p.pid for p in trainers],
                 "trainer_cmdlines": [p.cmdline for p in trainers],
+                "trainer_ranks": [ranks.get(p.pid) for p in trainers],
             },
             pid=trainers[0].pid,
         )
@@ -626,7 +647,7 @@ def killed_by_signal(record: RunRecord) -> list[Finding]:
             fix = None
             if sig == _signal.SIGKILL:
                 message += " (not the OOM killer: the OOM-kill counters did not rise)"
-        native = _logtext.native_crash(view.lines)
+        native = _logtext.native_crash(view.error_lines)
         if native is not None:
             evidence.update(native_error=native[0], python_stack=native[1])
             message = f"Native crash ({native[0]}){_where(view)}" + (
@@ -644,7 +665,7 @@ def crashed(record: RunRecord) -> list[Finding]:
         code = view.end.exit_code
         if code == 0 or view.signal is not None or view.stops or _oom_explains(view):
             continue
-        tb = _logtext.parse_traceback(view.lines)
+        tb = _logtext.parse_traceback(view.error_lines) or _logtext.parse_traceback(view.lines)
         if tb is not None and _logtext.ACCELERATOR_OOM.search(f"{tb.exc_type}: {tb.message}"):
             continue  # RUN002
         evidence: dict[str, object] = {"exit_code": code, "last_log_lines": view.lines[-LAST_LINES:]}

@@ -68,7 +68,9 @@ def build_manifest(
     signal: int | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """THE place the manifest is built. Environment capture (envinfo) extends it here."""
+    """THE place the run's own facts are put in the manifest. The supervisor lays them over the
+    environment capture (`envinfo.capture_manifest`), whose fields stay at the top level so
+    `trainmedic diff` and `trainmedic env` read one shape."""
     manifest: dict[str, Any] = {
         "trainmedic": __version__,
         "name": name,

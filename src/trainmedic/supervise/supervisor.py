@@ -12,6 +12,7 @@ import contextlib
 import os
 import shutil
 import signal as signal_module
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,6 +36,7 @@ from trainmedic.instrument.environment import child_env
 from trainmedic.supervise import platform, rundir
 from trainmedic.supervise.attempt import Attempt, AttemptConfig, AttemptResult
 from trainmedic.supervise.cgroup import CgroupInfo, LimitedCgroup, effective_limit, host_oom_kills
+from trainmedic.supervise.environment import EnvironmentCapture
 from trainmedic.supervise.eventtail import EventTail
 from trainmedic.supervise.finish import diagnose_run_dir, write_outputs
 from trainmedic.supervise.gpu import GpuProbe, default_probe
@@ -48,7 +50,12 @@ MAX_BACKOFF_S = 30.0
 
 
 class CommandNotFound(Exception):
-    """The command to supervise does not exist: the CLI says so in one line and exits 127."""
+    """The command to supervise does not exist (exit 127) or cannot be executed (exit 126):
+    the CLI says so in one line, like a shell, and creates nothing."""
+
+    def __init__(self, message: str, status: int = 127) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,8 +91,12 @@ def resolve_command(command: list[str]) -> list[str]:
         raise CommandNotFound("no command given: expected `trainmedic run [OPTIONS] -- CMD ARGS...`")
     program = command[0]
     if os.sep in program or (os.altsep and os.altsep in program):
-        if not Path(program).exists():
+        path = Path(program)
+        if not path.exists():
             raise CommandNotFound(f"command not found: {program!r} (no such file)")
+        if path.is_dir() or not os.access(path, os.X_OK):
+            hint = "; run it with python" if path.suffix == ".py" else ""
+            raise CommandNotFound(f"cannot execute {program!r}: not an executable file{hint}", 126)
         return command
     if shutil.which(program) is None:
         raise CommandNotFound(f"command not found: {program!r} (not on PATH)")
@@ -137,6 +148,7 @@ class Supervisor:
                 command=self.command, cwd=str(Path.cwd()), name=name, started=started, extra=manifest_extra
             ),
         )
+        environment = EnvironmentCapture(self.command, Path.cwd())
         platform.become_subreaper()
         self._say(f"trainmedic: supervising {' '.join(self.command)}; run folder {run_dir}")
         result: AttemptResult | None = None
@@ -168,8 +180,9 @@ class Supervisor:
         status = platform.exit_status(result.returncode)
         ended = time.time()
         manifest_extra.update(attempts=attempt_no + 1, trainer_pids=result.trainer_pids)
-        rundir.write_json(
-            run_dir / rundir.MANIFEST,
+        findings = self._finish(
+            run_dir,
+            environment,
             rundir.build_manifest(
                 command=self.command,
                 cwd=str(Path.cwd()),
@@ -181,9 +194,21 @@ class Supervisor:
                 extra=manifest_extra,
             ),
         )
+        return RunOutcome(status, run_dir, findings, attempt_no + 1)
+
+    @staticmethod
+    def _finish(run_dir: Path, environment: EnvironmentCapture, manifest: dict[str, object]) -> list[Finding]:
+        """Join the environment capture, write the manifest, diagnose, write the outputs."""
+        captured, environment_events = environment.result()
+        with EventWriter(run_dir / rundir.EVENTS) as late_writer:
+            for event in environment_events:
+                late_writer.emit(event)
+        if captured is not None:
+            manifest = {**captured, **{k: v for k, v in manifest.items() if k != "host"}}
+        rundir.write_json(run_dir / rundir.MANIFEST, manifest)
         record, findings = diagnose_run_dir(run_dir)
         write_outputs(run_dir, record, findings)
-        return RunOutcome(status, run_dir, findings, attempt_no + 1)
+        return findings
 
     def _one_attempt(
         self, *, number: int, run_dir: Path, name: str, writer: EventWriter, output: OutputLog, gpu: GpuProbe
@@ -195,7 +220,15 @@ class Supervisor:
         env["TRAINMEDIC_RESTART"] = str(number)
         if self._logs is not None and self._logs.checkpoint:
             env["TRAINMEDIC_RESUME_FROM"] = self._logs.checkpoint
-        emit = writer.emit
+        node = os.environ.get("TRAINMEDIC_NODE") or socket.gethostname()
+
+        def emit(event: Event) -> None:
+            """The supervisor's events carry its node, like the trainers' (several nodes may
+            write one run folder)."""
+            if event.node is None:
+                event.node = node
+            writer.emit(event)
+
         emit(
             RunStart(
                 command=self.command,
@@ -245,8 +278,11 @@ class Supervisor:
         self._early_signals.clear()
         try:
             result = self.attempt.run()
-        except OSError as exc:  # exec failed after the PATH check (permissions, bad interpreter line)
-            output.write(f"trainmedic: cannot start {self.command[0]}: {exc}\n".encode())
+        except OSError as exc:  # exec failed after the checks (e.g. a bad #! interpreter line)
+            message = f"trainmedic: cannot start {self.command[0]}: {exc}\n"
+            output.write(message.encode())
+            if self.terminal is not None:
+                self.terminal.line(message.rstrip())
             result = AttemptResult(126)
         self._emit_oom(emit, limit, oom_before)
         emit(

@@ -9,7 +9,6 @@ counts only once that manifest exists, as for unsharded ones.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,8 +21,8 @@ if TYPE_CHECKING:
 
 
 def _hash(path: Path) -> dict[str, Any]:
-    digest = hashlib.sha256(path.read_bytes())
-    return {"sha256": digest.hexdigest(), "bytes": path.stat().st_size}
+    digest, size = ckpt._hash_file(path)
+    return {"crc32": digest, "bytes": size}
 
 
 def save(run: _Run, rng: list[Any], metrics: Mapping[str, float]) -> None:

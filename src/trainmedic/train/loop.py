@@ -87,6 +87,7 @@ def fit(
     checkpoint_dir: str | os.PathLike[str] | None = None,
     checkpoint_every: int | None = None,
     keep_last: int = 3,
+    checkpoint_fsync: bool = True,
     best_metric: str | None = "val_loss",
     best_mode: str = "min",
     resume: str | os.PathLike[str] | None = "auto",
@@ -114,6 +115,7 @@ def fit(
         checkpoint_dir=None if checkpoint_dir is None else os.fspath(checkpoint_dir),
         checkpoint_every=checkpoint_every,
         keep_last=keep_last,
+        checkpoint_fsync=checkpoint_fsync,
         best_metric=best_metric,
         best_mode=best_mode,
         resume=None if resume is None else os.fspath(resume),
@@ -231,6 +233,7 @@ class _Run:
                     keep_last=config.keep_last,
                     best_metric=config.best_metric,
                     best_mode=config.best_mode,
+                    durable=config.checkpoint_fsync,
                 )
             except OSError as exc:
                 raise ConfigError(f"checkpoint_dir {config.checkpoint_dir!r}: {exc.strerror or exc}") from exc
@@ -260,6 +263,8 @@ class _Run:
             self.end_epoch()
         if self.config.checkpoint_dir and self.last_saved_step != self.progress.step:
             self.save_checkpoint(metrics={})
+        if self.manager is not None:
+            self.manager.wait()
         dist_.barrier(self.world)
         return FitResult(
             history=list(self.progress.history),

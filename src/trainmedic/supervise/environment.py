@@ -1,0 +1,50 @@
+"""The run's environment manifest, captured beside the run instead of before it.
+
+`envinfo.capture_manifest` lists every installed distribution and asks git about the
+worktree: about half a second. Done in a thread that starts with the run, it never
+delays the trainer's start; the supervisor joins it when the run is over, writes it
+into manifest.json and adds it to the events so the ENV rules (ENV002
+dirty-worktree) read it like any other fact.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from trainmedic import envinfo
+from trainmedic.configcheck import configs_in_command
+from trainmedic.events import Event
+
+
+class EnvironmentCapture:
+    """Captures the manifest and the configuration files the command names, off the main thread."""
+
+    def __init__(self, command: Sequence[str], cwd: Path) -> None:
+        self._command = list(command)
+        self._cwd = cwd
+        self._manifest: dict[str, Any] | None = None
+        self._observations: list[Event] = []
+        self._thread = threading.Thread(target=self._capture, name="trainmedic-env", daemon=True)
+        self._thread.start()
+
+    def _capture(self) -> None:
+        try:
+            self._manifest = envinfo.capture_manifest(command=self._command, cwd=self._cwd)
+        except Exception as exc:  # the run's diagnosis must never depend on this
+            sys.stderr.write(f"trainmedic: environment capture failed: {exc!r}\n")
+        try:
+            self._observations = list(configs_in_command(self._command, self._cwd))
+        except Exception as exc:
+            sys.stderr.write(f"trainmedic: configuration check of the command failed: {exc!r}\n")
+
+    def result(self, timeout: float = 30.0) -> tuple[dict[str, Any] | None, list[Event]]:
+        """The manifest (None if it failed) and the events to add to the run."""
+        self._thread.join(timeout)
+        events: list[Event] = list(self._observations)
+        if self._manifest is not None:
+            events.append(envinfo.manifest_event(self._manifest))
+        return self._manifest, events
