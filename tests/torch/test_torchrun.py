@@ -65,6 +65,8 @@ def test_two_nodes_write_into_one_events_file(tmp_path: Path) -> None:
             *TORCHRUN,
             "--nnodes", "2", "--nproc-per-node", "1", "--node-rank", str(index),
             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "tm-test",
+            # both "hosts" are localhost: say which one serves the store instead of racing for the port
+            "--rdzv-conf", f"is_host={index == 0}",
             SCRIPT,
         ]  # fmt: skip
         return run_instrumented(

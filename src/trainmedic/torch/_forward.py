@@ -41,11 +41,13 @@ class ForwardWatch:
         self._eval_steps: list[int] = []
         self._ce: dict[str, Any] | None = None
         self._ce_steps: list[int] = []
+        self._ce_windows = 0  # windows in which the loss input was examined
+        self._ce_seen = False
 
     def open(self) -> None:
         if self._handles:
             return
-        self._depth, self._train, self._ce = 0, 0, None
+        self._depth, self._train, self._ce, self._ce_seen = 0, 0, None, False
         self._eval = set()
         pre = nn.modules.module.register_module_forward_pre_hook(self._pre)
         post = nn.modules.module.register_module_forward_hook(self._post, always_call=True)
@@ -67,6 +69,8 @@ class ForwardWatch:
                     {"modules": sorted(self._eval), "checked_steps": list(self._eval_steps)},
                     step=step,
                 )
+        if self._ce_seen:
+            self._ce_windows += 1
         if self._ce is not None:
             self._ce_steps.append(step)
             if len(self._ce_steps) >= _REPORT_AFTER:
@@ -95,8 +99,13 @@ class ForwardWatch:
                 self._train += 1
             else:
                 self._eval.add(type(module).__name__)
-        elif isinstance(module, nn.CrossEntropyLoss) and args and self._ce is None:
+        elif isinstance(module, nn.CrossEntropyLoss) and args and self._ce is None and self._ce_wanted():
+            self._ce_seen = True
             self._ce = _probability_like(args[0])
+
+    def _ce_wanted(self) -> bool:
+        """The loss input is the model's output type: three logit verdicts settle it (a host sync each)."""
+        return self._ce_windows - len(self._ce_steps) < 3 and len(self._ce_steps) < _REPORT_AFTER
 
     def _post(self, module: nn.Module, args: Any, output: Any) -> None:
         self._depth = max(0, self._depth - 1)

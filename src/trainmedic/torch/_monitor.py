@@ -79,7 +79,8 @@ class _OptState:
     probe_name: str = ""
     last_grad: Any = None  # weakref to that gradient tensor at the previous step
     last_version: int = 0
-    not_zeroed: int = 0
+    not_zeroed: int = 0  # optimizer steps without zeroing, as of the last check
+    zero_checked_step: int = 0
     never_grad: set[int] | None = None
     checked_steps: list[int] = field(default_factory=list)
 
@@ -154,7 +155,6 @@ class Monitor:
         return models + [m for m in self.forward.roots if all(m is not x for x in models)]
 
     # -- hooks ---------------------------------------------------------------------------------------
-    @_never_breaks
     def on_backward(self, tensors: Any, keeps_graph: bool = False) -> None:
         self._backwards += 1
         if isinstance(tensors, torch.Tensor) and tensors.numel() == 1:
@@ -164,14 +164,13 @@ class Monitor:
             if len(self._losses) > 4096:  # backward without optimizer steps: keep memory flat
                 self._drain_losses()
 
-    @_never_breaks
     def on_step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
         closure = kwargs.get("closure") if kwargs else None
         positional = closure is None and len(args) > 1 and callable(args[1])
         if positional:
             closure = args[1]
         if closure is None:
-            self.before_update(optimizer)
+            self._before_update(optimizer)
             return None
 
         # Lightning and LBFGS run forward and backward inside step(closure): measure after it.
@@ -184,25 +183,30 @@ class Monitor:
             return (args[0], measured_closure, *args[2:]), kwargs
         return args, {**kwargs, "closure": measured_closure}
 
-    @_never_breaks
     def on_step_post(self, optimizer: Any) -> None:
         state = self.opts.get(optimizer)
         if state is None:
             return
         state.steps += 1
         state.pre_done = False
-        state.backward_mark = self._backwards
         if not self._is_primary(optimizer):
             return
         self.step = state.steps
-        self._recent_indices.append((self.step, self._indices))
-        self._indices = []
-        if (self.step + 1) % self.every == 0:
+        if self._indices:
+            self._recent_indices.append((self.step, self._indices))
+            self._indices = []
+        upcoming = self.step + 1
+        # Forward hooks on every checked step at first (they find the model), then on every
+        # fifth one: eval() mode can start late, but needs no fast answer to be useful.
+        if upcoming % self.every == 0 and (upcoming <= 5 * self.every or upcoming % (5 * self.every) == 0):
             self.forward.open()
 
     @_never_breaks
     def before_update(self, optimizer: Any) -> None:
         """Gradients of this step are final: the optimizer is about to apply them."""
+        self._before_update(optimizer)
+
+    def _before_update(self, optimizer: Any) -> None:
         state = self.opts.get(optimizer)
         if state is None:
             state = self.opts[optimizer] = _OptState(name=type(optimizer).__name__)
@@ -213,13 +217,12 @@ class Monitor:
         state.pre_done = True
         primary = self._is_primary(optimizer)
         step = state.steps + 1
-        self._watch_zeroing(optimizer, state, step)
         if step == 1 or step % self.every == 0:
+            self._watch_zeroing(optimizer, state, step)
             self._check(optimizer, state, step, primary)
         elif primary and self.stop_on_nonfinite:
             self._check_losses_now(step)
 
-    @_never_breaks
     def on_batch(self, iterator: Any, wait: float) -> None:
         self._data_wait += wait
         if iterator._num_yielded == 1:
@@ -288,7 +291,11 @@ class Monitor:
         return self.primary is None or self.primary() is optimizer
 
     def _watch_zeroing(self, optimizer: Any, state: _OptState, step: int) -> None:
-        """Same gradient tensor, its version advanced by exactly the backward passes: never zeroed."""
+        """Same gradient tensor, its version advanced by exactly the backward passes: never zeroed.
+
+        Checked on sampled steps only: between two checks, any way of zeroing (set_to_none,
+        zero_(), a new tensor) changes the tensor or its version beyond the backward count.
+        """
         if state.probe is None:
             self._choose_probe(optimizer, state)
         param = state.probe() if state.probe is not None else None
@@ -299,11 +306,13 @@ class Monitor:
         backwards = self._backwards - state.backward_mark
         previous = state.last_grad() if state.last_grad is not None else None
         if previous is grad and backwards >= 1 and version - state.last_version == backwards:
-            state.not_zeroed += 1
+            state.not_zeroed += step - state.zero_checked_step
         else:
             state.not_zeroed = 0
-        state.last_grad = weakref.ref(grad)
+            state.last_grad = weakref.ref(grad)
         state.last_version = version
+        state.backward_mark = self._backwards
+        state.zero_checked_step = step
         if state.not_zeroed >= self.patience:
             self.observe(
                 "grads_not_zeroed",

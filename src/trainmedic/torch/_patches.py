@@ -11,6 +11,7 @@ computes exactly what it computes bare.
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 import warnings
 from collections import deque
@@ -99,23 +100,47 @@ def _wrap(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
     _undo.append(lambda: setattr(owner, name, original))
 
 
+def _turn_off(monitor: Monitor, exc: Exception) -> None:
+    """A failure inside the guard turns the guard off (one line on stderr), never the training."""
+    from trainmedic.torch._monitor import NonFiniteLossError
+
+    if isinstance(exc, NonFiniteLossError):
+        raise exc
+    monitor.broken = True
+    sys.stderr.write(f"trainmedic: PyTorch guard turned off by an internal error: {exc!r}\n")
+
+
 def _step_pre(optimizer: Any, args: Any, kwargs: Any) -> Any:
-    if _active is not None:
-        return _active.on_step_pre(optimizer, args, kwargs)
-    return None
+    monitor = _active
+    if monitor is None or monitor.broken:
+        return None
+    try:
+        return monitor.on_step_pre(optimizer, args, kwargs)
+    except Exception as exc:
+        _turn_off(monitor, exc)
+        return None
 
 
 def _step_post(optimizer: Any, args: Any, kwargs: Any) -> None:
-    if _active is not None:
-        _active.on_step_post(optimizer)
+    monitor = _active
+    if monitor is None or monitor.broken:
+        return
+    try:
+        monitor.on_step_post(optimizer)
+    except Exception as exc:
+        _turn_off(monitor, exc)
 
 
 def _backward(original: Any) -> Any:
     def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
-        if _active is not None:
-            # backward(tensors, grad_tensors, retain_graph, create_graph, ...)
-            keeps = bool(kwargs.get("retain_graph") or kwargs.get("create_graph") or any(args[1:3]))
-            _active.on_backward(tensors, keeps)
+        monitor = _active
+        if monitor is not None and not monitor.broken:
+            try:
+                # backward(tensors, grad_tensors, retain_graph, create_graph, ...)
+                keeps = bool(kwargs.get("retain_graph") or kwargs.get("create_graph") or any(args[1:3]))
+                monitor.on_backward(tensors, keeps)
+            except Exception as exc:
+                _turn_off(monitor, exc)
         return original(tensors, *args, **kwargs)
 
     return backward
@@ -124,7 +149,7 @@ def _backward(original: Any) -> Any:
 def _loader_next(original: Any) -> Any:
     def __next__(self: Any) -> Any:
         monitor = _active
-        if monitor is None:
+        if monitor is None or monitor.broken:
             return original(self)
         start = time.perf_counter()
         try:
@@ -132,7 +157,11 @@ def _loader_next(original: Any) -> Any:
         except StopIteration:
             monitor.on_loader_exhausted(self)
             raise
-        monitor.on_batch(self, time.perf_counter() - start)
+        wait = time.perf_counter() - start
+        try:
+            monitor.on_batch(self, wait)
+        except Exception as exc:
+            _turn_off(monitor, exc)
         return data
 
     return __next__
