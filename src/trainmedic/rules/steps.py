@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from trainmedic.events import GuardObservation, Step
-from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord, median
 
 INPUT_BOUND = FindingSpec(
@@ -168,7 +168,7 @@ def exploding_gradients(record: RunRecord) -> list[Finding]:
                         },
                         rank=rank,
                         step=s.step,
-                        epoch=s.epoch,
+                        epoch=epoch_number(s.epoch),
                     )
                 )
                 break
@@ -189,7 +189,7 @@ def exploding_gradients(record: RunRecord) -> list[Finding]:
                             },
                             rank=rank,
                             step=s.step,
-                            epoch=s.epoch,
+                            epoch=epoch_number(s.epoch),
                         )
                     )
                     break

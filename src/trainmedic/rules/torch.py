@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trainmedic.events import GuardObservation
-from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord
 
 FROZEN_PARAMETERS = FindingSpec(
@@ -174,7 +174,7 @@ def _rule(spec: FindingSpec, check: str, describe: Describe) -> Rule:
                 evidence=evidence,
                 rank=ranks[0] if len(ranks) == 1 else None,
                 step=first.step,
-                epoch=first.epoch,
+                epoch=epoch_number(first.epoch),
             )
         ]
 
