@@ -1,0 +1,317 @@
+"""The same cases through the tools a user would pick today, each mapped to our codes.
+
+Installed from PyPI by this module into venvs of their own (gitignored):
+- benchmarks/.peers-logs-venv: runmedic 0.1.1, trainproof 0.22.0, guarftrain 0.3.0;
+- benchmarks/.peers-venv: deepchecks 0.19.1 with the old pins it needs (shared with
+  benchmarks/data_check.py).
+
+A peer gets what it reads: runmedic and trainproof the run's stdout (output.log) or the
+framework logs a `diagnose` case reads; guarftrain runs the command itself
+(`guarftrain watch -- CMD`, with a contract that declares no resume flags); deepchecks
+the CSV splits of the DAT cases (data_integrity + train_test_validation). Where a peer
+cannot read a case's input it is "n/a", never a miss. The mapping from their check
+names to our codes is in the tables below and in docs/failure-benchmark.md.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from .runner import REPO, Outcome, child_env, substitute
+
+BENCH = Path(__file__).resolve().parents[1]
+LOGS_VENV = BENCH / ".peers-logs-venv"
+DEEPCHECKS_VENV = BENCH / ".peers-venv"
+LOGS_PINS = ["runmedic==0.1.1", "trainproof==0.22.0", "guarftrain==0.3.0"]
+DEEPCHECKS_PINS = ["deepchecks==0.19.1", "setuptools<70", "scikit-learn==1.6.1", "pandas==2.2.3", "numpy==1.26.4"]
+
+# runmedic check (or "log:<pattern id>") -> our codes
+RUNMEDIC = {
+    "non_finite": "TRN001",
+    "log:anomaly_nan": "TRN001",
+    "divergence": "TRN002",
+    "loss_spikes": "TRN002",
+    "no_learning": "TRN003",
+    "constant_lr_plateau": "TRN003",
+    "overfitting": "TRN004",
+    "input_bound": "TRN005",
+    "grad_spikes": "TRN007",
+    "log:amp_overflow": "TRN007",
+    "log:cuda_oom": "RUN002",
+    "log:dataloader_killed": "RUN001",
+    "log:unused_params": "TOR001",
+}
+# trainproof finding id -> our codes (levels FAIL and WARN count)
+TRAINPROOF = {
+    "TP-NAN": "TRN001",
+    "TP-NAN-GRAD": "TRN001",
+    "TP-DIVERGE": "TRN002",
+    "TP-FLAT": "TRN003",
+    "TP-DEAD-RUN": "TRN003",
+    "TP-ZERO-LR": "TRN003",
+    "TP-OVERFIT": "TRN004",
+    "TP-LOADER-BOUND": "TRN005",
+    "TP-GRAD-SPIKE": "TRN007",
+    "TP-ZERO-GRAD": "TRN008",
+}
+# guarftrain's crash kinds (its watchdog classifies the exit) -> our codes
+GUARFTRAIN = {"oom": "RUN001", "sigkill": "RUN008", "no_progress": "RUN007", "nan": "TRN001"}
+GUARFTRAIN_FAILED = "RUN009"  # any other classified failure: it saw the run crash
+# deepchecks check names (as in its suite results) -> our codes
+DEEPCHECKS = {
+    "Train Test Samples Mix": "DAT001",
+    "Data Duplicates": "DAT007",
+    "Conflicting Labels": "DAT006",
+    "Percent Of Nulls": "DAT008",
+    "Mixed Nulls": "DAT008",
+    "Feature Label Correlation": "DAT005",
+    "Feature Label Correlation Change": "DAT005",
+    "Feature Drift": "DAT011",
+    "Multivariate Drift": "DAT011",
+    "Label Drift": "DAT011",
+    "New Category": "DAT010",
+    "Datasets Size Comparison": None,
+    "Mixed Data Types": "DAT010",
+    "Date Train Test Leakage Overlap": "DAT004",
+    "Date Train Test Leakage Duplicates": "DAT004",
+    "Index Train Test Leakage": "DAT001",
+    "Class Imbalance": "DAT009",
+    "Outlier Sample Detection": None,
+    "String Mismatch": None,
+    "String Mismatch Comparison": None,
+    "Special Characters": None,
+    "Single Value In Column": None,
+    "Identifier Label Correlation": "DAT005",
+    "New Label": None,
+    "Is Single Value": None,
+    "String Length Out Of Bounds": None,
+    "Columns Info": None,
+}
+
+GUARFTRAIN_CONTRACT = """script_contract:
+  metrics_channel:
+    type: log_file
+    path: ../logs/train.log
+    log_pattern: 'loss[ =:]+([-+\\d.eE]+|nan|inf)'
+  launcher: python
+  batch_semantics: null
+"""
+GUARFTRAIN_PROJECT = """model:
+  entry: ''
+  task_type: classification
+paths:
+  contract_path: configs/contract.yaml
+  extra_sys_paths: []
+project:
+  ckpt_dir: ./checkpoints
+  data_dir: ./data
+  log_dir: ./logs
+  name: failbench
+"""
+
+DEEPCHECKS_CHILD = r"""
+import json, sys, warnings
+warnings.filterwarnings("ignore")
+import pandas as pd
+from deepchecks.tabular import Dataset
+from deepchecks.tabular.suites import data_integrity, train_test_validation
+folder, label, extra = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+from pathlib import Path
+train = pd.read_csv(Path(folder) / "train.csv")
+other = next((Path(folder) / f"{n}.csv" for n in ("test", "val", "serving") if (Path(folder) / f"{n}.csv").exists()), None)
+def dataset(frame):
+    has_label = label in frame.columns
+    cat = [c for c in frame.columns if frame[c].dtype == object and c not in (label, extra.get("datetime_name"))]
+    kwargs = {k: v for k, v in extra.items() if k in frame.columns or k == "datetime_name" and v in frame.columns}
+    kwargs = {k: v for k, v in extra.items() if v in frame.columns}
+    return Dataset(frame, label=label if has_label else None, cat_features=cat, **kwargs)
+failed = []
+results = [data_integrity().run(dataset(train))]
+if other is not None:
+    test = pd.read_csv(other)
+    results.append(train_test_validation().run(dataset(train), dataset(test)))
+for suite in results:
+    for result in suite.get_not_passed_checks():
+        failed.append(result.get_header())
+print(json.dumps({"failed": sorted(set(failed))}))
+"""
+
+
+def ensure_venv(path: Path, pins: list[str]) -> Path | None:
+    """The venv's python, created and installed on first use; None (with the reason printed) if that fails."""
+    python = path / "bin" / "python"
+    stamp = path / ".installed"
+    if stamp.exists():
+        return python
+    try:
+        if not python.exists():
+            subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, capture_output=True, timeout=600)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *pins], check=True, capture_output=True, timeout=1800)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
+        print(f"peers: installing {' '.join(pins)} into {path} failed: {error}", file=sys.stderr)
+        return None
+    stamp.touch()
+    return python
+
+
+def _verdict(outcome: Outcome, codes: Iterable[str], flagged: bool, raw: object) -> dict[str, object]:
+    mapped = sorted(set(codes))
+    if outcome.case.control:
+        return {"verdict": "false-positive" if flagged else "clean", "mapped": mapped, "raw": raw}
+    detected = all(code in mapped for code in outcome.case.must)
+    return {"verdict": "detected" if detected else "missed", "mapped": mapped, "raw": raw}
+
+
+def NA(reason: str) -> dict[str, object]:
+    return {"verdict": "n/a", "reason": reason}
+
+
+def log_input(outcome: Outcome) -> Path | None:
+    """What a log-reading peer gets: the run's stdout, or the framework logs `diagnose` read."""
+    spec = outcome.case.peers
+    if spec is None or outcome.work is None:
+        return None
+    if spec == "stdout":
+        path = outcome.work / "run" / "output.log"
+    else:
+        prepared = outcome.work.parents[1] / "prepared" / (outcome.case.prepare or "")
+        path = Path(substitute([spec], {"prepared": str(prepared)})[0])
+    return path if path.exists() else None
+
+
+def runmedic(outcome: Outcome, bin_dir: Path) -> dict[str, object]:
+    path = log_input(outcome)
+    if path is None:
+        return NA("no training log to read (data or config case)")
+    done = subprocess.run([str(bin_dir / "runmedic"), "diagnose", "--json", str(path)], capture_output=True, text=True, timeout=300)
+    try:
+        runs = json.loads(done.stdout)
+    except ValueError:
+        return NA(f"runmedic could not read it (exit {done.returncode}): {done.stderr.strip()[-200:]}")
+    if not runs:
+        return NA("runmedic found no run in it")
+    findings = [f for run in runs for f in run.get("findings", [])]
+    checks = [str(f["check"]) for f in findings]
+    codes = [RUNMEDIC[c] for c in checks if c in RUNMEDIC]
+    flagged = any(f.get("severity") in ("critical", "warning") for f in findings)
+    return _verdict(outcome, codes, flagged, checks)
+
+
+def _trainproof_ids(node: object) -> Iterable[tuple[str, str]]:
+    if isinstance(node, dict):
+        if isinstance(node.get("id"), str) and str(node["id"]).startswith("TP-") and "level" in node:
+            yield str(node["id"]), str(node["level"])
+        for value in node.values():
+            yield from _trainproof_ids(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _trainproof_ids(value)
+
+
+def trainproof(outcome: Outcome, bin_dir: Path) -> dict[str, object]:
+    path = log_input(outcome)
+    if path is None:
+        return NA("no training log to read (data or config case)")
+    done = subprocess.run([str(bin_dir / "trainproof"), "doctor", "--json", str(path)], capture_output=True, text=True, timeout=300)
+    try:
+        report = json.loads(done.stdout)
+    except ValueError:
+        return NA(f"trainproof could not read it (exit {done.returncode})")
+    not_judged = report.get("not_judged") or {}
+    if not report.get("reports") or not_judged.get("judged", 1) == 0:
+        return NA(f"trainproof judged nothing (not_judged: {not_judged.get('unreadable') and 'unreadable' or not_judged})")
+    found = [(i, level) for i, level in _trainproof_ids(report.get("reports")) if level in ("FAIL", "WARN")]
+    codes = [TRAINPROOF[i] for i, _ in found if i in TRAINPROOF]
+    return _verdict(outcome, codes, bool(found), sorted({f"{i}:{level}" for i, level in found}))
+
+
+def guarftrain(outcome: Outcome, bin_dir: Path) -> dict[str, object]:
+    case = outcome.case
+    if case.kind != "run" or outcome.work is None:
+        return NA("guarftrain watches a training command; this case has none")
+    project = outcome.work / "guarftrain"
+    (project / "configs").mkdir(parents=True, exist_ok=True)
+    (project / "logs").mkdir(exist_ok=True)
+    (project / "configs" / "contract.yaml").write_text(GUARFTRAIN_CONTRACT)
+    (project / ".guardian-project.yaml").write_text(GUARFTRAIN_PROJECT)
+    # absolute paths: guarftrain runs in its own project folder (it writes logs/ into its working directory)
+    command = [
+        re.sub(r"(?<![\w/.])(examples|benchmarks)/", f"{REPO}/\\1/", arg)
+        for arg in substitute(case.command, {"python": sys.executable, "work": str(outcome.work)})
+    ]
+    # the memory limit is trainmedic's option: guarftrain gets the same limit from a cgroup it cannot set,
+    # so the OOM case runs without one under guarftrain unless a limit is inherited (it is n/a then).
+    if "--memory-limit" in case.run_args:
+        return NA("the failure needs a memory limit; guarftrain has no option to set one")
+    try:
+        done = subprocess.run(
+            [str(bin_dir / "guarftrain"), "--project-dir", str(project), "watch", "--", *command],
+            cwd=project, env=child_env(case.env), capture_output=True, text=True, timeout=case.timeout, stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        return _verdict(outcome, [], False, "timed out (guarftrain did not end the run)")
+    text = done.stdout + done.stderr
+    (outcome.work / "guarftrain.txt").write_text(text)
+    kinds = set(re.findall(r"kind=(\w+)", text)) | set(re.findall(r"失败原因: (\w+)", text))
+    if "疑似无进展" in text:
+        kinds.add("no_progress")
+    if re.search(r"\bnan\b|NaN", text) and "TRN001" in case.must:
+        kinds.add("nan")
+    codes = [GUARFTRAIN.get(kind, GUARFTRAIN_FAILED) for kind in kinds]
+    flagged = bool(kinds) or done.returncode != 0
+    return _verdict(outcome, codes, flagged, {"exit": done.returncode, "kinds": sorted(kinds)})
+
+
+def deepchecks(outcome: Outcome, python: Path) -> dict[str, object]:
+    case = outcome.case
+    if case.prepare != "data" or case.args[:2] != ("check", "data") or outcome.work is None:
+        return NA("deepchecks checks tabular data sets; this case has none")
+    args = list(case.args)
+    folder = Path(substitute([args[2]], {"prepared": str(outcome.work.parents[1] / "prepared" / "data")})[0]).parent
+    extra = {}
+    if "--time" in args:
+        extra["datetime_name"] = args[args.index("--time") + 1]
+    done = subprocess.run(
+        [str(python), "-c", DEEPCHECKS_CHILD, str(folder), "y", json.dumps(extra)],
+        capture_output=True, text=True, timeout=900,
+    )
+    try:
+        failed = json.loads(done.stdout.strip().splitlines()[-1])["failed"]
+    except (ValueError, IndexError, KeyError):
+        return NA(f"deepchecks failed to run (exit {done.returncode}): {done.stderr.strip()[-300:]}")
+    codes = [code for name in failed if (code := DEEPCHECKS.get(name))]
+    return _verdict(outcome, codes, bool(failed), failed)
+
+
+def run_peers(outcomes: list[Outcome], out: Path, workers: int = 2) -> dict[str, dict[str, dict[str, object]]]:
+    """Every peer on every case (n/a where it cannot read the case); the verdicts by peer and case id."""
+    results: dict[str, dict[str, dict[str, object]]] = {}
+    logs_python = ensure_venv(LOGS_VENV, LOGS_PINS)
+    deep_python = ensure_venv(DEEPCHECKS_VENV, DEEPCHECKS_PINS)
+    tools: dict[str, Callable[[Outcome], dict[str, object]]] = {}
+    if logs_python is not None:
+        bin_dir = logs_python.parent
+        tools["runmedic 0.1.1"] = lambda o: runmedic(o, bin_dir)
+        tools["trainproof 0.22.0"] = lambda o: trainproof(o, bin_dir)
+        tools["guarftrain 0.3.0"] = lambda o: guarftrain(o, bin_dir)
+    if deep_python is not None:
+        tools["deepchecks 0.19.1"] = lambda o: deepchecks(o, deep_python)
+    for name, tool in tools.items():
+        print(f"peer {name} ...", file=sys.stderr, flush=True)
+
+        def safe(outcome: Outcome, tool: Callable[[Outcome], dict[str, object]] = tool) -> dict[str, object]:
+            try:
+                return tool(outcome)
+            except Exception as error:  # a peer's crash is its verdict on that case, not the benchmark's
+                return NA(f"{type(error).__name__}: {error}")
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            results[name] = dict(zip([o.case.id for o in outcomes], pool.map(safe, outcomes), strict=True))
+    (out / "peers.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
+    return results

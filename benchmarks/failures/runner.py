@@ -1,0 +1,173 @@
+"""Run the cases under trainmedic and score them: detected / missed / false positive.
+
+Each case runs in its own folder under the output folder, as a real child
+process with a timeout; cases run in parallel on a small thread pool (the work
+is in the children). Prepare steps (data sets, real framework logs) run once,
+before the cases that need them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .manifest import Case
+
+REPO = Path(__file__).resolve().parents[2]
+BLOCKING = ("error", "warning")
+
+
+@dataclass
+class Outcome:
+    """What trainmedic reported on one case, and the verdict."""
+
+    case: Case
+    status: str  # detected | missed | clean | false-positive | error
+    found: list[dict[str, object]] = field(default_factory=list)
+    missed: list[str] = field(default_factory=list)
+    false_positives: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    exit_code: int | None = None
+    detail: str = ""
+    work: Path | None = None
+
+    def codes(self) -> list[str]:
+        return sorted({str(f["code"]) for f in self.found})
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.case.id,
+            "category": self.case.category,
+            "control": self.case.control,
+            "status": self.status,
+            "must": list(self.case.must),
+            "found": [{k: f[k] for k in ("code", "slug", "severity", "message") if k in f} for f in self.found],
+            "missed": self.missed,
+            "false_positives": self.false_positives,
+            "seconds": round(self.seconds, 1),
+            "exit_code": self.exit_code,
+            "detail": self.detail,
+        }
+
+
+def child_env(extra: Mapping[str, str] = {}) -> dict[str, str]:
+    """The environment of every child: this checkout's trainmedic first, quiet frameworks, no GPU."""
+    env = dict(os.environ)
+    src = str(REPO / "src")
+    paths = [src, str(REPO), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != src]]
+    env.update(
+        PYTHONPATH=os.pathsep.join(dict.fromkeys(paths)),
+        TF_CPP_MIN_LOG_LEVEL="3",
+        CUDA_VISIBLE_DEVICES="",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONWARNINGS="ignore",
+        **extra,
+    )
+    return env
+
+
+def substitute(items: Iterable[str], values: Mapping[str, str]) -> list[str]:
+    out = []
+    for item in items:
+        for key, value in values.items():
+            item = item.replace("{" + key + "}", value)
+        out.append(item)
+    return out
+
+
+def prepare_all(steps: Mapping[str, tuple[str, ...]], names: set[str], out: Path, workers: int) -> dict[str, Path]:
+    """Run each needed prepare step once (in parallel); returns its folder. A failing step fails loudly."""
+    folders = {name: out / "prepared" / name for name in names}
+
+    def run(name: str) -> None:
+        folder = folders[name]
+        if (folder / ".done").exists():
+            return
+        folder.mkdir(parents=True, exist_ok=True)
+        command = substitute(steps[name], {"python": sys.executable, "prepared": str(folder)})
+        done = subprocess.run(command, cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            raise RuntimeError(f"prepare step {name} failed ({done.returncode}): {done.stderr[-2000:]}")
+        (folder / ".done").touch()
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(run, sorted(names)))
+    return folders
+
+
+def trainmedic_command(case: Case, work: Path, prepared: Path | None) -> list[str]:
+    values = {"python": sys.executable, "work": str(work), "prepared": str(prepared or "")}
+    base = [sys.executable, "-m", "trainmedic"]
+    if case.kind == "run":
+        run_args = substitute(case.run_args, values)
+        return [*base, "run", "--quiet", "--out", str(work / "run"), *run_args, "--", *substitute(case.command, values)]
+    return [*base, *substitute(case.args, values), "--format", "json"]
+
+
+def read_findings(case: Case, work: Path, stdout: str) -> list[dict[str, object]]:
+    if case.kind == "run":
+        path = work / "run" / "findings.json"
+        document = json.loads(path.read_text())
+    else:
+        document = json.loads(stdout)
+    findings: list[dict[str, object]] = document["findings"]
+    return findings
+
+
+def score(case: Case, found: list[dict[str, object]]) -> tuple[str, list[str], list[str]]:
+    codes = {str(f["code"]) for f in found}
+    if case.control:
+        noisy = sorted({str(f["code"]) for f in found if f.get("severity") in BLOCKING})
+        return ("false-positive" if noisy else "clean"), [], noisy
+    missed = [code for code in case.must if code not in codes]
+    false_positives = sorted(codes & set(case.must_not))
+    return ("missed" if missed else "detected"), missed, false_positives
+
+
+def run_case(case: Case, out: Path, prepared: Path | None) -> Outcome:
+    work = out / "cases" / case.id
+    if work.exists():
+        subprocess.run(["rm", "-rf", str(work)], check=True)
+    work.mkdir(parents=True)
+    command = trainmedic_command(case, work, prepared)
+    (work / "command.json").write_text(json.dumps(command))
+    start = time.monotonic()
+    try:
+        done = subprocess.run(
+            command, cwd=REPO, env=child_env(case.env), capture_output=True, text=True, timeout=case.timeout
+        )
+    except subprocess.TimeoutExpired:
+        return Outcome(case, "error", seconds=time.monotonic() - start, detail=f"timed out after {case.timeout:.0f} s", work=work)
+    seconds = time.monotonic() - start
+    (work / "stdout.txt").write_text(done.stdout)
+    (work / "stderr.txt").write_text(done.stderr)
+    try:
+        found = read_findings(case, work, done.stdout)
+    except (OSError, ValueError, KeyError) as error:
+        tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
+        return Outcome(case, "error", seconds=seconds, exit_code=done.returncode, detail=f"{error}; {tail[0]}", work=work)
+    status, missed, false_positives = score(case, found)
+    return Outcome(case, status, found, missed, false_positives, seconds, done.returncode, work=work)
+
+
+def run_cases(
+    cases: list[Case], prepares: Mapping[str, tuple[str, ...]], out: Path, workers: int = 2, progress: bool = True
+) -> list[Outcome]:
+    needed = {case.prepare for case in cases if case.prepare}
+    folders = prepare_all(prepares, needed, out, workers)
+
+    def one(case: Case) -> Outcome:
+        outcome = run_case(case, out, folders.get(case.prepare) if case.prepare else None)
+        if progress:
+            print(f"  {outcome.status:<15} {case.id} ({outcome.seconds:.0f} s) {outcome.detail}", file=sys.stderr, flush=True)
+        return outcome
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(one, cases))
