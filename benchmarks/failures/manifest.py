@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomllib
 
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "cases.toml"
@@ -46,9 +47,13 @@ def _case(raw: dict[str, object]) -> Case:
     values = {key: tuple(value) if key in tuples else value for key, value in raw.items()}  # type: ignore[call-overload]
     case = Case(**values)  # type: ignore[arg-type]
     if case.kind not in KINDS or case.category not in CATEGORIES:
-        raise ValueError(f"{MANIFEST.name}: case {case.id}: kind must be one of {KINDS}, category one of {CATEGORIES}")
+        raise ValueError(
+            f"{MANIFEST.name}: case {case.id}: kind must be one of {KINDS}, category one of {CATEGORIES}"
+        )
     if case.control == bool(case.must):
-        raise ValueError(f"{MANIFEST.name}: case {case.id}: a control has no must-findings; a failure has some")
+        raise ValueError(
+            f"{MANIFEST.name}: case {case.id}: a control has no must-findings; a failure has some"
+        )
     return case
 
 

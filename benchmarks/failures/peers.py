@@ -29,7 +29,13 @@ BENCH = Path(__file__).resolve().parents[1]
 LOGS_VENV = BENCH / ".peers-logs-venv"
 DEEPCHECKS_VENV = BENCH / ".peers-venv"
 LOGS_PINS = ["runmedic==0.1.1", "trainproof==0.22.0", "guarftrain==0.3.0"]
-DEEPCHECKS_PINS = ["deepchecks==0.19.1", "setuptools<70", "scikit-learn==1.6.1", "pandas==2.2.3", "numpy==1.26.4"]
+DEEPCHECKS_PINS = [
+    "deepchecks==0.19.1",
+    "setuptools<70",
+    "scikit-learn==1.6.1",
+    "pandas==2.2.3",
+    "numpy==1.26.4",
+]
 
 # runmedic check (or "log:<pattern id>") -> our codes
 RUNMEDIC = {
@@ -124,11 +130,12 @@ from deepchecks.tabular.suites import data_integrity, train_test_validation
 folder, label, extra = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 from pathlib import Path
 train = pd.read_csv(Path(folder) / "train.csv")
-other = next((Path(folder) / f"{n}.csv" for n in ("test", "val", "serving") if (Path(folder) / f"{n}.csv").exists()), None)
+names = [Path(folder) / f"{n}.csv" for n in ("test", "val", "serving")]
+other = next((path for path in names if path.exists()), None)
 def dataset(frame):
     has_label = label in frame.columns
-    cat = [c for c in frame.columns if frame[c].dtype == object and c not in (label, extra.get("datetime_name"))]
-    kwargs = {k: v for k, v in extra.items() if k in frame.columns or k == "datetime_name" and v in frame.columns}
+    skip = (label, extra.get("datetime_name"))
+    cat = [c for c in frame.columns if frame[c].dtype == object and c not in skip]
     kwargs = {k: v for k, v in extra.items() if v in frame.columns}
     return Dataset(frame, label=label if has_label else None, cat_features=cat, **kwargs)
 failed = []
@@ -151,8 +158,12 @@ def ensure_venv(path: Path, pins: list[str]) -> Path | None:
         return python
     try:
         if not python.exists():
-            subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, capture_output=True, timeout=600)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *pins], check=True, capture_output=True, timeout=1800)
+            subprocess.run(
+                [sys.executable, "-m", "venv", str(path)], check=True, capture_output=True, timeout=600
+            )
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", *pins], check=True, capture_output=True, timeout=1800
+        )
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
         print(f"peers: installing {' '.join(pins)} into {path} failed: {error}", file=sys.stderr)
         return None
@@ -189,7 +200,13 @@ def runmedic(outcome: Outcome, bin_dir: Path) -> dict[str, object]:
     path = log_input(outcome)
     if path is None:
         return NA("no training log to read (data or config case)")
-    done = subprocess.run([str(bin_dir / "runmedic"), "diagnose", "--json", str(path)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(bin_dir / "runmedic"), "diagnose", "--json", str(path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     try:
         runs = json.loads(done.stdout)
     except ValueError:
@@ -218,14 +235,20 @@ def trainproof(outcome: Outcome, bin_dir: Path) -> dict[str, object]:
     path = log_input(outcome)
     if path is None:
         return NA("no training log to read (data or config case)")
-    done = subprocess.run([str(bin_dir / "trainproof"), "doctor", "--json", str(path)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(bin_dir / "trainproof"), "doctor", "--json", str(path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     try:
         report = json.loads(done.stdout)
     except ValueError:
         return NA(f"trainproof could not read it (exit {done.returncode})")
     not_judged = report.get("not_judged") or {}
     if not report.get("reports") or not_judged.get("judged", 1) == 0:
-        return NA(f"trainproof judged nothing (not_judged: {not_judged.get('unreadable') and 'unreadable' or not_judged})")
+        return NA(f"trainproof judged nothing: {report.get('worst_verdict')} with not_judged {not_judged}")
     found = [(i, level) for i, level in _trainproof_ids(report.get("reports")) if level in ("FAIL", "WARN")]
     codes = [TRAINPROOF[i] for i, _ in found if i in TRAINPROOF]
     return _verdict(outcome, codes, bool(found), sorted({f"{i}:{level}" for i, level in found}))
@@ -245,14 +268,32 @@ def guarftrain(outcome: Outcome, bin_dir: Path) -> dict[str, object]:
         re.sub(r"(?<![\w/.])(examples|benchmarks)/", f"{REPO}/\\1/", arg)
         for arg in substitute(case.command, {"python": sys.executable, "work": str(outcome.work)})
     ]
-    # the memory limit is trainmedic's option: guarftrain gets the same limit from a cgroup it cannot set,
-    # so the OOM case runs without one under guarftrain unless a limit is inherited (it is n/a then).
+    watch = [str(bin_dir / "guarftrain"), "--project-dir", str(project), "watch", "--", *command]
     if "--memory-limit" in case.run_args:
-        return NA("the failure needs a memory limit; guarftrain has no option to set one")
+        # the same memory limit as the trainmedic run: guarftrain and its trainer inside one cgroup
+        # (trainmedic run only provides the cgroup here: --no-instrument, its own findings unused)
+        limit = case.run_args[case.run_args.index("--memory-limit") + 1]
+        cgroup = [
+            sys.executable,
+            "-m",
+            "trainmedic",
+            "run",
+            "--quiet",
+            "--no-instrument",
+            "--memory-limit",
+            limit,
+        ]
+        watch = [*cgroup, "--out", str(outcome.work / "guarftrain-cgroup"), "--", *watch]
     try:
         done = subprocess.run(
-            [str(bin_dir / "guarftrain"), "--project-dir", str(project), "watch", "--", *command],
-            cwd=project, env=child_env(case.env), capture_output=True, text=True, timeout=case.timeout, stdin=subprocess.DEVNULL,
+            watch,
+            cwd=project,
+            env=child_env(case.env),
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=case.timeout,
+            stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired:
         return _verdict(outcome, [], False, "timed out (guarftrain did not end the run)")
@@ -261,7 +302,7 @@ def guarftrain(outcome: Outcome, bin_dir: Path) -> dict[str, object]:
     kinds = set(re.findall(r"kind=(\w+)", text)) | set(re.findall(r"失败原因: (\w+)", text))
     if "疑似无进展" in text:
         kinds.add("no_progress")
-    if re.search(r"\bnan\b|NaN", text) and "TRN001" in case.must:
+    if "NaN/Inf" in text:  # its monitor's alert, when the metrics channel reads a non-finite loss
         kinds.add("nan")
     codes = [GUARFTRAIN.get(kind, GUARFTRAIN_FAILED) for kind in kinds]
     flagged = bool(kinds) or done.returncode != 0
@@ -273,13 +314,18 @@ def deepchecks(outcome: Outcome, python: Path) -> dict[str, object]:
     if case.prepare != "data" or case.args[:2] != ("check", "data") or outcome.work is None:
         return NA("deepchecks checks tabular data sets; this case has none")
     args = list(case.args)
-    folder = Path(substitute([args[2]], {"prepared": str(outcome.work.parents[1] / "prepared" / "data")})[0]).parent
+    folder = Path(
+        substitute([args[2]], {"prepared": str(outcome.work.parents[1] / "prepared" / "data")})[0]
+    ).parent
     extra = {}
     if "--time" in args:
         extra["datetime_name"] = args[args.index("--time") + 1]
     done = subprocess.run(
         [str(python), "-c", DEEPCHECKS_CHILD, str(folder), "y", json.dumps(extra)],
-        capture_output=True, text=True, timeout=900,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     try:
         failed = json.loads(done.stdout.strip().splitlines()[-1])["failed"]
@@ -289,7 +335,9 @@ def deepchecks(outcome: Outcome, python: Path) -> dict[str, object]:
     return _verdict(outcome, codes, bool(failed), failed)
 
 
-def run_peers(outcomes: list[Outcome], out: Path, workers: int = 2) -> dict[str, dict[str, dict[str, object]]]:
+def run_peers(
+    outcomes: list[Outcome], out: Path, workers: int = 2
+) -> dict[str, dict[str, dict[str, object]]]:
     """Every peer on every case (n/a where it cannot read the case); the verdicts by peer and case id."""
     results: dict[str, dict[str, dict[str, object]]] = {}
     logs_python = ensure_venv(LOGS_VENV, LOGS_PINS)

@@ -7,7 +7,13 @@ from collections.abc import Mapping, Sequence
 from .manifest import CATEGORIES
 from .runner import Outcome
 
-MARK = {"detected": "✅", "clean": "✅ clean", "missed": "❌ missed", "false-positive": "⚠️ false positive", "error": "💥 error"}
+MARK = {
+    "detected": "✅",
+    "clean": "✅ clean",
+    "missed": "❌ missed",
+    "false-positive": "⚠️ false positive",
+    "error": "💥 error",
+}
 
 
 def _ours(outcome: Outcome) -> str:
@@ -38,13 +44,19 @@ def summary(outcomes: Sequence[Outcome]) -> dict[str, dict[str, int]]:
     return table
 
 
-def peer_summary(outcomes: Sequence[Outcome], peers: Mapping[str, Mapping[str, dict[str, object]]]) -> dict[str, dict[str, int]]:
+def peer_summary(
+    outcomes: Sequence[Outcome], peers: Mapping[str, Mapping[str, dict[str, object]]]
+) -> dict[str, dict[str, int]]:
     """Per peer: failure cases it could read, how many it detected, controls it flagged."""
     result = {}
     for name, verdicts in peers.items():
         failures = [o for o in outcomes if not o.case.control]
         read = [o for o in failures if verdicts.get(o.case.id, {}).get("verdict") not in (None, "n/a")]
-        controls = [o for o in outcomes if o.case.control and verdicts.get(o.case.id, {}).get("verdict") not in (None, "n/a")]
+        controls = [
+            o
+            for o in outcomes
+            if o.case.control and verdicts.get(o.case.id, {}).get("verdict") not in (None, "n/a")
+        ]
         result[name] = {
             "cases": len(failures),
             "readable": len(read),
@@ -55,28 +67,74 @@ def peer_summary(outcomes: Sequence[Outcome], peers: Mapping[str, Mapping[str, d
     return result
 
 
-PEER_MARK = {"detected": "✅", "missed": "❌", "n/a": "n/a", "clean": "✅ clean", "false-positive": "⚠️ flagged", "error": "💥"}
+PEER_MARK = {
+    "detected": "✅",
+    "missed": "❌",
+    "n/a": "n/a",
+    "clean": "✅ clean",
+    "false-positive": "⚠️ flagged",
+    "error": "💥",
+}
 
 
-def markdown(outcomes: Sequence[Outcome], peers: Mapping[str, Mapping[str, dict[str, object]]] | None = None) -> str:
+def markdown(
+    outcomes: Sequence[Outcome], peers: Mapping[str, Mapping[str, dict[str, object]]] | None = None
+) -> str:
     peers = peers or {}
     names = list(peers)
-    lines = ["| category | cases | trainmedic detected | controls clean | false positives |", "|---|---|---|---|---|"]
+    lines = [
+        "| category | cases | trainmedic detected | controls clean | false positives |",
+        "|---|---|---|---|---|",
+    ]
     for category, row in summary(outcomes).items():
         lines.append(
             f"| {category} | {row['cases']} | {row['detected']}/{row['cases']} | "
             f"{row['controls_clean']}/{row['controls']} | {row['false_positives']} |"
         )
     if names:
-        lines += ["", "| tool | failure cases it can read | detected (of all failure cases) | controls read | controls flagged |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| tool | failure cases it can read | detected (of all failure cases) "
+            "| controls read | controls flagged |",
+            "|---|---|---|---|---|",
+        ]
         ours = summary(outcomes)["all"]
-        lines.append(f"| trainmedic | {ours['cases']}/{ours['cases']} | {ours['detected']}/{ours['cases']} | {ours['controls']} | {ours['controls'] - ours['controls_clean']} |")
+        lines.append(
+            f"| trainmedic | {ours['cases']}/{ours['cases']} | {ours['detected']}/{ours['cases']} "
+            f"| {ours['controls']} | {ours['controls'] - ours['controls_clean']} |"
+        )
         for name, row in peer_summary(outcomes, peers).items():
             lines.append(
-                f"| {name} | {row['readable']}/{row['cases']} | {row['detected']}/{row['cases']} | {row['controls_read']} | {row['controls_flagged']} |"
+                f"| {name} | {row['readable']}/{row['cases']} | {row['detected']}/{row['cases']} "
+                f"| {row['controls_read']} | {row['controls_flagged']} |"
             )
+        lines += [
+            "",
+            "| category | trainmedic |" + "".join(f" {n} |" for n in names),
+            "|---|---|" + "---|" * len(names),
+        ]
+        for category, row in summary(outcomes).items():
+            chosen = [o for o in outcomes if not o.case.control and category in ("all", o.case.category)]
+            cells = [f"{row['detected']}/{row['cases']}"]
+            for name in names:
+                read = [
+                    o for o in chosen if peers[name].get(o.case.id, {}).get("verdict") not in (None, "n/a")
+                ]
+                hits = sum(peers[name][o.case.id]["verdict"] == "detected" for o in read)
+                cells.append(f"{hits}/{len(chosen)} (n/a {len(chosen) - len(read)})" if read else "n/a")
+            lines.append(f"| {category} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def cases_markdown(
+    outcomes: Sequence[Outcome], peers: Mapping[str, Mapping[str, dict[str, object]]] | None = None
+) -> str:
+    """One row per case: what must be found, trainmedic's verdict, each peer's."""
+    peers = peers or {}
+    names = list(peers)
+    lines = []
     header = "| case | category | must find | trainmedic |" + "".join(f" {n} |" for n in names)
-    lines += ["", header, "|---|---|---|---|" + "---|" * len(names)]
+    lines += [header, "|---|---|---|---|" + "---|" * len(names)]
     for outcome in outcomes:
         case = outcome.case
         must = "control" if case.control else ", ".join(case.must)
@@ -88,7 +146,9 @@ def markdown(outcomes: Sequence[Outcome], peers: Mapping[str, Mapping[str, dict[
     return "\n".join(lines) + "\n"
 
 
-def document(outcomes: Sequence[Outcome], peers: Mapping[str, Mapping[str, dict[str, object]]] | None = None) -> dict[str, object]:
+def document(
+    outcomes: Sequence[Outcome], peers: Mapping[str, Mapping[str, dict[str, object]]] | None = None
+) -> dict[str, object]:
     return {
         "summary": summary(outcomes),
         "cases": [o.to_json() for o in outcomes],

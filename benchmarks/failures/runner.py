@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -48,7 +49,9 @@ class Outcome:
             "control": self.case.control,
             "status": self.status,
             "must": list(self.case.must),
-            "found": [{k: f[k] for k in ("code", "slug", "severity", "message") if k in f} for f in self.found],
+            "found": [
+                {k: f[k] for k in ("code", "slug", "severity", "message") if k in f} for f in self.found
+            ],
             "missed": self.missed,
             "false_positives": self.false_positives,
             "seconds": round(self.seconds, 1),
@@ -76,30 +79,41 @@ def child_env(extra: Mapping[str, str] = {}) -> dict[str, str]:
 def substitute(items: Iterable[str], values: Mapping[str, str]) -> list[str]:
     out = []
     for item in items:
+        text = item
         for key, value in values.items():
-            item = item.replace("{" + key + "}", value)
-        out.append(item)
+            text = text.replace("{" + key + "}", value)
+        out.append(text)
     return out
 
 
-def prepare_all(steps: Mapping[str, tuple[str, ...]], names: set[str], out: Path, workers: int) -> dict[str, Path]:
-    """Run each needed prepare step once (in parallel); returns its folder. A failing step fails loudly."""
-    folders = {name: out / "prepared" / name for name in names}
+class Prepared:
+    """Prepare steps run on first need, once each (a lock per step): cases without one start at once."""
 
-    def run(name: str) -> None:
-        folder = folders[name]
-        if (folder / ".done").exists():
-            return
-        folder.mkdir(parents=True, exist_ok=True)
-        command = substitute(steps[name], {"python": sys.executable, "prepared": str(folder)})
-        done = subprocess.run(command, cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=900)
-        if done.returncode != 0:
-            raise RuntimeError(f"prepare step {name} failed ({done.returncode}): {done.stderr[-2000:]}")
-        (folder / ".done").touch()
+    def __init__(self, steps: Mapping[str, tuple[str, ...]], out: Path) -> None:
+        self.steps, self.out = steps, out
+        self.locks = {name: threading.Lock() for name in steps}
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(run, sorted(names)))
-    return folders
+    def folder(self, name: str) -> Path:
+        folder = self.out / "prepared" / name
+        with self.locks[name]:
+            if not (folder / ".done").exists():
+                folder.mkdir(parents=True, exist_ok=True)
+                command = substitute(self.steps[name], {"python": sys.executable, "prepared": str(folder)})
+                done = subprocess.run(
+                    command,
+                    cwd=REPO,
+                    env=child_env(),
+                    check=False,
+                    capture_output=True,
+                    text=True,
+                    timeout=1800,
+                )
+                if done.returncode != 0:
+                    raise RuntimeError(
+                        f"prepare step {name} failed ({done.returncode}): {done.stderr[-2000:]}"
+                    )
+                (folder / ".done").touch()
+        return folder
 
 
 def trainmedic_command(case: Case, work: Path, prepared: Path | None) -> list[str]:
@@ -107,7 +121,16 @@ def trainmedic_command(case: Case, work: Path, prepared: Path | None) -> list[st
     base = [sys.executable, "-m", "trainmedic"]
     if case.kind == "run":
         run_args = substitute(case.run_args, values)
-        return [*base, "run", "--quiet", "--out", str(work / "run"), *run_args, "--", *substitute(case.command, values)]
+        return [
+            *base,
+            "run",
+            "--quiet",
+            "--out",
+            str(work / "run"),
+            *run_args,
+            "--",
+            *substitute(case.command, values),
+        ]
     return [*base, *substitute(case.args, values), "--format", "json"]
 
 
@@ -131,8 +154,30 @@ def score(case: Case, found: list[dict[str, object]]) -> tuple[str, list[str], l
     return ("missed" if missed else "detected"), missed, false_positives
 
 
-def run_case(case: Case, out: Path, prepared: Path | None) -> Outcome:
+def reused(case: Case, work: Path) -> Outcome | None:
+    """The outcome of an earlier run of this case in this output folder (`--reuse`), re-scored."""
+    try:
+        saved = json.loads((work / "outcome.json").read_text()) if (work / "outcome.json").exists() else {}
+        found = read_findings(case, work, (work / "stdout.txt").read_text())
+    except (OSError, ValueError, KeyError):
+        return None
+    if saved.get("status") == "error":
+        return None
+    status, missed, false_positives = score(case, found)
+    seconds, exit_code = saved.get("seconds", 0.0), saved.get("exit_code")
+    return Outcome(case, status, found, missed, false_positives, seconds, exit_code, work=work)
+
+
+def run_case(case: Case, out: Path, prepared: Path | None, reuse: bool = False) -> Outcome:
     work = out / "cases" / case.id
+    if reuse and (earlier := reused(case, work)) is not None:
+        return earlier
+    outcome = _run_case(case, work, prepared)
+    (work / "outcome.json").write_text(json.dumps(outcome.to_json()))
+    return outcome
+
+
+def _run_case(case: Case, work: Path, prepared: Path | None) -> Outcome:
     if work.exists():
         subprocess.run(["rm", "-rf", str(work)], check=True)
     work.mkdir(parents=True)
@@ -141,10 +186,22 @@ def run_case(case: Case, out: Path, prepared: Path | None) -> Outcome:
     start = time.monotonic()
     try:
         done = subprocess.run(
-            command, cwd=REPO, env=child_env(case.env), capture_output=True, text=True, timeout=case.timeout
+            command,
+            cwd=REPO,
+            env=child_env(case.env),
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=case.timeout,
         )
     except subprocess.TimeoutExpired:
-        return Outcome(case, "error", seconds=time.monotonic() - start, detail=f"timed out after {case.timeout:.0f} s", work=work)
+        return Outcome(
+            case,
+            "error",
+            seconds=time.monotonic() - start,
+            detail=f"timed out after {case.timeout:.0f} s",
+            work=work,
+        )
     seconds = time.monotonic() - start
     (work / "stdout.txt").write_text(done.stdout)
     (work / "stderr.txt").write_text(done.stderr)
@@ -152,21 +209,31 @@ def run_case(case: Case, out: Path, prepared: Path | None) -> Outcome:
         found = read_findings(case, work, done.stdout)
     except (OSError, ValueError, KeyError) as error:
         tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
-        return Outcome(case, "error", seconds=seconds, exit_code=done.returncode, detail=f"{error}; {tail[0]}", work=work)
+        return Outcome(
+            case, "error", seconds=seconds, exit_code=done.returncode, detail=f"{error}; {tail[0]}", work=work
+        )
     status, missed, false_positives = score(case, found)
     return Outcome(case, status, found, missed, false_positives, seconds, done.returncode, work=work)
 
 
 def run_cases(
-    cases: list[Case], prepares: Mapping[str, tuple[str, ...]], out: Path, workers: int = 2, progress: bool = True
+    cases: list[Case],
+    prepares: Mapping[str, tuple[str, ...]],
+    out: Path,
+    workers: int = 2,
+    progress: bool = True,
+    reuse: bool = False,
 ) -> list[Outcome]:
-    needed = {case.prepare for case in cases if case.prepare}
-    folders = prepare_all(prepares, needed, out, workers)
+    prepared = Prepared(prepares, out)
 
     def one(case: Case) -> Outcome:
-        outcome = run_case(case, out, folders.get(case.prepare) if case.prepare else None)
+        outcome = run_case(case, out, prepared.folder(case.prepare) if case.prepare else None, reuse)
         if progress:
-            print(f"  {outcome.status:<15} {case.id} ({outcome.seconds:.0f} s) {outcome.detail}", file=sys.stderr, flush=True)
+            print(
+                f"  {outcome.status:<15} {case.id} ({outcome.seconds:.0f} s) {outcome.detail}",
+                file=sys.stderr,
+                flush=True,
+            )
         return outcome
 
     with ThreadPoolExecutor(max_workers=workers) as pool:

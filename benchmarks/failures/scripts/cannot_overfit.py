@@ -9,7 +9,6 @@ import sys
 
 import torch
 from torch import nn
-
 from trainmedic.torch import overfit_batch
 
 torch.manual_seed(0)
@@ -21,4 +20,4 @@ if not fixed:
     layers.append(nn.ReLU())  # the bug
 model = nn.Sequential(*layers)
 result = overfit_batch(model, (x, y), nn.functional.mse_loss, steps=300)
-print(f"overfit test: initial loss {result.initial_loss:.4f}, final {result.final_loss:.4f}, passed={result.passed}")
+print(f"overfit test: loss {result.initial_loss:.4f} -> {result.final_loss:.4f}, passed={result.passed}")
