@@ -43,7 +43,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--peers", action="store_true", help="also run the peers (installs them on first use)"
     )
-    parser.add_argument("--reuse", action="store_true", help="keep the results of cases already run in --out")
+    parser.add_argument(
+        "--reuse", action="store_true", help="keep results (ours, the peers') already in --out"
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--docs", action="store_true", help=f"write the table into {DOCS.relative_to(REPO)}")
@@ -77,7 +79,7 @@ def main() -> int:
     if args.peers:
         from .peers import run_peers
 
-        peers = run_peers(outcomes, args.out, args.workers)
+        peers = run_peers(outcomes, args.out, args.workers, reuse=args.reuse)
     summary = report.markdown(outcomes, peers)
     table = f"{summary}\n{report.cases_markdown(outcomes, peers)}"
     (args.out / "table.md").write_text(table)

@@ -258,7 +258,8 @@ def guarftrain(outcome: Outcome, bin_dir: Path) -> dict[str, object]:
     case = outcome.case
     if case.kind != "run" or outcome.work is None:
         return NA("guarftrain watches a training command; this case has none")
-    project = outcome.work / "guarftrain"
+    folder = outcome.work.parents[1] / "peers" / case.id  # apart from the case folder a rerun of it clears
+    project = folder / "guarftrain"
     (project / "configs").mkdir(parents=True, exist_ok=True)
     (project / "logs").mkdir(exist_ok=True)
     (project / "configs" / "contract.yaml").write_text(GUARFTRAIN_CONTRACT)
@@ -283,7 +284,7 @@ def guarftrain(outcome: Outcome, bin_dir: Path) -> dict[str, object]:
             "--memory-limit",
             limit,
         ]
-        watch = [*cgroup, "--out", str(outcome.work / "guarftrain-cgroup"), "--", *watch]
+        watch = [*cgroup, "--out", str(folder / "guarftrain-cgroup"), "--", *watch]
     try:
         done = subprocess.run(
             watch,
@@ -298,7 +299,7 @@ def guarftrain(outcome: Outcome, bin_dir: Path) -> dict[str, object]:
     except subprocess.TimeoutExpired:
         return _verdict(outcome, [], False, "timed out (guarftrain did not end the run)")
     text = done.stdout + done.stderr
-    (outcome.work / "guarftrain.txt").write_text(text)
+    (folder / "guarftrain.txt").write_text(text)
     kinds = set(re.findall(r"kind=(\w+)", text)) | set(re.findall(r"失败原因: (\w+)", text))
     if "疑似无进展" in text:
         kinds.add("no_progress")
@@ -336,12 +337,20 @@ def deepchecks(outcome: Outcome, python: Path) -> dict[str, object]:
 
 
 def run_peers(
-    outcomes: list[Outcome], out: Path, workers: int = 2
+    outcomes: list[Outcome], out: Path, workers: int = 2, reuse: bool = False, only: Iterable[str] = ()
 ) -> dict[str, dict[str, dict[str, object]]]:
-    """Every peer on every case (n/a where it cannot read the case); the verdicts by peer and case id."""
-    results: dict[str, dict[str, dict[str, object]]] = {}
-    logs_python = ensure_venv(LOGS_VENV, LOGS_PINS)
-    deep_python = ensure_venv(DEEPCHECKS_VENV, DEEPCHECKS_PINS)
+    """Every peer on every case (n/a where it cannot read the case); the verdicts by peer and case id.
+
+    With `reuse`, verdicts already in out/peers.json are kept (a peer is slow to rerun: guarftrain
+    runs every training command again); `only` limits the run to peers whose name starts so.
+    """
+    saved = out / "peers.json"
+    cached: dict[str, dict[str, dict[str, object]]] = json.loads(saved.read_text()) if saved.exists() else {}
+    results: dict[str, dict[str, dict[str, object]]] = dict(cached)
+    wanted = lambda name: not only or any(name.startswith(prefix) for prefix in only)  # noqa: E731
+    logs_wanted = any(wanted(name) for name in ("runmedic", "trainproof", "guarftrain"))
+    logs_python = ensure_venv(LOGS_VENV, LOGS_PINS) if logs_wanted else None
+    deep_python = ensure_venv(DEEPCHECKS_VENV, DEEPCHECKS_PINS) if wanted("deepchecks") else None
     tools: dict[str, Callable[[Outcome], dict[str, object]]] = {}
     if logs_python is not None:
         bin_dir = logs_python.parent
@@ -351,15 +360,26 @@ def run_peers(
     if deep_python is not None:
         tools["deepchecks 0.19.1"] = lambda o: deepchecks(o, deep_python)
     for name, tool in tools.items():
+        if not wanted(name):
+            continue
         print(f"peer {name} ...", file=sys.stderr, flush=True)
+        earlier = cached.get(name, {}) if reuse else {}
 
-        def safe(outcome: Outcome, tool: Callable[[Outcome], dict[str, object]] = tool) -> dict[str, object]:
+        def safe(
+            outcome: Outcome,
+            tool: Callable[[Outcome], dict[str, object]] = tool,
+            earlier: dict[str, dict[str, object]] = earlier,
+        ) -> dict[str, object]:
+            if outcome.case.id in earlier:
+                return earlier[outcome.case.id]
             try:
                 return tool(outcome)
             except Exception as error:  # a peer's crash is its verdict on that case, not the benchmark's
                 return NA(f"{type(error).__name__}: {error}")
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            results[name] = dict(zip([o.case.id for o in outcomes], pool.map(safe, outcomes), strict=True))
-    (out / "peers.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
-    return results
+            verdicts = dict(zip([o.case.id for o in outcomes], pool.map(safe, outcomes), strict=True))
+        results[name] = {**results.get(name, {}), **verdicts}
+        saved.write_text(json.dumps(results, indent=2, ensure_ascii=False))
+    chosen = {o.case.id for o in outcomes}
+    return {name: {i: v for i, v in verdicts.items() if i in chosen} for name, verdicts in results.items()}
