@@ -8,7 +8,8 @@ Installed from PyPI by this module into venvs of their own (gitignored):
 A peer gets what it reads: runmedic and trainproof the run's stdout (output.log) or the
 framework logs a `diagnose` case reads; guarftrain runs the command itself
 (`guarftrain watch -- CMD`, with a contract that declares no resume flags); deepchecks
-the CSV splits of the DAT cases (data_integrity + train_test_validation). Where a peer
+the CSV splits of the DAT cases (data_integrity on train, train_test_validation of train
+against each other split). Where a peer
 cannot read a case's input it is "n/a", never a miss. The mapping from their check
 names to our codes is in the tables below and in docs/failure-benchmark.md.
 """
@@ -130,8 +131,7 @@ from deepchecks.tabular.suites import data_integrity, train_test_validation
 folder, label, extra = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 from pathlib import Path
 train = pd.read_csv(Path(folder) / "train.csv")
-names = [Path(folder) / f"{n}.csv" for n in ("test", "val", "serving")]
-other = next((path for path in names if path.exists()), None)
+others = [Path(folder) / f"{n}.csv" for n in ("val", "test", "serving") if (Path(folder) / f"{n}.csv").exists()]
 def dataset(frame):
     has_label = label in frame.columns
     skip = (label, extra.get("datetime_name"))
@@ -140,9 +140,8 @@ def dataset(frame):
     return Dataset(frame, label=label if has_label else None, cat_features=cat, **kwargs)
 failed = []
 results = [data_integrity().run(dataset(train))]
-if other is not None:
-    test = pd.read_csv(other)
-    results.append(train_test_validation().run(dataset(train), dataset(test)))
+for other in others:  # the suite takes two datasets: train against each other split
+    results.append(train_test_validation().run(dataset(train), dataset(pd.read_csv(other))))
 for suite in results:
     for result in suite.get_not_passed_checks():
         failed.append(result.get_header())
@@ -299,6 +298,8 @@ def guarftrain(outcome: Outcome, bin_dir: Path) -> dict[str, object]:
     except subprocess.TimeoutExpired:
         return _verdict(outcome, [], False, "timed out (guarftrain did not end the run)")
     text = done.stdout + done.stderr
+    if "--memory-limit" in case.run_args:  # guarftrain's own output, not the cgroup wrapper's diagnosis
+        text = (folder / "guarftrain-cgroup" / "output.log").read_text(errors="replace")
     (folder / "guarftrain.txt").write_text(text)
     kinds = set(re.findall(r"kind=(\w+)", text)) | set(re.findall(r"失败原因: (\w+)", text))
     if "疑似无进展" in text:
