@@ -131,7 +131,8 @@ from deepchecks.tabular.suites import data_integrity, train_test_validation
 folder, label, extra = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 from pathlib import Path
 train = pd.read_csv(Path(folder) / "train.csv")
-others = [Path(folder) / f"{n}.csv" for n in ("val", "test", "serving") if (Path(folder) / f"{n}.csv").exists()]
+others = [Path(folder) / f"{n}.csv" for n in ("val", "test", "serving")]
+others = [path for path in others if path.exists()]
 def dataset(frame):
     has_label = label in frame.columns
     skip = (label, extra.get("datetime_name"))
