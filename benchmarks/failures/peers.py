@@ -101,6 +101,7 @@ DEEPCHECKS = {
     "Columns Info": None,
 }
 
+REUSE_TRANSCRIPTS = False  # set by run_peers(reuse=True): guarftrain verdicts re-read from its transcripts
 GUARFTRAIN_CONTRACT = """script_contract:
   metrics_channel:
     type: log_file
@@ -285,6 +286,9 @@ def guarftrain(outcome: Outcome, bin_dir: Path) -> dict[str, object]:
             limit,
         ]
         watch = [*cgroup, "--out", str(folder / "guarftrain-cgroup"), "--", *watch]
+    transcript = folder / "guarftrain.txt"
+    if REUSE_TRANSCRIPTS and transcript.exists():  # an earlier run of this case (--reuse): read, not rerun
+        return _guarftrain_verdict(outcome, transcript.read_text(errors="replace"), None)
     try:
         done = subprocess.run(
             watch,
@@ -301,15 +305,19 @@ def guarftrain(outcome: Outcome, bin_dir: Path) -> dict[str, object]:
     text = done.stdout + done.stderr
     if "--memory-limit" in case.run_args:  # guarftrain's own output, not the cgroup wrapper's diagnosis
         text = (folder / "guarftrain-cgroup" / "output.log").read_text(errors="replace")
-    (folder / "guarftrain.txt").write_text(text)
+    transcript.write_text(text)
+    return _guarftrain_verdict(outcome, text, done.returncode)
+
+
+def _guarftrain_verdict(outcome: Outcome, text: str, returncode: int | None) -> dict[str, object]:
     kinds = set(re.findall(r"kind=(\w+)", text)) | set(re.findall(r"失败原因: (\w+)", text))
     if "疑似无进展" in text:
         kinds.add("no_progress")
     if "NaN/Inf" in text:  # its monitor's alert, when the metrics channel reads a non-finite loss
         kinds.add("nan")
     codes = [GUARFTRAIN.get(kind, GUARFTRAIN_FAILED) for kind in kinds]
-    flagged = bool(kinds) or done.returncode != 0
-    return _verdict(outcome, codes, flagged, {"exit": done.returncode, "kinds": sorted(kinds)})
+    flagged = bool(kinds) or "状态: 失败" in text or returncode not in (0, None)  # "status: failed"
+    return _verdict(outcome, codes, flagged, {"exit": returncode, "kinds": sorted(kinds)})
 
 
 def deepchecks(outcome: Outcome, python: Path) -> dict[str, object]:
@@ -346,6 +354,8 @@ def run_peers(
     With `reuse`, verdicts already in out/peers.json are kept (a peer is slow to rerun: guarftrain
     runs every training command again); `only` limits the run to peers whose name starts so.
     """
+    global REUSE_TRANSCRIPTS
+    REUSE_TRANSCRIPTS = reuse
     saved = out / "peers.json"
     cached: dict[str, dict[str, dict[str, object]]] = json.loads(saved.read_text()) if saved.exists() else {}
     results: dict[str, dict[str, dict[str, object]]] = dict(cached)
@@ -382,6 +392,9 @@ def run_peers(
         with ThreadPoolExecutor(max_workers=workers) as pool:
             verdicts = dict(zip([o.case.id for o in outcomes], pool.map(safe, outcomes), strict=True))
         results[name] = {**results.get(name, {}), **verdicts}
-        saved.write_text(json.dumps(results, indent=2, ensure_ascii=False))
+        on_disk = (
+            json.loads(saved.read_text()) if saved.exists() else {}
+        )  # another process may have added a peer
+        saved.write_text(json.dumps({**on_disk, name: results[name]}, indent=2, ensure_ascii=False))
     chosen = {o.case.id for o in outcomes}
     return {name: {i: v for i, v in verdicts.items() if i in chosen} for name, verdicts in results.items()}
