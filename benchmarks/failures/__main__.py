@@ -46,6 +46,13 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--reuse", action="store_true", help="keep results (ours, the peers') already in --out"
     )
+    parser.add_argument(
+        "--peers-cached-only",
+        action="append",
+        default=[],
+        metavar="PEER",
+        help="do not run this peer again: cases it has no verdict for yet are 'not run' (e.g. guarftrain)",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--docs", action="store_true", help=f"write the table into {DOCS.relative_to(REPO)}")
@@ -79,7 +86,9 @@ def main() -> int:
     if args.peers:
         from .peers import run_peers
 
-        peers = run_peers(outcomes, args.out, args.workers, reuse=args.reuse)
+        peers = run_peers(
+            outcomes, args.out, args.workers, reuse=args.reuse, cached_only=args.peers_cached_only
+        )
     summary = report.markdown(outcomes, peers)
     table = f"{summary}\n{report.cases_markdown(outcomes, peers)}"
     (args.out / "table.md").write_text(table)

@@ -346,13 +346,27 @@ def deepchecks(outcome: Outcome, python: Path) -> dict[str, object]:
     return _verdict(outcome, codes, bool(failed), failed)
 
 
+def _has_transcript(name: str, outcome: Outcome) -> bool:
+    if not name.startswith("guarftrain") or outcome.work is None:
+        return False
+    return (
+        outcome.work.parents[1] / "peers" / outcome.case.id / "guarftrain" / ".." / "guarftrain.txt"
+    ).exists()
+
+
 def run_peers(
-    outcomes: list[Outcome], out: Path, workers: int = 2, reuse: bool = False, only: Iterable[str] = ()
+    outcomes: list[Outcome],
+    out: Path,
+    workers: int = 2,
+    reuse: bool = False,
+    only: Iterable[str] = (),
+    cached_only: Iterable[str] = (),
 ) -> dict[str, dict[str, dict[str, object]]]:
     """Every peer on every case (n/a where it cannot read the case); the verdicts by peer and case id.
 
     With `reuse`, verdicts already in out/peers.json are kept (a peer is slow to rerun: guarftrain
-    runs every training command again); `only` limits the run to peers whose name starts so.
+    runs every training command again); `only` limits the run to peers whose name starts so;
+    peers named in `cached_only` are not run again: a case without an earlier verdict is "not run".
     """
     global REUSE_TRANSCRIPTS
     REUSE_TRANSCRIPTS = reuse
@@ -381,9 +395,12 @@ def run_peers(
             outcome: Outcome,
             tool: Callable[[Outcome], dict[str, object]] = tool,
             earlier: dict[str, dict[str, object]] = earlier,
+            name: str = name,
         ) -> dict[str, object]:
             if outcome.case.id in earlier:
                 return earlier[outcome.case.id]
+            if name.split()[0] in cached_only and not _has_transcript(name, outcome):
+                return {"verdict": "not run", "reason": "left out of this run for time (--peers-cached-only)"}
             try:
                 return tool(outcome)
             except Exception as error:  # a peer's crash is its verdict on that case, not the benchmark's

@@ -51,11 +51,13 @@ def peer_summary(
     result = {}
     for name, verdicts in peers.items():
         failures = [o for o in outcomes if not o.case.control]
-        read = [o for o in failures if verdicts.get(o.case.id, {}).get("verdict") not in (None, "n/a")]
+        read = [
+            o for o in failures if verdicts.get(o.case.id, {}).get("verdict") not in (None, "n/a", "not run")
+        ]
         controls = [
             o
             for o in outcomes
-            if o.case.control and verdicts.get(o.case.id, {}).get("verdict") not in (None, "n/a")
+            if o.case.control and verdicts.get(o.case.id, {}).get("verdict") not in (None, "n/a", "not run")
         ]
         result[name] = {
             "cases": len(failures),
@@ -68,6 +70,7 @@ def peer_summary(
 
 
 PEER_MARK = {
+    "not run": "not run",
     "detected": "✅",
     "missed": "❌",
     "n/a": "n/a",
@@ -118,10 +121,14 @@ def markdown(
             cells = [f"{row['detected']}/{row['cases']}"]
             for name in names:
                 read = [
-                    o for o in chosen if peers[name].get(o.case.id, {}).get("verdict") not in (None, "n/a")
+                    o
+                    for o in chosen
+                    if peers[name].get(o.case.id, {}).get("verdict") not in (None, "n/a", "not run")
                 ]
                 hits = sum(peers[name][o.case.id]["verdict"] == "detected" for o in read)
-                cells.append(f"{hits}/{len(chosen)} (n/a {len(chosen) - len(read)})" if read else "n/a")
+                cells.append(
+                    f"{hits}/{len(chosen)} ({len(chosen) - len(read)} n/a or not run)" if read else "n/a"
+                )
             lines.append(f"| {category} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
