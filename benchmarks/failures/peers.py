@@ -399,7 +399,7 @@ def run_peers(
         ) -> dict[str, object]:
             if outcome.case.id in earlier:
                 return earlier[outcome.case.id]
-            if name.split()[0] in cached_only and not _has_transcript(name, outcome):
+            if name.split(maxsplit=1)[0] in cached_only and not _has_transcript(name, outcome):
                 return {"verdict": "not run", "reason": "left out of this run for time (--peers-cached-only)"}
             try:
                 return tool(outcome)
