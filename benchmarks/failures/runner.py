@@ -71,6 +71,10 @@ def child_env(extra: Mapping[str, str] = {}) -> dict[str, str]:
         CUDA_VISIBLE_DEVICES="",
         TOKENIZERS_PARALLELISM="false",
         PYTHONWARNINGS="ignore",
+        # one intra-op thread per process: 2 cases at a time must not oversubscribe a 2-core machine
+        # (timing-based findings such as TRN005 compare compute with data wait)
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
         **extra,
     )
     return env
