@@ -18,7 +18,8 @@ keras.utils.set_random_seed(0)
 rng = np.random.default_rng(0)
 x = rng.normal(size=(512, 8)).astype("float32")
 y = (x[:, 0] + x[:, 1] > 0).astype("float32")
-model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+layers = [keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
+model = keras.Sequential(layers)
 lr = 0.05 if "--fixed" in sys.argv else 1e-7  # the bug: 1e-7
 model.compile(keras.optimizers.SGD(learning_rate=lr), keras.losses.BinaryCrossentropy(from_logits=True))
 history = model.fit(x, y, epochs=8, batch_size=32, verbose=0)
