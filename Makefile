@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint format install clean chromium
+.PHONY: demo test check lint format install clean chromium bench-failures
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ chromium:
 test: $(STAMP) chromium
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+# Every failure trainmedic knows, reproduced for real (docs/failure-benchmark.md); PEERS=1 adds the peers.
+bench-failures: $(STAMP)
+	$(BIN)/python -m benchmarks.failures $(if $(PEERS),--peers)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples benchmarks
