@@ -142,8 +142,8 @@ def check_nan_page(
 def check_oom_page(browser: Browser, page: PageLoad) -> None:
     """The memory chart shows the limit, the eval phase and the OOM kill; the sentence says so."""
     sentence = browser.evaluate(page.session, "document.querySelector('.verdict').textContent")
-    # the trainer died in its second epoch: index 1 in the phase events it emitted
-    assert sentence.startswith("Killed by the OOM killer (SIGKILL, exit status 137) during eval (epoch 1)")
+    # the trainer died in its second epoch (index 1 in its phase events, shown as people count)
+    assert sentence.startswith("Killed by the OOM killer (SIGKILL, exit status 137) during eval (epoch 2)")
     memory = "figure[data-chart=memory]"
     assert visible(browser, page, f"{memory} line.hline.limit") == 1
     assert visible(browser, page, f"{memory} rect.band-eval") >= 1
