@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from trainmedic.events import read_events
+from trainmedic.events import ProcessSpawn, read_events
 
 from ..conftest import REPO, trainmedic_cmd
 from .test_run import findings, tm_env
@@ -60,8 +60,18 @@ def wait_for_trainer(run_dir: Path, timeout: float = 90.0) -> int:
         events = run_dir / "events.jsonl"
         lines = read_events(events).events if events.exists() else []
         started = any(e.kind == "log" and e.text.startswith("Epoch 1/") for e in lines)  # type: ignore[attr-defined]
-        if state.get("trainer_pids") and started:
-            return int(state["trainer_pids"][0])
+        # Python processes that announced themselves, launcher stubs excepted: until the
+        # supervisor's next sample, its state may still name the stub (the child is newer)
+        announced = {
+            e.pid
+            for e in lines
+            if isinstance(e, ProcessSpawn)
+            and e.source == "announce"
+            and not any("launcher_stub" in part for part in e.cmdline)
+        }
+        trainers = state.get("trainer_pids") or []
+        if started and trainers and set(trainers) <= announced:
+            return int(trainers[0])
         time.sleep(0.1)
     raise AssertionError(f"no trainer in {run_dir}")
 
