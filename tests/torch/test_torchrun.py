@@ -7,8 +7,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -61,6 +63,12 @@ def test_two_nodes_write_into_one_events_file(tmp_path: Path) -> None:
     port = free_port()
 
     def node(index: int):
+        if index == 1:  # join once node 0 serves the rendezvous store, or node 1 gives up early
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+                time.sleep(0.2)
         argv = [
             *TORCHRUN,
             "--nnodes", "2", "--nproc-per-node", "1", "--node-rank", str(index),
