@@ -97,3 +97,37 @@ def test_no_framework_import_at_package_import() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_supervising_a_run_without_curves_imports_no_numpy_or_metadata_parser(tmp_path: Path) -> None:
+    """The supervisor's fixed cost per run is its imports: numpy (~0.2 s of CPU) is imported only
+    when a run has metric curves to judge, importlib.metadata only for an odd package name."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, atexit;"
+        "atexit.register(lambda: sys.stderr.write('IMPORTED ' + ' '.join(sorted(sys.modules)) + '\\n'));"
+        "from trainmedic.cli.main import entry; entry()"
+    )
+    out = tmp_path / "run"
+    command = [
+        sys.executable,
+        "-c",
+        code,
+        "run",
+        "--quiet",
+        "--out",
+        str(out),
+        "--",
+        sys.executable,
+        "-c",
+        "pass",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert (out / "report.html").exists() and (out / "manifest.json").exists()
+    imported = next(line for line in result.stderr.splitlines() if line.startswith("IMPORTED ")).split()
+    assert "trainmedic.supervise.supervisor" in imported  # the check saw the supervisor's own modules
+    assert not [m for m in imported if m.split(".")[0] == "numpy"]
+    assert "importlib.metadata" not in imported

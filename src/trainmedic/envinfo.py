@@ -18,7 +18,6 @@ import ast
 import contextlib
 import getpass
 import hashlib
-import importlib.metadata
 import importlib.util
 import json
 import os
@@ -114,6 +113,7 @@ def capture_manifest(
     """Everything about this environment that can change a training run, as plain JSON data."""
     where = Path(cwd) if cwd is not None else Path.cwd()
     env = dict(os.environ if environ is None else environ)
+    installed = packages()
     return {
         "schema": SCHEMA,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -126,8 +126,8 @@ def capture_manifest(
             "implementation": platform.python_implementation(),
             "executable": sys.executable,
         },
-        "packages": packages(),
-        "frameworks": frameworks(import_frameworks=import_frameworks, environ=env),
+        "packages": installed,
+        "frameworks": frameworks(import_frameworks=import_frameworks, environ=env, installed=installed),
         "gpus": gpus(),
         "cpu": cpu(),
         "memory_bytes": _total_memory(),
@@ -186,26 +186,86 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def packages() -> dict[str, str]:
-    """Every installed distribution and its version (the first one found on sys.path wins, as import does)."""
+def packages(search_path: Sequence[str] | None = None) -> dict[str, str]:
+    """Every installed distribution and its version (the first one found on sys.path wins, as import does).
+
+    Read from the metadata directories' names, which the packaging specs fix as
+    `{name}-{version}.dist-info` (and `{name}-{version}[-pyX.Y].egg-info`): a directory
+    listing per path entry, ~1 ms, where `importlib.metadata.distributions()` parses
+    every METADATA file (~0.25 s of CPU for 130 packages, the largest part of the
+    supervisor's fixed cost per run). A name that does not follow the pattern falls
+    back to reading that one distribution's metadata.
+    """
     found: dict[str, str] = {}
-    for dist in importlib.metadata.distributions():
-        name = dist.metadata["Name"] if dist.metadata else None
-        if name:
-            found.setdefault(normalize(name), dist.version)
+    for entry in sys.path if search_path is None else search_path:
+        try:
+            with os.scandir(entry or ".") as listing:
+                names = sorted(e.name for e in listing)
+        except OSError:  # a zip file, a missing directory
+            continue
+        for name in names:
+            where = Path(entry or ".", name)
+            parsed = _distribution_from_dir_name(name) or _distribution_from_metadata(where)
+            if parsed is not None:
+                found.setdefault(normalize(parsed[0]), parsed[1])
     return dict(sorted(found.items()))
 
 
-def frameworks(*, import_frameworks: bool = False, environ: dict[str, str] | None = None) -> dict[str, Any]:
+def _distribution_from_dir_name(name: str) -> tuple[str, str] | None:
+    stem, dot, suffix = name.rpartition(".")
+    if not dot or suffix not in ("dist-info", "egg-info"):
+        return None
+    parts = stem.split("-")
+    return (parts[0], parts[1]) if len(parts) >= 2 and parts[0] and parts[1] else None
+
+
+def _distribution_from_metadata(path: Path) -> tuple[str, str] | None:
+    """Name and Version from the metadata headers (RFC 822 style; METADATA or PKG-INFO).
+
+    Read by hand rather than through importlib.metadata, whose import alone costs
+    ~60 ms: the headers needed are two lines at the top of a small file.
+    """
+    if path.suffix == ".dist-info":
+        headers = path / "METADATA"
+    elif path.suffix == ".egg-info":  # a directory, or a single file (distutils)
+        headers = path / "PKG-INFO" if path.is_dir() else path
+    else:
+        return None
+    found: dict[str, str] = {}
+    try:
+        with headers.open(encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if not line.strip():
+                    break  # the body (long description) starts here
+                key, sep, value = line.partition(":")
+                if sep and key in ("Name", "Version"):
+                    found.setdefault(key, value.strip())
+    except OSError:
+        return None
+    name, version = found.get("Name"), found.get("Version")
+    return (name, version) if name and version else None
+
+
+def frameworks(
+    *,
+    import_frameworks: bool = False,
+    environ: dict[str, str] | None = None,
+    installed: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """Framework versions and the CUDA/cuDNN they were built with, read from their files.
 
     `import_frameworks=True` adds the runtime's own view (costs the imports)."""
     env = dict(os.environ if environ is None else environ)
+    versions = packages() if installed is None else installed
+
+    def _version(name: str) -> str | None:
+        return versions.get(normalize(name))
+
     info: dict[str, Any] = {}
-    torch = _torch_build()
+    torch = _torch_build(_version("torch"))
     if torch is not None:
         info["torch"] = torch
-    tf = _tensorflow_build()
+    tf = _tensorflow_build(_version("tensorflow") or _version("tensorflow-cpu"))
     if tf is not None:
         info["tensorflow"] = tf
     keras = _version("keras")
@@ -224,13 +284,6 @@ def frameworks(*, import_frameworks: bool = False, environ: dict[str, str] | Non
     return info
 
 
-def _version(name: str) -> str | None:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def _package_dir(name: str) -> Path | None:
     try:
         spec = importlib.util.find_spec(name)
@@ -241,21 +294,21 @@ def _package_dir(name: str) -> Path | None:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def _torch_build() -> dict[str, Any] | None:
+def _torch_build(installed_version: str | None) -> dict[str, Any] | None:
     """torch/version.py holds `__version__`, `cuda`, `hip`, `git_version`: read, not imported (~1 s saved)."""
     root = _package_dir("torch")
     if root is None:
         return None
     values = _assignments(root / "version.py")
     return {
-        "version": values.get("__version__") or _version("torch"),
+        "version": values.get("__version__") or installed_version,
         "cuda": values.get("cuda"),
         "hip": values.get("hip"),
         "git": values.get("git_version"),
     }
 
 
-def _tensorflow_build() -> dict[str, Any] | None:
+def _tensorflow_build(installed_version: str | None) -> dict[str, Any] | None:
     """tensorflow/python/platform/build_info.py holds the CUDA/cuDNN build versions."""
     root = _package_dir("tensorflow")
     if root is None:
@@ -263,7 +316,7 @@ def _tensorflow_build() -> dict[str, Any] | None:
     build = _assignments(root / "python" / "platform" / "build_info.py").get("build_info")
     build = build if isinstance(build, dict) else {}
     return {
-        "version": _version("tensorflow") or _version("tensorflow-cpu"),
+        "version": installed_version,
         "cuda": build.get("cuda_version"),
         "cudnn": build.get("cudnn_version"),
         "cuda_build": build.get("is_cuda_build"),

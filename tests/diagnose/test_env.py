@@ -167,3 +167,25 @@ def test_gpus_and_driver_through_the_nvml_interface(tmp_path: Path, driver: str)
     assert gpus["devices"][1]["compute_capability"] == "9.0"
     text = run("env").stdout
     assert f"driver {driver} (CUDA 12.4)" in text
+
+
+def test_package_listing_matches_importlib_metadata(tmp_path: Path) -> None:
+    """The fast listing (directory names) agrees with importlib.metadata on this real environment,
+    and a metadata directory whose name has no version is read from its METADATA file."""
+    from trainmedic.envinfo import normalize, packages
+
+    expected: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        if dist.metadata and dist.metadata["Name"]:
+            expected.setdefault(normalize(dist.metadata["Name"]), dist.version)
+    assert packages() == dict(sorted(expected.items()))
+
+    odd = tmp_path / "Odd_Name.dist-info"
+    odd.mkdir()
+    (odd / "METADATA").write_text("Metadata-Version: 2.1\nName: Odd.Name\nVersion: 1.2.3\n")
+    (tmp_path / "shadow-0.1.dist-info").mkdir()
+    later = tmp_path / "later"
+    later.mkdir()
+    (later / "shadow-9.9.dist-info").mkdir()  # behind the first one on the path, as import would see it
+    listed = packages([str(tmp_path), str(later), str(tmp_path / "missing")])
+    assert listed == {"odd-name": "1.2.3", "shadow": "0.1"}

@@ -10,16 +10,19 @@ before any rule looks at them, which is both fast and robust to spikes.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass
-
-import numpy as np
-from numpy.typing import NDArray
+from typing import TYPE_CHECKING, TypeAlias
 
 from trainmedic.events import Epoch, Metric, MetricSeries
 from trainmedic.record import RunRecord
 
-FloatArray = NDArray[np.float64]
+if TYPE_CHECKING:  # numpy is imported where a curve is built: a run without curves never pays for it
+    import numpy as np
+    from numpy.typing import NDArray
+
+    FloatArray: TypeAlias = NDArray[np.float64]
 
 #: Name tokens that mark a validation/evaluation metric (Keras `val_`, HF `eval_`, TB `validation/`).
 VAL_TOKENS = frozenset({"val", "valid", "validation", "eval", "evaluation", "test", "dev"})
@@ -45,6 +48,8 @@ class Curve:
 
     def finite_prefix(self) -> Curve:
         """The curve up to (not including) its first NaN/Inf."""
+        import numpy as np
+
         bad = np.flatnonzero(~np.isfinite(self.y))
         return self if not len(bad) else self.head(int(bad[0]))
 
@@ -54,6 +59,8 @@ class Curve:
 
     def epoch_at(self, i: int) -> int | None:
         """The epoch (0-based) of point i, when the log says."""
+        import numpy as np
+
         if self.per == "epoch":
             return int(self.x[i])
         if self.epoch is None or not np.isfinite(self.epoch[i]):
@@ -95,7 +102,7 @@ def curve(record: RunRecord, name: str, *, prefer: str = "epoch") -> Curve | Non
     if singles:
         per = "step" if any(m.step is not None for m in singles) else "epoch"
         pts = [((m.step or 0) if per == "step" else (m.epoch or 0), m.value) for m in singles]
-        ep = [float(m.epoch) if m.epoch is not None else np.nan for m in singles]
+        ep = [float(m.epoch) if m.epoch is not None else math.nan for m in singles]
         return _from_points(name, pts, per, ep)
     return _from_series([s for s in record.of_type(MetricSeries) if s.name == name])
 
@@ -104,11 +111,13 @@ def _step_curve(record: RunRecord, name: str) -> Curve | None:
     steps = [s for s in record.steps if name in s.metrics]
     if not steps:
         return None
-    ep = [float(s.epoch) if s.epoch is not None else np.nan for s in steps]
+    ep = [float(s.epoch) if s.epoch is not None else math.nan for s in steps]
     return _from_points(name, [(s.step, s.metrics[name]) for s in steps], "step", ep)
 
 
 def _from_points(name: str, points: list[tuple[int, float]], per: str, epochs: list[float] | None) -> Curve:
+    import numpy as np
+
     x = np.fromiter((p[0] for p in points), dtype=np.float64, count=len(points))
     y = np.fromiter((_num(p[1]) for p in points), dtype=np.float64, count=len(points))
     ep = None if epochs is None else np.asarray(epochs, dtype=np.float64)
@@ -118,6 +127,8 @@ def _from_points(name: str, points: list[tuple[int, float]], per: str, epochs: l
 def _from_series(series: list[MetricSeries]) -> Curve | None:
     if not series:
         return None
+    import numpy as np
+
     x = np.concatenate([np.asarray(s.steps, dtype=np.float64) for s in series])
     y = np.concatenate([np.asarray(s.values, dtype=np.float64) for s in series])
     ep: FloatArray | None = None
@@ -134,6 +145,8 @@ def _from_series(series: list[MetricSeries]) -> Curve | None:
 
 
 def _sorted(c: Curve) -> Curve:
+    import numpy as np
+
     if len(c.x) < 2 or bool(np.all(np.diff(c.x) >= 0)):
         return c
     order = np.argsort(c.x, kind="stable")  # merged ranks/restarts: order by step, keep file order on ties
@@ -180,6 +193,8 @@ def train_loss(record: RunRecord) -> Curve | None:
 
 def reduce(c: Curve, max_points: int = MAX_POINTS) -> Curve:
     """At most `max_points` points: bucket medians of y, last x of each bucket (finite values only)."""
+    import numpy as np
+
     n = len(c)
     if n <= max_points:
         return c
@@ -191,12 +206,16 @@ def reduce(c: Curve, max_points: int = MAX_POINTS) -> Curve:
 
 
 def _nanmedian(values: FloatArray) -> float:
+    import numpy as np
+
     finite = values[np.isfinite(values)]
     return float(np.median(finite)) if len(finite) else float("nan")
 
 
 def rolling_median(y: FloatArray, window: int) -> FloatArray:
     """Centred rolling median (ends padded with the edge value); window 1 returns a copy of y."""
+    import numpy as np
+
     window = max(1, window | 1)
     if window == 1 or len(y) < 3:
         return np.array(y, dtype=np.float64)
@@ -208,6 +227,8 @@ def rolling_median(y: FloatArray, window: int) -> FloatArray:
 
 def noise_sigma(y: FloatArray) -> float:
     """Point-to-point noise: MAD of first differences, scaled to a normal sigma (trend-free)."""
+    import numpy as np
+
     if len(y) < 3:
         return 0.0
     diffs = np.diff(y)
@@ -237,6 +258,8 @@ DEPART_HOLD = 3
 
 def departure(a: Curve, b: Curve) -> Departure | None:
     """Compare B to A (the known-good run) point by point on their shared steps/epochs."""
+    import numpy as np
+
     if a.per != b.per:
         return None
     xs, ia, ib = np.intersect1d(a.x, b.x, return_indices=True)
@@ -262,6 +285,8 @@ def departure(a: Curve, b: Curve) -> Departure | None:
 
 def local_noise(y: FloatArray) -> FloatArray:
     """Point-to-point noise around each point (MAD of first differences in a window of ~1/10 of the curve)."""
+    import numpy as np
+
     if len(y) < 3:
         return np.zeros(len(y))
     diffs = np.abs(np.diff(y))
@@ -274,5 +299,7 @@ def local_noise(y: FloatArray) -> FloatArray:
 
 def final_value(c: Curve) -> float | None:
     """The last finite value of a curve (None when it has none)."""
+    import numpy as np
+
     finite = np.flatnonzero(np.isfinite(c.y))
     return float(c.y[finite[-1]]) if len(finite) else None

@@ -11,14 +11,12 @@ on bucket medians, which makes one spike or a noisy step log harmless.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
 from trainmedic.rules.curves import (
     Curve,
-    FloatArray,
     loss_curves,
     noise_sigma,
     reduce,
@@ -26,6 +24,9 @@ from trainmedic.rules.curves import (
     smoothing_window,
     train_loss,
 )
+
+if TYPE_CHECKING:
+    from trainmedic.rules.curves import FloatArray
 
 # -- thresholds (documented in docs/diagnose.md) ---------------------------------------------
 #: TRN002 needs this many finite points of the training loss.
@@ -139,6 +140,10 @@ SPECS: tuple[FindingSpec, ...] = (
 def nonfinite_loss(record: RunRecord) -> list[Finding]:
     """TRN001: the first NaN/Inf of any loss curve (training curves win ties; steps beat epochs)."""
     train, val = loss_curves(record, prefer="step")
+    if not train and not val:
+        return []
+    import numpy as np
+
     first: tuple[float, Curve, int] | None = None
     affected: list[str] = []
     for c in train + val:
@@ -178,6 +183,8 @@ def loss_divergence(record: RunRecord) -> list[Finding]:
     full = train_loss(record)
     if full is None:
         return []
+    import numpy as np
+
     c = reduce(full.finite_prefix())
     n = len(c)
     if n < DIVERGENCE_MIN_POINTS:
@@ -222,6 +229,8 @@ def not_learning(record: RunRecord) -> list[Finding]:
     full = train_loss(record)
     if full is None:
         return []
+    import numpy as np
+
     c = reduce(full.finite_prefix())
     n = len(c)
     if n < (NOT_LEARNING_MIN_EPOCHS if c.per == "epoch" else NOT_LEARNING_MIN_STEPS):
@@ -278,6 +287,8 @@ def overfitting(record: RunRecord) -> list[Finding]:
 
 
 def _overfit(p: _Paired, train_name: str, val_name: str) -> Finding | None:
+    import numpy as np
+
     n = len(p.x)
     smooth = rolling_median(p.val, 3 if n >= 7 else 1)
     turn = int(np.argmin(smooth))
@@ -322,6 +333,8 @@ def _overfit(p: _Paired, train_name: str, val_name: str) -> Finding | None:
 
 def _pair(t: Curve, v: Curve) -> _Paired | None:
     """Line up the training loss with each validation point (same epoch, or the steps since the last one)."""
+    import numpy as np
+
     if v.per == "epoch" and t.per == "epoch":
         index = {int(x): float(y) for x, y in zip(t.x, t.y, strict=True)}
         keep = [i for i, x in enumerate(v.x) if int(x) in index]
