@@ -101,7 +101,7 @@ def test_no_framework_import_at_package_import() -> None:
 
 def test_supervising_a_run_without_curves_imports_no_numpy_or_metadata_parser(tmp_path: Path) -> None:
     """The supervisor's fixed cost per run is its imports: numpy (~0.2 s of CPU) is imported only
-    when a run has metric curves to judge, importlib.metadata only for an odd package name."""
+    when a run has metric curves to judge, importlib.metadata never, NVML only where a driver is."""
     import subprocess
     import sys
 
@@ -131,3 +131,7 @@ def test_supervising_a_run_without_curves_imports_no_numpy_or_metadata_parser(tm
     assert "trainmedic.supervise.supervisor" in imported  # the check saw the supervisor's own modules
     assert not [m for m in imported if m.split(".")[0] == "numpy"]
     assert "importlib.metadata" not in imported
+    from trainmedic.supervise.gpu import driver_may_exist
+
+    if not driver_may_exist():  # no NVIDIA driver here: NVML is not even imported
+        assert "pynvml" not in imported

@@ -109,8 +109,13 @@ def capture_manifest(
     cwd: str | os.PathLike[str] | None = None,
     import_frameworks: bool = False,
     environ: dict[str, str] | None = None,
+    query_gpus: bool = True,
 ) -> dict[str, Any]:
-    """Everything about this environment that can change a training run, as plain JSON data."""
+    """Everything about this environment that can change a training run, as plain JSON data.
+
+    `query_gpus=False` skips NVML (its import alone costs ~50 ms): the supervisor passes it
+    where no NVIDIA driver shows itself, as its memory sampler does.
+    """
     where = Path(cwd) if cwd is not None else Path.cwd()
     env = dict(os.environ if environ is None else environ)
     installed = packages()
@@ -128,7 +133,7 @@ def capture_manifest(
         },
         "packages": installed,
         "frameworks": frameworks(import_frameworks=import_frameworks, environ=env, installed=installed),
-        "gpus": gpus(),
+        "gpus": gpus() if query_gpus else None,
         "cpu": cpu(),
         "memory_bytes": _total_memory(),
         "os": {

@@ -18,6 +18,7 @@ from typing import Any
 from trainmedic import envinfo
 from trainmedic.configcheck import configs_in_command
 from trainmedic.events import Event
+from trainmedic.supervise.gpu import driver_may_exist
 
 
 class EnvironmentCapture:
@@ -33,7 +34,9 @@ class EnvironmentCapture:
 
     def _capture(self) -> None:
         try:
-            self._manifest = envinfo.capture_manifest(command=self._command, cwd=self._cwd)
+            self._manifest = envinfo.capture_manifest(
+                command=self._command, cwd=self._cwd, query_gpus=driver_may_exist()
+            )
         except Exception as exc:  # the run's diagnosis must never depend on this
             sys.stderr.write(f"trainmedic: environment capture failed: {exc!r}\n")
         try:
