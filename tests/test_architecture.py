@@ -126,7 +126,8 @@ def test_supervising_a_run_without_curves_imports_no_numpy_or_metadata_parser(tm
     ]
     result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert (out / "report.html").exists() and (out / "manifest.json").exists()
+    assert (out / "report.html").exists()
+    assert (out / "manifest.json").exists()
     imported = next(line for line in result.stderr.splitlines() if line.startswith("IMPORTED ")).split()
     assert "trainmedic.supervise.supervisor" in imported  # the check saw the supervisor's own modules
     assert not [m for m in imported if m.split(".")[0] == "numpy"]

@@ -116,6 +116,49 @@ def test_fast_drop_then_plateau_is_learning() -> None:
     assert dynamics.not_learning(steps(values)) == []
 
 
+def test_flat_per_batch_loss_is_judged_by_epoch_means() -> None:
+    """Batches differ by ±5 % (the same batches every epoch) while the run moves 0.01 %: on
+    steps a noise dip reads as progress, the epoch means show the run is flat."""
+    batch_difficulty = 1 + 0.05 * np.random.default_rng(5).standard_normal(50)
+    values = np.concatenate([0.7080 * batch_difficulty - 1e-5 * e for e in range(8)])
+    [finding] = dynamics.not_learning(steps(values, per_epoch=50))
+    assert finding.evidence["epochs"] == 8
+    assert finding.evidence["points"] == 400
+    assert "over 8 epochs (means of 400 logged steps)" in finding.message
+
+
+def test_slow_but_steady_per_batch_learning_is_not_flagged() -> None:
+    batch_difficulty = 1 + 0.05 * np.random.default_rng(6).standard_normal(50)
+    values = np.concatenate([(0.70 - 0.01 * e) * batch_difficulty for e in range(8)])
+    assert dynamics.not_learning(steps(values, per_epoch=50)) == []
+    fast_then_flat = np.concatenate([np.linspace(2.3, 0.2, 10), np.full(200, 0.2)])
+    assert dynamics.not_learning(steps(fast_then_flat, per_epoch=20)) == []
+
+
+def test_flat_sampled_step_losses_with_a_low_first_batch_are_not_learning() -> None:
+    """The guard's sampled step losses of a real lr=1e-6 run (benchmark case
+    trn-not-learning-lr-too-small): the first batch happened to be the easiest one."""
+    values = [
+        0.6875,
+        0.7042,
+        0.7098,
+        0.7162,
+        0.703,
+        0.7122,
+        0.7119,
+        0.7108,
+        0.7061,
+        0.7141,
+        0.715,
+        0.7035,
+        0.7159,
+    ]
+    values += [0.7066, 0.7052, 0.7071, 0.7186, 0.7025, 0.7098, 0.7162, 0.703, 0.7121, 0.7119, 0.7108, 0.7061]
+    values += [0.714, 0.7141]
+    [finding] = dynamics.not_learning(steps(values))
+    assert finding.evidence["best_loss"] > 0.70  # not the first batch's 0.6875
+
+
 def test_too_few_points_are_not_judged() -> None:
     assert dynamics.not_learning(epochs(loss=[2.3, 2.3, 2.3])) == []
     assert dynamics.loss_divergence(epochs(loss=[0.1, 5.0, 50.0])) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,23 @@ def test_restart_folders_merge_in_time_order(real_logs: Path, capsys) -> None:
     assert finding["evidence"]["min_step"] < 140  # the minimum lies where run1 ends and run2 begins
     assert finding["evidence"]["end_step"] == 239
     assert len(doc["sources"]) == 2
+
+
+def test_parent_logdir_of_a_run_and_its_restart_reads_like_the_two_folders(real_logs: Path, capsys) -> None:
+    code, doc = diagnose_json(capsys, real_logs / "tensorboard/diverge")
+    assert code == 1
+    [finding] = [f for f in doc["findings"] if f["code"] == "TRN002"]
+    assert finding["evidence"]["end_step"] == 239
+    assert [Path(s["path"]).name for s in doc["sources"]] == ["run1", "run2"]
+
+
+def test_independent_runs_in_one_logdir_are_not_merged(real_logs: Path, tmp_path: Path, capsys) -> None:
+    """Two runs that both start at step 0 are two experiments, not a restart: tags keep their folder."""
+    for name in ("lr-0.1", "lr-0.01"):
+        shutil.copytree(real_logs / "tensorboard/healthy", tmp_path / "logs" / name)
+    code, doc = diagnose_json(capsys, tmp_path / "logs")
+    assert code == 0
+    assert len(doc["sources"]) == 1
 
 
 def test_text_output_names_the_sources(real_logs: Path, capsys) -> None:

@@ -96,7 +96,7 @@ def _read_folder(path: Path) -> list[LogRead]:
         except UsageError:
             continue
     if any(tensorboard.is_event_file(f) for f in files):
-        return [tensorboard.read_tensorboard(path)]
+        return tensorboard.restart_chain(path) or [tensorboard.read_tensorboard(path)]
     raise UsageError(f"{path}: no training log found in this folder (expected {KNOWN_FORMATS})")
 
 

@@ -93,6 +93,41 @@ def read_tensorboard(root: Path) -> LogRead:
     return read
 
 
+#: Subfolders holding one split of a single run (Keras' TensorBoard callback writes train/ and validation/).
+SPLIT_FOLDERS = frozenset({"train", "training", "validation", "val", "valid", "eval", "evaluation", "test"})
+
+
+def restart_chain(root: Path) -> list[LogRead] | None:
+    """The run folders of a logdir read as separate sources, when they are one run and its restarts.
+
+    `tensorboard --logdir` takes the parent of one folder per run, so users hand that
+    parent over. Read as one source, each folder's tags keep its name as a prefix
+    (`run1/loss`, `run2/loss`) and a divergence that spans the restart is cut in two.
+    When every folder after the first (by first write time) starts at a step above 0,
+    they resume one training: read one by one, their tags merge in time order as if the
+    folders had been given as separate paths. Independent runs (each from step 0) stay
+    apart (None).
+    """
+    if not root.is_dir() or any(is_event_file(p) and p.is_file() for p in root.iterdir()):
+        return None
+    runs = sorted(d for d in root.iterdir() if d.is_dir() and event_files(d))
+    if len(runs) < 2 or any(d.name.lower() in SPLIT_FOLDERS for d in runs):
+        return None
+    reads = [read_tensorboard(d) for d in runs]
+    starts: list[tuple[float, float]] = []
+    for read in reads:
+        series = [e for e in read.events if isinstance(e, MetricSeries) and len(e.steps)]
+        if not series:
+            return None
+        walls = [float(np.min(np.asarray(e.times))) for e in series if e.times is not None and len(e.times)]
+        first_wall = min(walls, default=0.0)
+        starts.append((first_wall, min(float(np.min(np.asarray(e.steps))) for e in series)))
+    ordered = sorted(range(len(reads)), key=lambda i: starts[i][0])
+    if all(starts[i][1] > 0 for i in ordered[1:]):
+        return [reads[i] for i in ordered]
+    return None
+
+
 def _events(tags: dict[str, _Scalars], read: LogRead) -> list[Event]:
     events: list[Event] = []
     epoch_maps = {

@@ -231,14 +231,18 @@ def not_learning(record: RunRecord) -> list[Finding]:
         return []
     import numpy as np
 
-    c = reduce(full.finite_prefix())
+    c = _epoch_means(full.finite_prefix()) or reduce(full.finite_prefix())
     n = len(c)
     if n < (NOT_LEARNING_MIN_EPOCHS if c.per == "epoch" else NOT_LEARNING_MIN_STEPS):
         return []
-    k = max(2, n // 10)
+    k = max(3 if c.per == "step" else 2, n // 10)  # a median over too few step losses is one batch's noise
     start = float(np.median(c.y[:k]))
     end = float(np.median(c.y[-k:]))
-    best = float(np.min(rolling_median(c.y, smoothing_window(n))))
+    window = smoothing_window(n)
+    half = window // 2
+    smooth = rolling_median(c.y, window)
+    # Only windows that lie inside the curve: at the padded ends one low first batch is its own median.
+    best = float(np.min(smooth[half : n - half] if n > 2 * half else smooth))
     sigma = noise_sigma(c.y)
     threshold = max(MIN_REL_DECREASE * abs(start), DECREASE_NOISE * sigma)
     if start - best >= threshold or end - start > threshold:  # it learned, or it is diverging (TRN002)
@@ -255,11 +259,31 @@ def not_learning(record: RunRecord) -> list[Finding]:
         c.per + "s": n if c.per == "epoch" else int(c.x[-1]),
         "points": len(full),
     }
+    span = f"{len(full)} {unit}" if c.per == full.per else f"{n} epochs (means of {len(full)} logged steps)"
     message = (
-        f"Loss `{c.name}` did not decrease beyond noise over {len(full)} {unit}: "
+        f"Loss `{c.name}` did not decrease beyond noise over {span}: "
         f"{start:.4g} at the start, best {best:.4g}, last {end:.4g}"
     )
     return [NOT_LEARNING.finding(message, evidence=evidence)]
+
+
+def _epoch_means(c: Curve) -> Curve | None:
+    """A per-step loss as one mean per epoch, when it spans enough whole epochs to judge.
+
+    Step losses of different batches scatter by more than the 2 % a flat run moves (one
+    batch is easy, the next hard), so on steps a flat run's noise dips read as progress;
+    an epoch's mean averages that scatter away, as Keras' epoch loss does.
+    """
+    import numpy as np
+
+    if c.per != "step" or c.epoch is None or not bool(np.all(np.isfinite(c.epoch))):
+        return None
+    whole = np.floor(c.epoch)
+    epochs = np.unique(whole)
+    if len(epochs) < NOT_LEARNING_MIN_EPOCHS:
+        return None
+    means = np.array([float(np.mean(c.y[whole == e])) for e in epochs])
+    return Curve(c.name, epochs, means, "epoch", epochs)
 
 
 @dataclass(frozen=True)
