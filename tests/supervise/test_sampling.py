@@ -92,3 +92,40 @@ def test_nvml_probe_on_a_real_gpu(child) -> None:
         assert probe.used_by({child.pid}) == {}  # the child holds no GPU memory
     finally:
         probe.close()
+
+
+@pytest.mark.slow
+def test_every_short_phase_is_sampled_even_after_memory_stayed_flat(tmp_path) -> None:
+    """Flat memory stretches the interval to 2 s; phases of 1.5 s each still get at least two
+    samples (RUN003 compares the epoch-end peak with the train phases' steady state)."""
+    from tests.conftest import trainmedic_cmd
+    from trainmedic.events import read_events
+    from trainmedic.record import RunRecord
+
+    script = tmp_path / "phases.py"
+    script.write_text(
+        "import time\n"
+        "from trainmedic.events import PhaseEnd, PhaseStart\n"
+        "from trainmedic.instrument.channel import emit\n"
+        "time.sleep(4.5)\n"  # flat memory: the sampling interval is stretched to its maximum
+        "for k in range(2):\n"
+        "    for phase in ('train', 'epoch_end'):\n"
+        "        emit(PhaseStart(phase=phase, epoch=k))\n"
+        "        time.sleep(1.5)\n"
+        "        emit(PhaseEnd(phase=phase, epoch=k))\n"
+    )
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [*trainmedic_cmd(), "run", "--quiet", "--out", str(out), "--", sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    record = RunRecord.of(read_events(out / "events.jsonl").events)
+    spans = [s for s in record.phase_spans if s.end is not None]
+    assert len(spans) == 4
+    for span in spans:
+        inside = [m for m in record.memory_samples if span.start <= m.t <= span.end]
+        assert len(inside) >= 2, (span, [m.t - span.start for m in record.memory_samples])

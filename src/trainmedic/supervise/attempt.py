@@ -92,6 +92,7 @@ class Attempt:
         self._hang = HangWatch(config.hang_timeout)
         self._seen_bytes = 0
         self._announced_seen = 0
+        self._phase_seen: str | None = None
         self.popen: subprocess.Popen[bytes] | None = None
 
     # -- start -------------------------------------------------------------------------
@@ -134,8 +135,10 @@ class Attempt:
         assert self.popen is not None
         last_refresh = time.monotonic()
         refresh_every = _TREE_REFRESH_MIN
+        next_sample = 0.0
+        progressed = False
         while self.popen.poll() is None:
-            progressed = self.tail.poll()
+            progressed = self.tail.poll() or progressed
             now = time.monotonic()
             announced = len(self.tail.progress.announced)
             if now - last_refresh >= refresh_every or announced != self._announced_seen:
@@ -143,10 +146,24 @@ class Attempt:
                 changed = self._refresh_tree()
                 if changed:  # a new process: sample densely again
                     self.sampler.interval = self.sampler.base_interval
+                    next_sample = now
                 refresh_every = _TREE_REFRESH_MIN if changed else min(refresh_every * 2, _TREE_REFRESH_MAX)
                 last_refresh = now
-            self._tick(progressed)
-            self.wake.wait(self.sampler.interval)
+            if self.tail.progress.phase != self._phase_seen:
+                # A new phase is sampled at once and densely: a short train phase between two
+                # epoch ends is the steady state RUN003 compares the spike with.
+                self._phase_seen = self.tail.progress.phase
+                self.sampler.interval = self.sampler.base_interval
+                next_sample = now
+            self._handle_signals()  # signals and stop requests at once, not at the next sample
+            self._check_stop_request()
+            if now >= next_sample:
+                self._tick(progressed)
+                progressed = False
+                next_sample = now + self.sampler.interval
+            # The events file is read at least every base interval, so a phase change is seen
+            # within it even while flat memory has stretched the sampling interval.
+            self.wake.wait(min(self.sampler.base_interval, max(0.0, next_sample - time.monotonic())))
             self.wake.clear()
         returncode = self.popen.returncode
         self.emit(
