@@ -96,7 +96,7 @@ def _train(
 
 def test_gradient_explosion_between_two_samples_is_reported_at_its_step() -> None:
     # One outlier batch at step 25 (samples at 20 and 30) throws the weights far off; the
-    # network half recovers, so the sampled gradient norms alone never show a jump.
+    # network half recovers: the sampled gradient norm only shows it at step 30.
     found = _train(60, spike_at=25).findings()
     (finding,) = [f for f in found if f.code == "TRN007"]
     assert finding.step == 25

@@ -40,6 +40,8 @@ class Guard:
     ) -> None:
         self.events: list[Event] = []
         self._stopped = False
+        # Outside `run` there is no events file: skip the channel's lookups on every event.
+        self._supervised = channel.is_supervised()
         existing = _patches.active()
         if existing is not None:  # auto-instrumented under `trainmedic run`: join it
             self.monitor, self._owner = existing, False
@@ -60,7 +62,8 @@ class Guard:
 
     def _sink(self, event: Event) -> None:
         self.events.append(event)
-        channel.emit(event)
+        if self._supervised:
+            channel.emit(event)
 
     def stop(self) -> list[Finding]:
         """Stop watching (restoring every patched function) and log findings at warning or above."""
