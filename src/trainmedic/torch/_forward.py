@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 _MODE_SENSITIVE = (_DropoutNd, _BatchNorm)
 _REPORT_AFTER = 2  # checked steps that must agree before an observation is sent
+_GRAPH_CLEAN_WINDOWS = 5  # the loss's structure is the code's: 5 clean graphs settle it
 
 
 class ForwardWatch:
@@ -48,6 +49,7 @@ class ForwardWatch:
         self._ce_steps: list[int] = []
         self._ce_windows = 0  # windows in which the loss input was examined
         self._ce_seen = False
+        self._graph_clean = 0  # watched windows in a row whose loss graph held no softmax
 
     def open(self) -> None:
         if self._handles:
@@ -67,8 +69,10 @@ class ForwardWatch:
         self._handles = []
         if step is None:
             return
-        if self._ce is None and losses and len(self._ce_steps) < _REPORT_AFTER:
+        reported = "softmax_into_crossentropy" in self.monitor.reported
+        if self._ce is None and losses and self._graph_clean < _GRAPH_CLEAN_WINDOWS and not reported:
             self._ce = _softmax_in_graph(losses)
+            self._graph_clean = 0 if self._ce is not None else self._graph_clean + 1
         if self._eval and not self._train:
             self._eval_steps.append(step)
             if len(self._eval_steps) >= _REPORT_AFTER:
