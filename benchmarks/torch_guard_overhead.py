@@ -6,7 +6,10 @@ slows all of them alike; the table reports each variant's median CPU time per
 step (process time: on a shared machine, time spent descheduled is not the
 variant's cost) and its median ratio to the bare loop within the same round.
 
-    python benchmarks/torch_guard_overhead.py [--steps 2000] [--rounds 7]
+    python benchmarks/torch_guard_overhead.py [--steps 2000] [--rounds 7] [--no-lightning]
+
+`--no-lightning` runs the bare and guarded loops only: more rounds in the same
+time, for a steadier ratio on a busy machine.
 
 On an ordinary step the guard stores references and counters only (the loss
 tensor, step counters, the data-loader wait): no tensor op. Every 10 steps it
@@ -96,7 +99,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--no-lightning", action="store_true", help="bare and guarded loops only")
     args = parser.parse_args()
+    variants = {k: v for k, v in VARIANTS.items() if not (args.no_lightning and "Lightning" in k)}
     torch.set_num_threads(1)
     import logging
     import warnings
@@ -104,12 +109,12 @@ def main():
     warnings.filterwarnings("ignore")
     for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    for fn in VARIANTS.values():  # warm-up: imports, allocator, first-call paths
+    for fn in variants.values():  # warm-up: imports, allocator, first-call paths
         fn(200)
-    per_step = {name: [] for name in VARIANTS}
-    ratios = {name: [] for name in VARIANTS}
+    per_step = {name: [] for name in variants}
+    ratios = {name: [] for name in variants}
     for _ in range(args.rounds):
-        times = {name: fn(args.steps) for name, fn in VARIANTS.items()}
+        times = {name: fn(args.steps) for name, fn in variants.items()}
         for name, value in times.items():
             per_step[name].append(value)
             ratios[name].append(value / times["bare loop"])
@@ -117,9 +122,11 @@ def main():
         f"small MLP, {args.steps} steps x {args.rounds} rounds, CPU, 1 thread; guard sampling: every 10 steps"
     )
     print(f"{'variant':<20} {'median CPU us/step':>19} {'median ratio vs bare':>22}")
-    for name in VARIANTS:
+    for name in variants:
         cpu_us = statistics.median(per_step[name]) * 1e6
         print(f"{name:<20} {cpu_us:>19.1f} {statistics.median(ratios[name]):>22.3f}")
+    if args.no_lightning:
+        return
     guard_vs_lightning = [
         g / b for g, b in zip(per_step["Lightning + Guard"], per_step["Lightning Trainer"], strict=True)
     ]
