@@ -1,8 +1,9 @@
 """What the PyTorch guard costs per step: bare loop vs guarded loop vs Lightning Trainer.
 
 A small MLP trains for 2,000 steps from an in-memory DataLoader, on CPU, one
-thread. The variants run interleaved, round after round, so a busy machine
-slows all of them alike; the table reports each variant's median CPU time per
+thread. The variants run interleaved, round after round (their order rotated each
+round, as a run placed later in a round measured up to a few % slower), so a
+busy machine slows all of them alike; the table reports each variant's median CPU time per
 step (process time: on a shared machine, time spent descheduled is not the
 variant's cost) and its median ratio to the bare loop within the same round.
 
@@ -113,8 +114,11 @@ def main():
         fn(200)
     per_step = {name: [] for name in variants}
     ratios = {name: [] for name in variants}
-    for _ in range(args.rounds):
-        times = {name: fn(args.steps) for name, fn in variants.items()}
+    names = list(variants)
+    for round_index in range(args.rounds):
+        # Rotate the order each round: whatever runs first in a round is not always the bare loop.
+        shift = round_index % len(names)
+        times = {name: variants[name](args.steps) for name in names[shift:] + names[:shift]}
         for name, value in times.items():
             per_step[name].append(value)
             ratios[name].append(value / times["bare loop"])
