@@ -39,11 +39,11 @@ def make(steps, batch=64):
     return loader, model
 
 
-def loop(steps, guard=False):
+def loop(steps, guard=False, module=tm):
     loader, model = make(steps)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
-    g = tm.guard(model, optimizer) if guard else None
+    g = module.guard(model, optimizer) if guard else None
     start = time.process_time()
     for x, y in loader:
         optimizer.zero_grad()
