@@ -27,6 +27,11 @@ class Guard:
     `on_nonfinite` ("warn" or "stop": raise NonFiniteLossError before a NaN/Inf
     update, checking the loss every step), `patience` (optimizer steps without
     zeroing before TOR003).
+
+    Cost and its trade-off: an unsampled step runs no tensor op (the loss is kept
+    by reference), so with "warn" a NaN/Inf loss is reported at most `every - 1`
+    steps late, at the step it first appeared; a gradient explosion between two
+    sampled norms is caught from the kept losses and the parameter norm.
     """
 
     def __init__(
