@@ -118,3 +118,31 @@ def test_every_torch_observation_maps_to_its_code_and_nothing_fires_without_one(
         assert [(f.code, f.rank) for f in found] == [(code, 0)], check
     healthy = RunRecord.of([CONFIG, *grad_steps([1.0] * 20), *timed([0.1] * 20)])
     assert [f for rule in torch_rules.RULES + step_rules.RULES for f in rule(healthy)] == []
+
+
+def test_exploding_gradients_between_samples_reports_the_earliest_step_per_rank() -> None:
+    explosion = GuardObservation(
+        check="update_explosion",
+        step=25,
+        data={
+            "step": 25,
+            "loss": 978.0,
+            "loss_median_before": 1.4,
+            "param_norm": 295.0,
+            "param_norm_before": 6.8,
+            "param_norm_step": 1,
+            "checked_step": 30,
+            "every": 10,
+        },
+        rank=1,
+    )
+    # the sampled norm jumps at step 60 on rank 1: the explosion at step 25 came first
+    record = RunRecord.of([CONFIG, explosion, *grad_steps([1.0, 0.9, 1.1, 1.0, 0.8, 450.0], rank=1)])
+    (finding,) = step_rules.exploding_gradients(record)
+    assert (finding.rank, finding.step) == (1, 25)
+    assert finding.evidence["detected_at_step"] == 30
+    assert "between two sampled steps" in finding.message
+    assert "6.8 at step 1 to 295" in finding.message
+    # without it, the sampled jump alone is still reported
+    (sampled,) = step_rules.exploding_gradients(RunRecord.of(grad_steps([1.0, 0.9, 1.1, 1.0, 0.8, 450.0])))
+    assert sampled.step == 60

@@ -55,7 +55,9 @@ EXPLODING_GRADIENTS = FindingSpec(
     what="The gradient norm jumped by orders of magnitude or became non-finite.",
     why=(
         "One such step can destroy the weights; the loss goes NaN soon after. The norm is the "
-        "one the optimizer applies (after clipping), measured on sampled steps."
+        "one the optimizer applies (after clipping), measured on sampled steps; a one-step "
+        "explosion between two samples is caught from the kept losses and the parameter norm, "
+        "which both jump after it."
     ),
     example="Gradient norm ~1 for 500 steps, then 3e4 at step 512.",
     fix="Clip gradients (max_grad_norm=1.0), lower the learning rate, add warm-up, check for bad batches.",
@@ -149,52 +151,101 @@ def input_bound(record: RunRecord) -> list[Finding]:
 
 
 def exploding_gradients(record: RunRecord) -> list[Finding]:
-    """TRN007: the gradient norm becomes non-finite or jumps by orders of magnitude."""
+    """TRN007: the gradient norm becomes non-finite or jumps by orders of magnitude.
+
+    Two sources, the earliest wins per rank: the sampled gradient norms (`Step` metrics),
+    and the guard's `update_explosion` observation, which catches a one-step explosion
+    between two samples from the window's losses and the parameter norm.
+    """
     logged = [s for s in record.steps if "grad_norm" in s.metrics]
+    explosions = [o for o in record.guard_observations if o.check == "update_explosion"]
+    ranks = set(_per_rank(logged)) | set(_per_rank(explosions))
     found: list[Finding] = []
-    for rank, steps in _per_rank(logged).items():
-        history: list[float] = []
-        for s in steps:
-            value = float(s.metrics["grad_norm"])
-            if not math.isfinite(value):
-                found.append(
-                    EXPLODING_GRADIENTS.finding(
-                        f"Gradient norm became {value} at step {s.step}",
-                        evidence={
-                            "step": s.step,
-                            "grad_norm": value,
-                            "last_finite_grad_norm": history[-1] if history else None,
-                            "sampling": _sampling(record, rank),
-                        },
-                        rank=rank,
-                        step=s.step,
-                        epoch=epoch_number(s.epoch),
-                    )
-                )
-                break
-            if len(history) >= EXPLODE_MIN_HISTORY:
-                before = median(history[-20:])
-                if value >= EXPLODE_FLOOR and value > EXPLODE_FACTOR * before:
-                    found.append(
-                        EXPLODING_GRADIENTS.finding(
-                            f"Gradient norm jumped to {value:.3g} at step {s.step}, "
-                            f"{value / before:.0f}x the median of the steps before ({before:.3g})",
-                            evidence={
-                                "step": s.step,
-                                "grad_norm": value,
-                                "median_before": before,
-                                "factor": value / before,
-                                "threshold_factor": EXPLODE_FACTOR,
-                                "sampling": _sampling(record, rank),
-                            },
-                            rank=rank,
-                            step=s.step,
-                            epoch=epoch_number(s.epoch),
-                        )
-                    )
-                    break
-            history.append(value)
+    for rank in sorted(ranks, key=lambda r: -1 if r is None else r):
+        candidates = [
+            f
+            for f in (
+                _sampled_norm_jump(record, rank, [s for s in logged if s.rank == rank]),
+                _between_samples(record, rank, [o for o in explosions if o.rank == rank]),
+            )
+            if f is not None
+        ]
+        if candidates:
+            found.append(min(candidates, key=lambda f: f.step if f.step is not None else math.inf))
     return found
+
+
+def _sampled_norm_jump(record: RunRecord, rank: int | None, steps: list[Step]) -> Finding | None:
+    history: list[float] = []
+    for s in steps:
+        value = float(s.metrics["grad_norm"])
+        if not math.isfinite(value):
+            return EXPLODING_GRADIENTS.finding(
+                f"Gradient norm became {value} at step {s.step}",
+                evidence={
+                    "step": s.step,
+                    "grad_norm": value,
+                    "last_finite_grad_norm": history[-1] if history else None,
+                    "sampling": _sampling(record, rank),
+                },
+                rank=rank,
+                step=s.step,
+                epoch=epoch_number(s.epoch),
+            )
+        if len(history) >= EXPLODE_MIN_HISTORY:
+            before = median(history[-20:])
+            if value >= EXPLODE_FLOOR and value > EXPLODE_FACTOR * before:
+                return EXPLODING_GRADIENTS.finding(
+                    f"Gradient norm jumped to {value:.3g} at step {s.step}, "
+                    f"{value / before:.0f}x the median of the steps before ({before:.3g})",
+                    evidence={
+                        "step": s.step,
+                        "grad_norm": value,
+                        "median_before": before,
+                        "factor": value / before,
+                        "threshold_factor": EXPLODE_FACTOR,
+                        "sampling": _sampling(record, rank),
+                    },
+                    rank=rank,
+                    step=s.step,
+                    epoch=epoch_number(s.epoch),
+                )
+        history.append(value)
+    return None
+
+
+def _between_samples(
+    record: RunRecord, rank: int | None, observations: list[GuardObservation]
+) -> Finding | None:
+    if not observations:
+        return None
+    obs = observations[0]
+    d = obs.data
+    step = d.get("step", obs.step)
+    before, after = d.get("param_norm_before"), d.get("param_norm")
+    return EXPLODING_GRADIENTS.finding(
+        f"A gradient explosion between two sampled steps: the loss became {_num(d.get('loss'))} at "
+        f"step {step} (median before {_num(d.get('loss_median_before'))}) and the parameter norm "
+        f"went from {_num(before)} at step {d.get('param_norm_step')} to {_num(after)}",
+        evidence={
+            "step": step,
+            "loss": d.get("loss"),
+            "loss_median_before": d.get("loss_median_before"),
+            "param_norm": after,
+            "param_norm_before": before,
+            "param_norm_step": d.get("param_norm_step"),
+            "detected_at_step": d.get("checked_step"),
+            "how": "between sampled gradient norms: the kept losses and the parameter norm",
+            "sampling": _sampling(record, rank),
+        },
+        rank=rank,
+        step=step if isinstance(step, int) else None,
+        epoch=epoch_number(obs.epoch),
+    )
+
+
+def _num(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, (int, float)) else str(value)
 
 
 def vanishing_gradients(record: RunRecord) -> list[Finding]:

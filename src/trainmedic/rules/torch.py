@@ -66,7 +66,10 @@ SOFTMAX_INTO_CROSSENTROPY = FindingSpec(
     slug="softmax-into-crossentropy",
     severity=Severity.WARNING,
     title="Softmax fed into CrossEntropyLoss",
-    what="Probabilities or log-probabilities are fed to CrossEntropyLoss, which applies log-softmax itself.",
+    what=(
+        "Probabilities or log-probabilities are fed to CrossEntropyLoss (or F.cross_entropy), "
+        "which applies log-softmax itself."
+    ),
     why="The double softmax squashes the gradients: training is slow and accuracy lower.",
     example="loss = nn.CrossEntropyLoss()(torch.softmax(logits, dim=1), y)",
     fix="Feed raw logits to CrossEntropyLoss (or use NLLLoss on log_softmax outputs).",

@@ -8,7 +8,12 @@ that checked step's gradients are ready. While on, they learn:
   the user never passed it to trainmedic;
 - whether every dropout/batch-norm layer ran in eval() mode in a training step
   (TOR002; partial eval() is deliberate freezing and not reported);
-- whether CrossEntropyLoss got probabilities or log-probabilities (TOR004).
+- whether CrossEntropyLoss got probabilities or log-probabilities (TOR004), from
+  the values `nn.CrossEntropyLoss` receives, or, for every form of the loss
+  (`F.cross_entropy`, the module, a sum of losses), from the autograd graph of
+  the checked step's loss: `SoftmaxBackward0` feeding the loss's own
+  `LogSoftmaxBackward0`. Reading the graph costs no tensor op and no host read,
+  and no loss function is wrapped: calls between checks pay nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ if TYPE_CHECKING:
 
 _MODE_SENSITIVE = (_DropoutNd, _BatchNorm)
 _REPORT_AFTER = 2  # checked steps that must agree before an observation is sent
+_GRAPH_CLEAN_WINDOWS = 5  # the loss's structure is the code's: 5 clean graphs settle it
 
 
 class ForwardWatch:
@@ -43,6 +49,7 @@ class ForwardWatch:
         self._ce_steps: list[int] = []
         self._ce_windows = 0  # windows in which the loss input was examined
         self._ce_seen = False
+        self._graph_clean = 0  # watched windows in a row whose loss graph held no softmax
 
     def open(self) -> None:
         if self._handles:
@@ -53,7 +60,8 @@ class ForwardWatch:
         post = nn.modules.module.register_module_forward_hook(self._post, always_call=True)
         self._handles = [pre, post]
 
-    def close(self, step: int | None) -> None:
+    def close(self, step: int | None, losses: list[Any] | None = None) -> None:
+        """End of a watched window; `losses` are the checked step's (their graphs are read)."""
         if not self._handles:
             return
         for handle in self._handles:
@@ -61,6 +69,10 @@ class ForwardWatch:
         self._handles = []
         if step is None:
             return
+        reported = "softmax_into_crossentropy" in self.monitor.reported
+        if self._ce is None and losses and self._graph_clean < _GRAPH_CLEAN_WINDOWS and not reported:
+            self._ce = _softmax_in_graph(losses)
+            self._graph_clean = 0 if self._ce is not None else self._graph_clean + 1
         if self._eval and not self._train:
             self._eval_steps.append(step)
             if len(self._eval_steps) >= _REPORT_AFTER:
@@ -125,4 +137,76 @@ def _probability_like(logits: Any) -> dict[str, Any] | None:
         return {"input_kind": "probabilities", "min": low, "max": high, "row_sum_error": perr}
     if high <= 0 and lerr < 1e-3:
         return {"input_kind": "log-probabilities", "min": low, "max": high, "row_sum_error": lerr}
+    return None
+
+
+_NLL = ("NllLossBackward0", "NllLoss2DBackward0", "NllLossNdBackward0")
+# Nodes that only move or reshape values: a softmax stays a softmax through them.
+_SHAPE_ONLY = frozenset(
+    {
+        "ViewBackward0",
+        "UnsafeViewBackward0",
+        "ReshapeAliasBackward0",
+        "TransposeBackward0",
+        "TransposeBackward1",
+        "PermuteBackward0",
+        "SqueezeBackward0",
+        "SqueezeBackward1",
+        "UnsqueezeBackward0",
+        "CloneBackward0",
+        "ToCopyBackward0",
+        "TBackward0",
+    }
+)
+_KINDS = {"SoftmaxBackward0": "probabilities", "LogSoftmaxBackward0": "log-probabilities"}
+_SOURCE = {"probabilities": "softmax", "log-probabilities": "log_softmax"}
+_GRAPH_NODES = 64  # nodes read from the loss down: the cross entropy sits near the top
+
+
+def _softmax_in_graph(losses: list[Any]) -> dict[str, Any] | None:
+    """A softmax (or log-softmax) output that went into cross-entropy's own log-softmax.
+
+    `F.cross_entropy` is `nll_loss(log_softmax(x))`: its graph node is an NLL loss over a
+    `LogSoftmaxBackward0`. Logits reach that log-softmax from a linear layer or the like;
+    probabilities from a `SoftmaxBackward0`. Graph nodes outlive backward() (their saved
+    tensors do not), so the kept losses can be read after the step.
+    """
+    for loss in losses:
+        seen = 0
+        todo = [getattr(loss, "grad_fn", None)]
+        while todo and seen < _GRAPH_NODES:
+            node = todo.pop()
+            if node is None:
+                continue
+            seen += 1
+            if node.name() in _NLL:
+                kind = _fed_by_softmax(node)
+                if kind is not None:
+                    return {
+                        "input_kind": kind,
+                        "how": "autograd graph: a softmax output went into cross_entropy",
+                        "graph": f"{_SOURCE[kind]} -> log_softmax -> {node.name().removesuffix('Backward0')}",
+                    }
+            todo.extend(child for child, _ in node.next_functions)
+    return None
+
+
+def _fed_by_softmax(nll: Any) -> str | None:
+    log_softmax = _through_shape_only(nll)
+    if log_softmax is None or log_softmax.name() != "LogSoftmaxBackward0":
+        return None
+    source = _through_shape_only(log_softmax)
+    if source is None:
+        return None
+    return _KINDS.get(source.name())
+
+
+def _through_shape_only(node: Any) -> Any:
+    for _ in range(8):
+        inputs = [child for child, _ in node.next_functions if child is not None]
+        if not inputs:
+            return None
+        node = inputs[0]
+        if node.name() not in _SHAPE_ONLY:
+            return node
     return None

@@ -27,6 +27,11 @@ class Guard:
     `on_nonfinite` ("warn" or "stop": raise NonFiniteLossError before a NaN/Inf
     update, checking the loss every step), `patience` (optimizer steps without
     zeroing before TOR003).
+
+    Cost and its trade-off: an unsampled step runs no tensor op (the loss is kept
+    by reference), so with "warn" a NaN/Inf loss is reported at most `every - 1`
+    steps late, at the step it first appeared; a gradient explosion between two
+    sampled norms is caught from the kept losses and the parameter norm.
     """
 
     def __init__(
@@ -40,6 +45,8 @@ class Guard:
     ) -> None:
         self.events: list[Event] = []
         self._stopped = False
+        # Outside `run` there is no events file: skip the channel's lookups on every event.
+        self._supervised = channel.is_supervised()
         existing = _patches.active()
         if existing is not None:  # auto-instrumented under `trainmedic run`: join it
             self.monitor, self._owner = existing, False
@@ -60,7 +67,8 @@ class Guard:
 
     def _sink(self, event: Event) -> None:
         self.events.append(event)
-        channel.emit(event)
+        if self._supervised:
+            channel.emit(event)
 
     def stop(self) -> list[Finding]:
         """Stop watching (restoring every patched function) and log findings at warning or above."""

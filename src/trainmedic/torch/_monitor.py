@@ -3,12 +3,25 @@
 One `Monitor` per process is fed by the hooks of `_patches`. It measures and
 reports facts (`GuardObservation`, `Step`, `Epoch`); the rules in
 `trainmedic.rules.torch` and `trainmedic.rules.steps` decide what they mean.
-The exception is a non-finite loss, which is decided here, at the step it
-happens, so that `on_nonfinite="stop"` can stop the run before the update.
+The exception is a non-finite loss, which is decided here, so that
+`on_nonfinite="stop"` can stop the run before the update.
 
-Cost: every step does a few counters and one tensor-identity test. Anything
-that needs a host sync (`.item()`, gradient norms, the inputs of the loss) runs
-on sampled steps only, every `every` steps, in one batched transfer.
+Cost: every step only stores references and integers (the loss tensor, its
+step, a counter, the DataLoader wait): no tensor op, no host sync, no event.
+Anything that needs a tensor op or a host sync (`.item()`, gradient norms, the
+inputs of the loss, finiteness) runs on sampled steps only, every `every`
+steps, in one batched read. The trade-offs that follow, and how each is made up
+for:
+
+- A NaN/Inf loss is seen at the next sampled step, at most `every - 1` steps
+  late, but reported with the step it first appeared at (every loss is kept
+  with its step) and that step's batch indices. `on_nonfinite="stop"` checks
+  every step instead (one scalar read per step) to stop before the update.
+- The gradient norm is measured on sampled steps only. A one-step explosion
+  between two samples shows in what the guard keeps anyway: the window's losses
+  jump (or turn non-finite) and the parameter norm, measured then and every 5th
+  sample, jumped too or is non-finite. That is sent as an `update_explosion`
+  observation with the first abnormal step, and TRN007 reports it.
 """
 
 from __future__ import annotations
@@ -28,8 +41,14 @@ import torch
 from torch import nn
 from trainmedic.events import Epoch, Event, FindingRaised, GuardObservation, Step
 from trainmedic.instrument import channel
+from trainmedic.record import median
 from trainmedic.rules.dynamics import NONFINITE_LOSS
 from trainmedic.torch._forward import ForwardWatch
+
+PARAM_NORM_EVERY = 5  # a parameter-norm baseline every 5th sampled step
+JUMP_FACTOR = 10.0  # a loss and a parameter norm both 10x their level before: an update blew up
+JUMP_MIN_HISTORY = 5  # finite losses needed before a jump can be judged
+MAX_KEPT_LOSSES = 4096  # backward without optimizer steps: read them back to keep memory flat
 
 Sink = Callable[[Event], None]
 P = ParamSpec("P")
@@ -66,10 +85,11 @@ def _never_breaks(method: Callable[P, R]) -> Callable[P, R | None]:
     return safe
 
 
-@dataclass
+@dataclass(eq=False)
 class _OptState:
-    """What the monitor keeps about one optimizer (weakly keyed by it)."""
+    """What the monitor keeps about one optimizer (looked up by id, checked by a weakref)."""
 
+    ref: Any  # weakref to the optimizer
     name: str
     steps: int = 0
     checks: int = 0
@@ -86,7 +106,12 @@ class _OptState:
 
 
 class Monitor:
-    """Measures one process's PyTorch training through global hooks."""
+    """Measures one process's PyTorch training through global hooks.
+
+    The attributes the hooks of `_patches` write on every step are plain ones
+    (`backwards`, `losses`, `loss_steps`, `data_wait`, `recent_indices`): a
+    store or an append, nothing more.
+    """
 
     def __init__(
         self,
@@ -105,20 +130,25 @@ class Monitor:
         self.patience = patience
         self.mode = mode
         self.opts: weakref.WeakKeyDictionary[Any, _OptState] = weakref.WeakKeyDictionary()
+        self._by_id: dict[int, _OptState] = {}  # the per-step lookup: a dict hit, no weakref made
         self.primary: Any = None  # weakref to the optimizer whose steps number the run
         self.models: list[Any] = []  # weakrefs to models given explicitly
         self.forward = ForwardWatch(self)
         self.step = 0
         self.epoch = 0
         self.reported: set[str] = set()
-        self._losses: list[tuple[Any, int]] = []
-        self._backwards = 0
+        # Written by the hooks on every step.
+        self.backwards = 0
+        self.losses: list[Any] = []  # every scalar passed to backward() since the last read
+        self.loss_steps: list[int] = []  # the optimizer step each of them belongs to
+        self.data_wait = 0.0
+        # (step, dataset indices) of the latest batches: the offending batch of a NaN loss.
+        self.recent_indices: deque[tuple[int, list[Any]]] = deque(maxlen=8 * (self.every + 1))
         self._window_t0 = time.perf_counter()
         self._window_step = 0
-        self._data_wait = 0.0
         self._epoch_loss = [0.0, 0]
-        self._indices: list[Any] = []
-        self._recent_indices: deque[tuple[int, list[Any]]] = deque(maxlen=self.every + 1)
+        self._loss_history: deque[float] = deque(maxlen=50)  # recent finite losses, for jumps
+        self._param_norm: tuple[int, float] | None = None  # (step, norm): the jump baseline
         self._names: dict[int, str] = {}
         self._closed = False
         self.broken = False
@@ -156,15 +186,26 @@ class Monitor:
 
     # -- hooks ---------------------------------------------------------------------------------------
     def on_backward(self, tensors: Any, keeps_graph: bool = False) -> None:
-        self._backwards += 1
+        """Keep the loss (a reference, no copy, no read) with the step it belongs to."""
+        self.backwards += 1
         if isinstance(tensors, torch.Tensor) and tensors.numel() == 1:
             # Holding the loss until the next check is free once backward freed its graph;
             # with retain_graph the graph would live on, so keep a detached copy instead.
-            self._losses.append((tensors.detach() if keeps_graph else tensors, self.step + 1))
-            if len(self._losses) > 4096:  # backward without optimizer steps: keep memory flat
+            self.losses.append(tensors.detach() if keeps_graph else tensors)
+            self.loss_steps.append(self.step + 1)
+            if len(self.losses) > MAX_KEPT_LOSSES:
                 self._drain_losses()
 
     def on_step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
+        state = self._by_id.get(id(optimizer))
+        if state is None or state.ref() is not optimizer:
+            state = self._new_state(optimizer)
+        if state.pre_done:
+            return None
+        step = state.steps + 1
+        if step % self.every and step != 1 and not self.stop_on_nonfinite:
+            state.pre_done = True  # an unsampled step: nothing to measure before the update
+            return None
         closure = kwargs.get("closure") if kwargs else None
         positional = closure is None and len(args) > 1 and callable(args[1])
         if positional:
@@ -184,22 +225,31 @@ class Monitor:
         return args, {**kwargs, "closure": measured_closure}
 
     def on_step_post(self, optimizer: Any) -> None:
-        state = self.opts.get(optimizer)
-        if state is None:
+        state = self._by_id.get(id(optimizer))
+        if state is None or state.ref() is not optimizer:
             return
         state.steps += 1
         state.pre_done = False
-        if not self._is_primary(optimizer):
+        primary = self.primary
+        if primary is not None and primary() is not optimizer:
             return
-        self.step = state.steps
-        if self._indices:
-            self._recent_indices.append((self.step, self._indices))
-            self._indices = []
-        upcoming = self.step + 1
+        self.step = step = state.steps
+        upcoming = step + 1
         # Forward hooks on every checked step at first (they find the model), then on every
         # fifth one: eval() mode can start late, but needs no fast answer to be useful.
-        if upcoming % self.every == 0 and (upcoming <= 5 * self.every or upcoming % (5 * self.every) == 0):
+        every = self.every
+        if upcoming % every == 0 and (upcoming <= 5 * every or upcoming % (5 * every) == 0):
             self.forward.open()
+
+    def _new_state(self, optimizer: Any) -> _OptState:
+        state = self.opts.get(optimizer)
+        if state is None:
+            state = _OptState(ref=weakref.ref(optimizer), name=type(optimizer).__name__)
+            self.opts[optimizer] = state
+            if self.primary is None:
+                self.primary = weakref.ref(optimizer)
+        self._by_id[id(optimizer)] = state
+        return state
 
     @_never_breaks
     def before_update(self, optimizer: Any) -> None:
@@ -207,11 +257,9 @@ class Monitor:
         self._before_update(optimizer)
 
     def _before_update(self, optimizer: Any) -> None:
-        state = self.opts.get(optimizer)
-        if state is None:
-            state = self.opts[optimizer] = _OptState(name=type(optimizer).__name__)
-            if self.primary is None:
-                self.primary = weakref.ref(optimizer)
+        state = self._by_id.get(id(optimizer))
+        if state is None or state.ref() is not optimizer:
+            state = self._new_state(optimizer)
         if state.pre_done:
             return
         state.pre_done = True
@@ -223,15 +271,15 @@ class Monitor:
         elif primary and self.stop_on_nonfinite:
             self._check_losses_now(step)
 
-    def on_batch(self, iterator: Any, wait: float) -> None:
-        self._data_wait += wait
+    def on_batch(self, iterator: Any) -> None:
+        """A batch came out of a DataLoader iterator (its wait is already added to `data_wait`)."""
         if iterator._num_yielded == 1:
             iterator.__dict__["_tm_start_step"] = self.step
         pending = iterator.__dict__.get("_tm_pending")
         if pending:
             index = pending.popleft()
-            if isinstance(index, list) and index and isinstance(index[0], int):
-                self._indices.append(index)
+            if type(index) is list and index and isinstance(index[0], int):
+                self.recent_indices.append((self.step + 1, index))
 
     @_never_breaks
     def on_loader_exhausted(self, iterator: Any) -> None:
@@ -303,7 +351,7 @@ class Monitor:
         if grad is None:
             return
         version: int = grad._version
-        backwards = self._backwards - state.backward_mark
+        backwards = self.backwards - state.backward_mark
         previous = state.last_grad() if state.last_grad is not None else None
         if previous is grad and backwards >= 1 and version - state.last_version == backwards:
             state.not_zeroed += step - state.zero_checked_step
@@ -311,7 +359,7 @@ class Monitor:
             state.not_zeroed = 0
             state.last_grad = weakref.ref(grad)
         state.last_version = version
-        state.backward_mark = self._backwards
+        state.backward_mark = self.backwards
         state.zero_checked_step = step
         if state.not_zeroed >= self.patience:
             self.observe(
@@ -335,16 +383,17 @@ class Monitor:
     # -- sampled checks (host syncs happen here only) --------------------------------------------
     def _check(self, optimizer: Any, state: _OptState, step: int, primary: bool) -> None:
         state.checks += 1
-        state.checked_steps.append(step)
-        params = [p for g in optimizer.param_groups for p in g["params"]]
-        missing = {id(p) for p in params if p.requires_grad and p.grad is None}
-        state.never_grad = missing if state.never_grad is None else state.never_grad & missing
-        if state.checks == 1:
-            self._first_check(optimizer)
-        if state.checks == 3:
-            self._check_membership(optimizer, state, step)
+        if state.checks <= 3:  # the membership checks are settled by the 3rd checked step
+            state.checked_steps.append(step)
+            params = [p for g in optimizer.param_groups for p in g["params"]]
+            missing = {id(p) for p in params if p.requires_grad and p.grad is None}
+            state.never_grad = missing if state.never_grad is None else state.never_grad & missing
+            if state.checks == 1:
+                self._first_check(optimizer)
+            if state.checks == 3:
+                self._check_membership(optimizer, state, step)
         if primary:
-            self.forward.close(step)
+            self.forward.close(step, self._losses_of(step))
             self._flush(optimizer, step)
 
     def _first_check(self, optimizer: Any) -> None:
@@ -409,35 +458,31 @@ class Monitor:
             )
 
     def _flush(self, optimizer: Any, step: int) -> None:
-        """One host transfer: this window's losses and this step's gradient norms."""
-        grads, names = [], []
+        """One host read: this window's losses and this step's gradient norms."""
+        grads, params = [], []
         for group in optimizer.param_groups:
             for p in group["params"]:
-                if p.grad is not None and not p.grad.is_sparse:
-                    grads.append(p.grad)
-                    names.append(p)
-        losses, self._losses = self._losses, []
+                grad = p.grad
+                if grad is not None and not grad.is_sparse:
+                    grads.append(grad)
+                    params.append(p)
+        losses, loss_steps = self._take_losses()
         with torch.no_grad():
-            parts = [torch.stack([t.detach().reshape(()).float() for t, _ in losses])] if losses else []
-            if grads:
-                parts.append(
-                    torch.stack([n.float() for n in _norms(grads)]).to(
-                        parts[0].device if parts else grads[0].device
-                    )
-                )
-            values = torch.cat(parts).tolist() if parts else []
-        loss_values = list(zip([s for _, s in losses], values[: len(losses)], strict=True))
-        norms = values[len(losses) :]
+            values = _floats([*losses, *_norms(grads)])
+        del losses  # the graphs' nodes they hold go now, not at the next window
+        loss_values = list(zip(loss_steps, values[: len(loss_steps)], strict=True))
+        norms = values[len(loss_steps) :]
         self._check_nonfinite(loss_values, step)
+        self._watch_updates(optimizer, loss_values, step)
         metrics: dict[str, float] = {}
         if loss_values:
-            mean = sum(v for _, v in loss_values) / len(loss_values)
-            metrics["loss"] = mean
-            self._epoch_loss[0] += sum(v for _, v in loss_values)
+            window_total = sum(v for _, v in loss_values)
+            metrics["loss"] = window_total / len(loss_values)
+            self._epoch_loss[0] += window_total
             self._epoch_loss[1] += len(loss_values)
         if norms:
             metrics["grad_norm"] = math.sqrt(sum(n * n for n in norms))
-            self._observe_norms(names, norms, step)
+            self._observe_norms(params, norms, step)
         lr = optimizer.param_groups[0].get("lr")
         if isinstance(lr, (int, float)):
             metrics["lr"] = float(lr)
@@ -449,10 +494,10 @@ class Monitor:
                 epoch=self.epoch,
                 metrics=metrics,
                 duration_s=(now - self._window_t0) / steps,
-                data_wait_s=self._data_wait / steps,
+                data_wait_s=self.data_wait / steps,
             )
         )
-        self._window_t0, self._window_step, self._data_wait = now, step, 0.0
+        self._window_t0, self._window_step, self.data_wait = now, step, 0.0
 
     def _observe_norms(self, params: list[Any], norms: list[float], step: int) -> None:
         weights = [(n, p) for n, p in zip(norms, params, strict=True) if p.dim() >= 2 and math.isfinite(n)]
@@ -475,23 +520,85 @@ class Monitor:
             )
         )
 
+    # -- an update that blew up between two samples ---------------------------------------------------
+    def _watch_updates(self, optimizer: Any, losses: list[tuple[int, float]], step: int) -> None:
+        """Catch a one-step gradient explosion that fell between two sampled gradient norms.
+
+        What the window keeps anyway tells it: the first loss that turned non-finite or
+        jumped to `JUMP_FACTOR` x the recent median, and a parameter norm that is non-finite
+        or `JUMP_FACTOR` x its last baseline (measured every `PARAM_NORM_EVERY`-th sample, so
+        a healthy run pays one norm per 50 steps). A bad batch alone moves the loss, not the
+        weights; a NaN in the data turns the loss non-finite at the step it entered.
+        """
+        if not self._is_primary(optimizer) or "update_explosion" in self.reported:
+            return
+        history = self._loss_history
+        typical = median(history) if len(history) >= JUMP_MIN_HISTORY else None
+        jump: tuple[int, float, float | None] | None = None
+        for loss_step, value in losses:
+            jumped = typical is not None and typical > 0 and value > JUMP_FACTOR * typical
+            if jumped or not math.isfinite(value):
+                jump = (loss_step, value, typical)
+                break
+        history.extend(value for _, value in losses if math.isfinite(value))
+        state = self._by_id.get(id(optimizer))
+        checks = state.checks if state is not None else 1
+        if jump is None:
+            if self._param_norm is None or checks % PARAM_NORM_EVERY == 0:
+                self._param_norm = (step, self._parameter_norm(optimizer))
+            return
+        if self._param_norm is None:
+            return  # nothing to compare with: the jump came before any baseline
+        norm = self._parameter_norm(optimizer)
+        base_step, base = self._param_norm
+        if math.isfinite(norm) and not (base > 0 and norm > JUMP_FACTOR * base):
+            return
+        loss_step, value, typical = jump
+        self.observe(
+            "update_explosion",
+            {
+                "step": loss_step,
+                "loss": value,
+                "loss_median_before": typical,
+                "param_norm": norm,
+                "param_norm_before": base,
+                "param_norm_step": base_step,
+                "checked_step": step,
+                "every": self.every,
+            },
+            step=loss_step,
+        )
+
+    def _parameter_norm(self, optimizer: Any) -> float:
+        params = [p for g in optimizer.param_groups for p in g["params"] if not p.is_sparse]
+        with torch.no_grad():
+            return math.sqrt(sum(n * n for n in _floats(_norms(params))))
+
     # -- non-finite loss ---------------------------------------------------------------------------------
+    def _take_losses(self) -> tuple[list[Any], list[int]]:
+        losses, steps = self.losses, self.loss_steps
+        self.losses, self.loss_steps = [], []
+        return losses, steps
+
+    def _losses_of(self, step: int) -> list[Any]:
+        return [t for t, s in zip(self.losses, self.loss_steps, strict=True) if s == step]
+
     def _drain_losses(self) -> list[tuple[int, float]]:
-        losses, self._losses = self._losses, []
+        losses, steps = self._take_losses()
         if not losses:
             return []
         with torch.no_grad():
-            values = torch.stack([t.detach().reshape(()).float() for t, _ in losses]).tolist()
-        pairs = list(zip([s for _, s in losses], values, strict=True))
+            pairs = list(zip(steps, _floats(losses), strict=True))
         self._check_nonfinite(pairs, self.step)
         return pairs
 
     def _check_losses_now(self, step: int) -> None:
-        current = [(t, s) for t, s in self._losses if s == step]
+        """`on_nonfinite="stop"`: this step's losses, read before the update (one read per step)."""
+        current = self._losses_of(step)
         if not current:
             return
         with torch.no_grad():
-            finite = bool(torch.stack([t.detach().reshape(()).float() for t, _ in current]).isfinite().all())
+            finite = all(math.isfinite(v) for v in _floats(current))
         if not finite:
             self._drain_losses()
 
@@ -502,8 +609,7 @@ class Monitor:
         self.reported.add("nonfinite_loss")
         first_step, value = bad[0]
         finite_before = [v for s, v in losses if s < first_step and math.isfinite(v)]
-        indices = [idx for s, idx in self._recent_indices if s == first_step]
-        indices = indices or ([self._indices] if self._indices else [])
+        batches = [index for s, index in self.recent_indices if s == first_step]
         evidence: dict[str, Any] = {
             "step": first_step,
             "loss": value,
@@ -511,10 +617,10 @@ class Monitor:
             "epoch": self.epoch,
             "checked": "every step"
             if self.stop_on_nonfinite
-            else f"every {self.every} steps (all losses kept)",
+            else f"every {self.every} steps (all losses kept, reported at most {self.every - 1} steps late)",
         }
-        if indices:
-            evidence["batch_indices"] = [i for batch in indices[0] for i in batch][:1024]
+        if batches:
+            evidence["batch_indices"] = [i for batch in batches for i in batch][:1024]
         stopping = self.stop_on_nonfinite
         message = f"Loss became {value} at step {first_step} (epoch {self.epoch})"
         finding = NONFINITE_LOSS.finding(
@@ -563,11 +669,30 @@ class Monitor:
                 self._check_membership(primary, state, self.step)
 
 
-def _norms(grads: list[Any]) -> list[Any]:
+def _norms(tensors: list[Any]) -> list[Any]:
+    if not tensors:
+        return []
     try:
-        return list(torch._foreach_norm(grads))
+        return list(torch._foreach_norm(tensors))
     except (RuntimeError, TypeError):  # mixed devices/dtypes on old torch
-        return [torch.linalg.vector_norm(g) for g in grads]
+        return [torch.linalg.vector_norm(t) for t in tensors]
+
+
+def _floats(tensors: list[Any]) -> list[float]:
+    """Single-element tensors as floats, in one host read.
+
+    On the CPU `.item()` is no sync and the cheapest read (a stack and `tolist` cost more);
+    anywhere else one `stack` then one `tolist` make it a single transfer.
+    """
+    if not tensors:
+        return []
+    if all(t.is_cpu for t in tensors):
+        return [float(t.item()) for t in tensors]
+    device = next(t.device for t in tensors if not t.is_cpu)
+    try:
+        return [float(v) for v in torch.stack(tensors).reshape(-1).tolist()]
+    except (RuntimeError, TypeError):  # mixed shapes ((), (1,)), dtypes or devices
+        return torch.stack([t.detach().reshape(()).float().to(device) for t in tensors]).tolist()
 
 
 def _int_env(name: str) -> int | None:

@@ -3,7 +3,8 @@
 PyTorch has global hooks for optimizer steps and module forwards; for the rest
 (autograd backward, DataLoader iteration, DistributedSampler, LR schedulers)
 the original function is wrapped and always called unchanged. Every wrapper
-does nothing but count and time when no monitor is active, and never touches a
+does nothing but count, time and keep references on an ordinary step (no tensor
+op, no host read, no allocation beyond a list append), and never touches a
 random generator, a tensor's value or the order of batches: the watched run
 computes exactly what it computes bare.
 """
@@ -28,6 +29,7 @@ import torch
 if TYPE_CHECKING:
     from trainmedic.torch._monitor import Monitor
 
+_clock = time.perf_counter
 _COMPILE_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks on modules"
 _active: Monitor | None = None
 _undo: list[Callable[[], None]] = []
@@ -136,8 +138,13 @@ def _backward(original: Any) -> Any:
         monitor = _active
         if monitor is not None and not monitor.broken:
             try:
-                # backward(tensors, grad_tensors, retain_graph, create_graph, ...)
-                keeps = bool(kwargs.get("retain_graph") or kwargs.get("create_graph") or any(args[1:3]))
+                # backward(tensors, grad_tensors, retain_graph, create_graph, ...); Tensor.backward
+                # passes the first three positionally.
+                keeps = bool(
+                    kwargs.get("retain_graph")
+                    or kwargs.get("create_graph")
+                    or (len(args) > 1 and (args[1] or (len(args) > 2 and args[2])))
+                )
                 monitor.on_backward(tensors, keeps)
             except Exception as exc:
                 _turn_off(monitor, exc)
@@ -151,15 +158,15 @@ def _loader_next(original: Any) -> Any:
         monitor = _active
         if monitor is None or monitor.broken:
             return original(self)
-        start = time.perf_counter()
+        start = _clock()
         try:
             data = original(self)
         except StopIteration:
             monitor.on_loader_exhausted(self)
             raise
-        wait = time.perf_counter() - start
+        monitor.data_wait += _clock() - start
         try:
-            monitor.on_batch(self, wait)
+            monitor.on_batch(self)
         except Exception as exc:
             _turn_off(monitor, exc)
         return data
