@@ -31,7 +31,7 @@ from trainmedic.events import (
 )
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord, median
-from trainmedic.rules import _logtext
+from trainmedic.rules import _logtext, _workers
 from trainmedic.units import human_bytes
 
 OOM_KILLED = FindingSpec(
@@ -320,6 +320,51 @@ def _phase_at_end(record: RunRecord, view: AttemptView) -> tuple[str | None, int
     return (best.phase, best.epoch) if best else (None, None)
 
 
+# -- a worker of a distributed job that died (Ray Train, torchrun) ----------------------------
+def dead_worker(record: RunRecord, view: AttemptView) -> _workers.WorkerDeath | None:
+    """The worker whose death the driver / launcher reported in this attempt, if any."""
+    if view.end.exit_code == 0 or view.stops:
+        return None
+    ranks = {p.pid: p.rank for p in record.processes if p.source == "announce" and p.rank is not None}
+    return _workers.dead_worker(view.lines, ranks)
+
+
+def _worker_evidence(view: AttemptView, death: _workers.WorkerDeath) -> dict[str, object]:
+    """The worker's own numbers: its peak RSS and the last epoch it reported."""
+    key = str(death.pid)
+    rss = [s.processes[key] for s in view.events if isinstance(s, MemorySample) and key in s.processes]
+    epochs = [
+        e.epoch
+        for e in view.events
+        if isinstance(e, Epoch) and death.rank is not None and e.rank == death.rank
+    ]
+    return {
+        **death.evidence(),
+        "peak_rss_bytes": max(rss, default=None),
+        "last_epoch": epoch_number(max(epochs)) if epochs else None,
+    }
+
+
+def _worker_then(view: AttemptView) -> str:
+    """'; the run then exited with status 1 (ray.train.WorkerGroupError)'."""
+    tb = _logtext.parse_traceback(view.error_lines)
+    raised = f" ({tb.exc_type})" if tb is not None else ""
+    return f"; the run then exited with status {view.end.exit_code}{raised}"
+
+
+def _worker_oom(record: RunRecord, view: AttemptView) -> _workers.WorkerDeath | None:
+    """The worker the OOM killer took: it died without an error of its own (SIGKILL leaves none)
+    while an OOM-kill counter rose (the run's cgroup, or the host's when the run has none)."""
+    if not view.oom_kills or view.end.exit_code == 0 or view.stops:
+        return None
+    death = dead_worker(record, view)
+    if death is None or death.python_exception or death.native:
+        return None
+    if death.signal not in (None, "SIGKILL"):
+        return None
+    return death
+
+
 # -- RUN001 ---------------------------------------------------------------------------------
 def _oom_explains(view: AttemptView) -> bool:
     """The OOM killer ended this attempt: its trainer died of SIGKILL while an OOM-kill counter
@@ -333,10 +378,12 @@ def _oom_explains(view: AttemptView) -> bool:
 
 
 def oom_killed(record: RunRecord) -> list[Finding]:
-    """SIGKILL + a rise of the kernel's OOM-kill counter (the run's cgroup, else the host)."""
+    """SIGKILL + a rise of the kernel's OOM-kill counter (the run's cgroup, else the host);
+    the worker it took when a distributed job's driver reported one."""
     found = []
     for view in attempts(record):
-        if not _oom_explains(view):
+        worker = _worker_oom(record, view)
+        if not _oom_explains(view) and worker is None:
             continue
         kill = view.oom_kills[-1]
         limits = [e for e in view.events if isinstance(e, MemoryLimit)]
@@ -351,7 +398,7 @@ def oom_killed(record: RunRecord) -> list[Finding]:
         else:
             which = "the machine's memory (host OOM killer)"
         during = f" during {phase}" + (f" of epoch {epoch}" if epoch is not None else "") if phase else ""
-        evidence = {
+        evidence: dict[str, object] = {
             "limit": which,
             "limit_bytes": limit.limit_bytes if limit else None,
             "limit_source": limit.source if limit else None,
@@ -379,6 +426,25 @@ def oom_killed(record: RunRecord) -> list[Finding]:
             if view.signal == _signal.SIGKILL
             else f"; the run then exited with status {view.end.exit_code}"
         )
+        if worker is not None:
+            facts = _worker_evidence(view, worker)
+            evidence["worker"] = facts
+            own = (
+                [f"its peak RSS {human_bytes(_int_or_none(facts['peak_rss_bytes']))}"]
+                if facts["peak_rss_bytes"]
+                else []
+            )
+            if facts["last_epoch"] is not None:
+                own.append(f"last epoch reported {facts['last_epoch']}")
+            victim = f"{worker.label} was killed"
+            then = (f" ({', '.join(own)})" if own else "") + _worker_then(view)
+            fix = (
+                f"Rank {worker.rank} ran out of memory: lower its batch size or the data it keeps in memory "
+                "(caches, lists of tensors), or raise the limit; ranks that hold more than the others "
+                "(rank 0's evaluation or logging) are the usual suspects."
+                if worker.rank is not None
+                else fix
+            )
         found.append(
             OOM_KILLED.finding(
                 f"{victim} by the OOM killer at {which}{during}{_where(view)}{then}; peak RSS of the "
@@ -389,6 +455,10 @@ def oom_killed(record: RunRecord) -> list[Finding]:
             )
         )
     return found
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) else None
 
 
 # -- RUN002 ---------------------------------------------------------------------------------
@@ -612,6 +682,9 @@ def killed_by_signal(record: RunRecord) -> list[Finding]:
         sig = view.signal
         stops = [s for s in view.stops if s.reason and "forwarded" not in s.reason]
         if sig is None and not stops:
+            worker = _worker_killed(record, view)
+            if worker is not None:
+                found.append(_worker_signal_finding(view, worker))
             continue
         if sig == _signal.SIGKILL and view.oom_kills and not stops:
             continue  # RUN001
@@ -649,12 +722,52 @@ def killed_by_signal(record: RunRecord) -> list[Finding]:
     return found
 
 
+def _worker_killed(record: RunRecord, view: AttemptView) -> _workers.WorkerDeath | None:
+    """A worker that died of a signal (a native crash, a kill) that the OOM killer does not explain."""
+    death = dead_worker(record, view)
+    if death is None or death.python_exception or _worker_oom(record, view) is not None:
+        return None
+    return death if (death.native or death.signal is not None) else None
+
+
+def _worker_signal_finding(view: AttemptView, worker: _workers.WorkerDeath) -> Finding:
+    facts = _worker_evidence(view, worker)
+    how = worker.error or f"killed by {worker.signal}"
+    if worker.signal == "SIGKILL" and not view.oom_kills:
+        how += " (not the OOM killer: the OOM-kill counters did not rise)"
+    at = f" in {worker.frame}" if worker.frame else ""
+    native = worker.native
+    message = (
+        f"{'Native crash' if native else 'Signal death'} of {worker.label}: {how}{at}{_where(view)}"
+        + _worker_then(view)
+    )
+    evidence: dict[str, object] = {
+        "worker": facts,
+        "exit_code": view.end.exit_code,
+        "last_log_lines": view.lines[-LAST_LINES:],
+    }
+    fix = (
+        "Read the worker's faulthandler stack: the native call at the top of the user frame "
+        "given (a C extension, a CUDA/NCCL call, a data loader library) crashed; run that rank's "
+        "step alone to reproduce it."
+        if native
+        else None
+    )
+    return KILLED_BY_SIGNAL.finding(message, evidence=evidence, fix=fix, file=worker.file)
+
+
 # -- RUN009 ---------------------------------------------------------------------------------
 def crashed(record: RunRecord) -> list[Finding]:
     found = []
     for view in attempts(record):
         code = view.end.exit_code
         if code == 0 or view.signal is not None or view.stops or _oom_explains(view):
+            continue
+        if _worker_oom(record, view) is not None or _worker_killed(record, view) is not None:
+            continue  # RUN001 / RUN008 name the worker; the driver's traceback is its consequence
+        worker = dead_worker(record, view)
+        if worker is not None:
+            found.append(_worker_crash_finding(view, worker))
             continue
         tb = _logtext.parse_traceback(view.error_lines) or _logtext.parse_traceback(view.lines)
         if tb is not None and _logtext.ACCELERATOR_OOM.search(f"{tb.exc_type}: {tb.message}"):
@@ -680,6 +793,34 @@ def crashed(record: RunRecord) -> list[Finding]:
         file = tb.user_frame.file if tb and tb.user_frame else None
         found.append(CRASHED.finding(message, evidence=evidence, fix=fix, file=file))
     return found
+
+
+def _worker_crash_finding(view: AttemptView, worker: _workers.WorkerDeath) -> Finding:
+    facts = _worker_evidence(view, worker)
+    if worker.error:
+        at = f" at {worker.frame}" if worker.frame else ""
+        message = f"{worker.label} crashed with {worker.error}{at}"
+        fix = None
+    else:
+        message = (
+            f"{worker.label} died without an error of its own "
+            "(no traceback, no fatal-signal report in its output)"
+        )
+        fix = (
+            "Read that worker's own log (Ray: the log_file_path in the error; "
+            "/tmp/ray/session_latest/logs) and the kernel log (dmesg) for a kill; rerun under "
+            "`trainmedic run --memory-limit` to tell an OOM kill from a crash."
+        )
+    tb = _logtext.parse_traceback(view.error_lines)
+    evidence: dict[str, object] = {
+        "worker": facts,
+        "exit_code": view.end.exit_code,
+        "driver_exception": tb.exc_type if tb else None,
+        "last_log_lines": view.lines[-LAST_LINES:],
+    }
+    return CRASHED.finding(
+        f"{message}{_where(view)}{_worker_then(view)}", evidence=evidence, fix=fix, file=worker.file
+    )
 
 
 # -- RUN010 ---------------------------------------------------------------------------------
