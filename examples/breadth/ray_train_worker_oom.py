@@ -18,6 +18,7 @@ from ray.train.torch import TorchTrainer
 
 def train_loop(config):
     import numpy as np
+
     import torch
 
     rank = ray.train.get_context().get_world_rank()

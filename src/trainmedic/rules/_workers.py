@@ -307,3 +307,25 @@ def _frame_file(frame: str | None) -> str | None:
 
 def _frame_text(function: str, file: str, line: int) -> str:
     return f"{function} ({PurePath(file).name}:{line})"
+
+
+def driver_exception(lines: Sequence[str]) -> str | None:
+    """The exception type of the driver's (or launcher's) own last traceback: not one quoted
+    inside it (Ray Train quotes the worker's traceback after `[Rank N Error Snippet]:`), nor
+    one printed by another Ray process (prefixed lines)."""
+    own = [ln.text for ln in _clean(lines) if ln.source is None]
+    found = None
+    for i, text in enumerate(own):
+        if text.strip() != _logtext.TRACEBACK_START or (i and _SNIPPET.search(own[i - 1])):
+            continue
+        for line in own[i + 1 :]:
+            if not line.strip() or line[:1].isspace():
+                continue
+            match = _EXCEPTION_LINE.match(line.strip())
+            if match:
+                found = match["type"]
+                break
+    return found
+
+
+_EXCEPTION_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Fault))(?::|$)")

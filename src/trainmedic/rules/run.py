@@ -347,9 +347,8 @@ def _worker_evidence(view: AttemptView, death: _workers.WorkerDeath) -> dict[str
 
 def _worker_then(view: AttemptView) -> str:
     """'; the run then exited with status 1 (ray.train.WorkerGroupError)'."""
-    tb = _logtext.parse_traceback(view.error_lines)
-    raised = f" ({tb.exc_type})" if tb is not None else ""
-    return f"; the run then exited with status {view.end.exit_code}{raised}"
+    raised = _workers.driver_exception(view.error_lines)
+    return f"; the run then exited with status {view.end.exit_code}" + (f" ({raised})" if raised else "")
 
 
 def _worker_oom(record: RunRecord, view: AttemptView) -> _workers.WorkerDeath | None:
@@ -811,11 +810,10 @@ def _worker_crash_finding(view: AttemptView, worker: _workers.WorkerDeath) -> Fi
             "/tmp/ray/session_latest/logs) and the kernel log (dmesg) for a kill; rerun under "
             "`trainmedic run --memory-limit` to tell an OOM kill from a crash."
         )
-    tb = _logtext.parse_traceback(view.error_lines)
     evidence: dict[str, object] = {
         "worker": facts,
         "exit_code": view.end.exit_code,
-        "driver_exception": tb.exc_type if tb else None,
+        "driver_exception": _workers.driver_exception(view.error_lines),
         "last_log_lines": view.lines[-LAST_LINES:],
     }
     return CRASHED.finding(
