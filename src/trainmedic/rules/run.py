@@ -45,7 +45,10 @@ OOM_KILLED = FindingSpec(
         "and launchers report only 'exitcode -9' (torchrun) or status 137 (bash). Every step "
         "since the last checkpoint is lost. trainmedic tells it from an external SIGKILL by the "
         "kernel's OOM-kill counter of the run's cgroup (memory.oom_control / memory.events), "
-        "or the machine's (/proc/vmstat) when the run has no cgroup of its own."
+        "or the machine's (/proc/vmstat) when the run has no cgroup of its own. In a Ray Train "
+        "or torchrun job the killed process is a worker and the driver (or agent) then ends with "
+        "a traceback of its own (ray.train.WorkerGroupError, ChildFailedError) that lists the OOM "
+        "killer only as one possible cause: the finding names the worker, its rank, pid and Ray actor."
     ),
     example=(
         "A Keras callback that builds a second model at every epoch end to compute mAP, "
@@ -183,7 +186,10 @@ KILLED_BY_SIGNAL = FindingSpec(
         "scheduler's time limit, or a native crash (SIGSEGV, SIGABRT)."
     ),
     why="The run stopped early; whether it can resume depends on its last checkpoint.",
-    example="SIGTERM from Slurm at the time limit; SIGSEGV in a native extension.",
+    example=(
+        "SIGTERM from Slurm at the time limit; SIGSEGV in a native extension; a Ray Train worker "
+        "that aborts ('Fatal Python error: Aborted') while the driver reports WorkerGroupError."
+    ),
     fix=(
         "For preemption/time limits, checkpoint on SIGTERM and resume (`--restarts`); "
         "for a native crash, read the faulthandler stack in the log."
@@ -200,7 +206,10 @@ CRASHED = FindingSpec(
         "user code are extracted."
     ),
     why="The run is lost at that point; the innermost user frame is where to look first.",
-    example="ValueError: Shapes (None, 10) and (None, 1) are incompatible (train.py:42)",
+    example=(
+        "ValueError: Shapes (None, 10) and (None, 1) are incompatible (train.py:42); or, raised in "
+        "Ray Train worker rank 1, quoted by the driver after '[Rank 1 Error Snippet]:'."
+    ),
     fix="Fix the error at the user frame given; rerun with `--restarts` only once it is fixed.",
 )
 
