@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from trainmedic.events import Epoch, ProcessSpawn, read_events
@@ -106,3 +107,24 @@ def test_worker_crash_is_named_with_its_ray_rank(tmp_path: Path, crash: str) -> 
     else:
         assert worker["error"].startswith("ValueError: corrupt shard on rank 1")
         assert finding["evidence"]["driver_exception"] == "ray.train.WorkerGroupError"
+
+
+def test_worker_killed_by_rays_memory_monitor_is_named_with_its_ray_rank(tmp_path: Path) -> None:
+    """No cgroup: Ray's own memory monitor kills rank 1 once the node passes a threshold set
+    2.5 GB above what the machine uses now (other jobs on it move that line a little)."""
+    memory = psutil.virtual_memory()
+    threshold = (memory.total - memory.available + (5 << 29)) / memory.total
+    code, found, _ = run_tm(
+        tmp_path,
+        "--",
+        sys.executable,
+        str(EXAMPLES / "ray_train_worker_oom.py"),
+        env={"RAY_memory_usage_threshold": f"{threshold:.3f}", "CACHE_LIMIT_MB": "6000"},
+    )
+    assert code == 1
+    oom = found["RUN001"]
+    assert oom["evidence"]["oom_kill_scope"] == "ray-memory-monitor"
+    assert oom["evidence"]["worker"]["rank"] == 1
+    assert oom["evidence"]["worker"]["ray_worker_memory"].endswith("GB")
+    assert "RUN002" not in found
+    assert "RUN009" not in found

@@ -4,6 +4,8 @@
 The logs in data/ are the log lines those runs recorded (Ray's repetitive placement-group
 messages left out): ray_worker_oom (rank 1 OOM-killed under `--memory-limit 3G`),
 ray_worker_abort (rank 1 calls os.abort), ray_worker_raise (rank 1 raises ValueError),
+ray_worker_memory_monitor (rank 1 killed by Ray's own memory monitor, no cgroup limit, with
+RAY_memory_usage_threshold=0.35),
 torchrun_worker_sigkill (rank 1 SIGKILLs itself). The opt-in test_ray.py reproduces the Ray
 ones end to end; tests/cli/test_run.py the torchrun OOM kill.
 """
@@ -74,6 +76,22 @@ def test_without_a_cgroup_the_host_counter_and_a_silent_worker_death_are_an_oom_
     assert found["RUN001"].evidence["worker"]["rank"] == 1  # type: ignore[index]
 
 
+def test_ray_memory_monitor_kill_is_an_oom_kill_without_a_kernel_counter() -> None:
+    found = by_code(record("ray_worker_memory_monitor"))  # no OomKill event: Ray killed it
+    assert "RUN002" not in found  # ray.exceptions.OutOfMemoryError is the host's memory
+    assert "RUN009" not in found
+    oom = found["RUN001"]
+    assert oom.evidence["oom_kill_scope"] == "ray-memory-monitor"
+    worker = oom.evidence["worker"]
+    assert isinstance(worker, dict)
+    assert (worker["rank"], worker["pid"], worker["ray_worker_memory"]) == (1, 1228, "3.92GB")
+    assert worker["ray_memory_monitor"] == "node memory 8.25GB used / 23.54GB limit, threshold 35.0%"
+    assert oom.message.startswith(
+        "Ray Train worker rank 1 (pid 1228, actor RayTrainWorker 8a1a8b27) was killed by Ray's memory monitor"
+    )
+    assert "RAY_memory_usage_threshold" in (oom.fix or "")
+
+
 def test_ray_worker_native_crash_is_run008_with_its_own_stack() -> None:
     found = by_code(record("ray_worker_abort"))
     assert "RUN009" not in found
@@ -113,6 +131,8 @@ def test_torchrun_worker_sigkill_is_named_and_told_apart_from_an_oom_kill() -> N
         "error": None,
         "frame": None,
         "exit_code": -9,
+        "ray_memory_monitor": None,
+        "ray_worker_memory": None,
         "peak_rss_bytes": None,
         "last_epoch": None,
     }

@@ -27,8 +27,11 @@ EARLY_STOPPING = re.compile(r"early stopping|EarlyStopping", re.IGNORECASE)
 INPUT_EXHAUSTED = re.compile(
     r"Your input ran out of data|OutOfRangeError|OUT_OF_RANGE: End of sequence|\bStopIteration\b"
 )
+# `ray.exceptions.OutOfMemoryError` is the host's memory (Ray's memory monitor killed a
+# worker: RUN001), not the accelerator's.
 ACCELERATOR_OOM = re.compile(
-    r"CUDA out of memory|OutOfMemoryError|HIP out of memory|MPS backend out of memory|"
+    r"CUDA out of memory|(?<!ray\.exceptions\.)OutOfMemoryError(?!: \d+ worker\(s\) were killed)"
+    r"(?!: Task was killed due to the node running low)|HIP out of memory|MPS backend out of memory|"
     r"ResourceExhaustedError|RESOURCE_EXHAUSTED|OOM when allocating tensor|CUBLAS_STATUS_ALLOC_FAILED|"
     r"CUDA error: out of memory"
 )

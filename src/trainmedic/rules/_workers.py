@@ -60,6 +60,14 @@ _TORCHRUN_ROOT = "Root Cause (first observed failure)"
 _TORCHRUN_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d+)\s*\(local_rank:")
 _TORCHRUN_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)\s*\(pid: (?P<pid>\d+)\)")
 _SIGNAL_RECEIVED = re.compile(r"\*\*\* (?P<sig>SIG[A-Z]+) received")
+# Ray's memory monitor (RAY_memory_usage_threshold, default 0.95 of the node) kills workers
+# itself, with SIGKILL, before the kernel would: no OOM-kill counter rises. Its report:
+_RAY_OOM = re.compile(
+    r"killed due to the node running low on memory\. Memory on the node \([^)]*\) was "
+    r"(?P<used>[\d.]+GB) used / (?P<limit>[\d.]+GB) limit"
+)
+_RAY_OOM_THRESHOLD = re.compile(r"exceeded threshold of \d+B \((?P<pct>[\d.]+)% of")
+_RAY_KILLED = re.compile(r"\bpid=(?P<pid>\d+), actual memory used=(?P<mem>[\d.]+GB)")
 _BLOCK = 60  # lines after a death header that still describe the same worker
 
 
@@ -77,6 +85,8 @@ class WorkerDeath:
     file: str | None = None
     exit_code: int | None = None  # torchrun's exitcode (negative: the signal)
     python_exception: bool = False  # the worker raised (as opposed to a native death)
+    ray_memory_monitor: str | None = None  # "node memory 8.25GB used / 23.54GB limit, threshold 35.0%"
+    ray_worker_memory: str | None = None  # what Ray measured the worker at when it killed it: "3.92GB"
 
     @property
     def label(self) -> str:
@@ -115,6 +125,8 @@ class WorkerDeath:
             "error": self.error,
             "frame": self.frame,
             "exit_code": self.exit_code,
+            "ray_memory_monitor": self.ray_memory_monitor,
+            "ray_worker_memory": self.ray_worker_memory,
         }
 
 
@@ -147,7 +159,26 @@ def dead_worker(lines: Sequence[str], ranks_by_pid: Mapping[int, int | None]) ->
     death = _ray_train(clean, ranks) or _ray_core(clean, ranks) or _torchrun(clean, ranks)
     if death is None:
         return None
-    return _with_own_output(death, clean)
+    return _with_ray_memory_monitor(_with_own_output(death, clean), clean)
+
+
+def _with_ray_memory_monitor(death: WorkerDeath, clean: list[_Line]) -> WorkerDeath:
+    """Mark a worker that Ray's memory monitor killed (it lists the worker's pid among those
+    it selected, with the memory Ray measured)."""
+    if not death.launcher.startswith("Ray") or death.error is not None:
+        return death
+    report = next((m for ln in clean if (m := _RAY_OOM.search(ln.text))), None)
+    if report is None:
+        return death
+    killed = {int(m["pid"]): m["mem"] for ln in clean for m in _RAY_KILLED.finditer(ln.text)}
+    if death.pid is not None and killed and death.pid not in killed:
+        return death
+    threshold = next((m["pct"] for ln in clean if (m := _RAY_OOM_THRESHOLD.search(ln.text))), None)
+    summary = f"node memory {report['used']} used / {report['limit']} limit" + (
+        f", threshold {threshold}%" if threshold else ""
+    )
+    memory = killed.get(death.pid) if death.pid is not None else None
+    return _replace(death, ray_memory_monitor=summary, ray_worker_memory=memory)
 
 
 def _ray_train(clean: list[_Line], ranks: dict[int, int]) -> WorkerDeath | None:

@@ -363,10 +363,12 @@ def _worker_then(view: AttemptView) -> str:
 def _worker_oom(record: RunRecord, view: AttemptView) -> _workers.WorkerDeath | None:
     """The worker the OOM killer took: it died without an error of its own (SIGKILL leaves none)
     while an OOM-kill counter rose (the run's cgroup, or the host's when the run has none)."""
-    if not view.oom_kills or view.end.exit_code == 0 or view.stops:
+    if view.end.exit_code == 0 or view.stops:
         return None
     death = dead_worker(record, view)
-    if death is None or death.python_exception or death.native:
+    if death is not None and death.ray_memory_monitor is not None:
+        return death  # Ray's own OOM killer: it says so, and no kernel counter rises
+    if not view.oom_kills or death is None or death.python_exception or death.native:
         return None
     if death.signal not in (None, "SIGKILL"):
         return None
@@ -393,7 +395,7 @@ def oom_killed(record: RunRecord) -> list[Finding]:
         worker = _worker_oom(record, view)
         if not _oom_explains(view) and worker is None:
             continue
-        kill = view.oom_kills[-1]
+        kill = view.oom_kills[-1] if view.oom_kills else None
         limits = [e for e in view.events if isinstance(e, MemoryLimit)]
         limit = limits[-1] if limits else None
         samples = [e for e in view.events if isinstance(e, MemorySample)]
@@ -401,7 +403,10 @@ def oom_killed(record: RunRecord) -> list[Finding]:
         peak_cgroup = max((s.cgroup_bytes or 0 for s in samples), default=0) or None
         phase, epoch_index = _phase_at_end(record, view)
         epoch = epoch_number(epoch_index)
-        if kill.scope == "cgroup" and limit is not None:
+        ray_monitor = worker.ray_memory_monitor if worker is not None else None
+        if ray_monitor is not None:
+            which = f"Ray's memory monitor ({ray_monitor})"
+        elif kill is not None and kill.scope == "cgroup" and limit is not None:
             which = f"the cgroup memory limit of {human_bytes(limit.limit_bytes)}"
         else:
             which = "the machine's memory (host OOM killer)"
@@ -410,8 +415,8 @@ def oom_killed(record: RunRecord) -> list[Finding]:
             "limit": which,
             "limit_bytes": limit.limit_bytes if limit else None,
             "limit_source": limit.source if limit else None,
-            "oom_kill_count": kill.count,
-            "oom_kill_scope": kill.scope,
+            "oom_kill_count": kill.count if kill is not None else None,
+            "oom_kill_scope": "ray-memory-monitor" if ray_monitor else (kill.scope if kill else None),
             "peak_rss_bytes": peak_rss,
             "peak_cgroup_bytes": peak_cgroup,
             "phase": phase,
@@ -442,6 +447,8 @@ def oom_killed(record: RunRecord) -> list[Finding]:
                 if facts["peak_rss_bytes"]
                 else []
             )
+            if worker.ray_worker_memory:
+                own.insert(0, f"Ray measured it at {worker.ray_worker_memory}")
             if facts["last_epoch"] is not None:
                 own.append(f"last epoch reported {facts['last_epoch']}")
             victim = f"{worker.label} was killed"
@@ -453,9 +460,15 @@ def oom_killed(record: RunRecord) -> list[Finding]:
                 if worker.rank is not None
                 else fix
             )
+            if ray_monitor:
+                fix += (
+                    " Ray's memory monitor kills workers when the node's memory use passes "
+                    "RAY_memory_usage_threshold (default 0.95); raising it only hands the kill to the kernel."
+                )
         found.append(
             OOM_KILLED.finding(
-                f"{victim} by the OOM killer at {which}{during}{_where(view)}{then}; peak RSS of the "
+                f"{victim} by {'' if ray_monitor else 'the OOM killer at '}{which}{during}{_where(view)}"
+                f"{then}; peak RSS of the "
                 f"trainer tree {human_bytes(peak_rss)}",
                 evidence=evidence,
                 fix=fix,
