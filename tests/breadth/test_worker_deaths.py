@@ -25,7 +25,8 @@ from trainmedic.findings import Finding
 from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules
 from trainmedic.rules import _workers
-from trainmedic.supervise.tree import classify, is_ray_process
+from trainmedic.rules._workers import is_ray_process
+from trainmedic.supervise.tree import classify
 
 from ..conftest import trainmedic_cmd
 
@@ -216,3 +217,17 @@ def test_real_torchrun_worker_oom_kill_is_named_with_its_rank(tmp_path: Path) ->
     )
     assert "RUN008" not in found
     assert "RUN009" not in found
+
+
+def test_rays_leftover_processes_are_not_reported_as_the_users_orphans() -> None:
+    from trainmedic.events import OrphanEnded
+
+    ray_cleaner = OrphanEnded(
+        t=99.0, pid=25299, ppid=1, cmdline=["ray::PlacementGroupCleaner", ""], rss_bytes=1
+    )
+    loader = OrphanEnded(t=99.0, pid=300, ppid=1, cmdline=["python", "train.py"], rss_bytes=1)
+    assert "RUN010" not in by_code(record("ray_worker_raise", ray_cleaner))
+    assert (
+        by_code(record("ray_worker_raise", ray_cleaner, loader))["RUN010"].evidence["processes"][0]["pid"]
+        == 300
+    )  # type: ignore[index]

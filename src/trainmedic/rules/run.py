@@ -845,7 +845,9 @@ def _worker_crash_finding(view: AttemptView, worker: _workers.WorkerDeath) -> Fi
 
 # -- RUN010 ---------------------------------------------------------------------------------
 def orphan_processes(record: RunRecord) -> list[Finding]:
-    orphans = record.of_type(OrphanEnded)
+    # Ray's own processes (a detached `ray::PlacementGroupCleaner`, idle workers) may outlive a
+    # driver that died: trainmedic ends them too, but they are Ray's, not the user's leak.
+    orphans = [o for o in record.of_type(OrphanEnded) if not _workers.is_ray_process(o.cmdline)]
     if not orphans:
         return []
     total = sum(o.rss_bytes or 0 for o in orphans)

@@ -15,22 +15,19 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
 import psutil
 
+from trainmedic.rules._workers import is_ray_process
+
 ROLE_LAUNCHER = "launcher"
 ROLE_TRAINER = "trainer"
 ROLE_WORKER = "worker"
 
 _MP_MARKERS = ("multiprocessing.spawn", "multiprocessing.forkserver", "--multiprocessing-fork")
-# Ray's own processes, started by `ray.init()` in the driver: the GCS, raylet, dashboard,
-# log monitor and the worker processes that run tasks and actors (their title becomes
-# `ray::ClassName` once they run one). They work for the driver, which is the trainer.
-_RAY_PROCESS = re.compile(r"[/\\]ray[/\\](?:_private|dashboard|autoscaler|core)[/\\]")
 
 
 @dataclass
@@ -108,13 +105,6 @@ def classify(tree: dict[int, Proc], root_pid: int, announced: Iterable[int] = ()
         else:
             roles[pid] = ROLE_WORKER
     return roles
-
-
-def is_ray_process(cmdline: list[str]) -> bool:
-    """A process of a local Ray cluster (daemon or task/actor worker), by its command line."""
-    if cmdline and cmdline[0].startswith("ray::"):
-        return True
-    return any(_RAY_PROCESS.search(arg) for arg in cmdline[:3])
 
 
 def _is_worker(tree: dict[int, Proc], pid: int, python: set[int]) -> bool:
