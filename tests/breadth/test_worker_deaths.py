@@ -6,7 +6,8 @@ messages left out): ray_worker_oom (rank 1 OOM-killed under `--memory-limit 3G`)
 ray_worker_abort (rank 1 calls os.abort), ray_worker_raise (rank 1 raises ValueError),
 ray_worker_memory_monitor (rank 1 killed by Ray's own memory monitor, no cgroup limit, with
 RAY_memory_usage_threshold=0.35),
-torchrun_worker_sigkill (rank 1 SIGKILLs itself). The opt-in test_ray.py reproduces the Ray
+torchrun_worker_sigkill (rank 1 SIGKILLs itself), torchrun_worker_abort (rank 1 calls os.abort
+in `load_shard` with faulthandler on). The opt-in test_ray.py reproduces the Ray
 ones end to end; tests/cli/test_run.py the torchrun OOM kill.
 """
 
@@ -141,6 +142,17 @@ def test_torchrun_worker_sigkill_is_named_and_told_apart_from_an_oom_kill() -> N
     oom = by_code(record("torchrun_worker_sigkill", OomKill(t=99.0, count=1, scope="cgroup")))
     assert "RUN008" not in oom
     assert oom["RUN001"].message.startswith("torchrun worker rank 1 (pid 24825) was killed by the OOM killer")
+
+
+def test_torchrun_worker_native_crash_gives_its_faulthandler_frame() -> None:
+    found = by_code(record("torchrun_worker_abort"))
+    assert "RUN009" not in found
+    crash = found["RUN008"]
+    worker = crash.evidence["worker"]
+    assert isinstance(worker, dict)
+    assert (worker["rank"], worker["exit_code"], worker["error"]) == (1, -6, "Fatal Python error: Aborted")
+    assert worker["frame"] == "load_shard (abort1.py:7)"
+    assert crash.message.startswith(f"Native crash of torchrun worker rank 1 (pid {worker['pid']})")
 
 
 def test_an_ordinary_crash_names_no_worker() -> None:

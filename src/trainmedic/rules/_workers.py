@@ -291,7 +291,10 @@ def _with_own_output(death: WorkerDeath, clean: list[_Line]) -> WorkerDeath:
     """Add what the worker itself printed as it died (Ray forwards it, prefixed with its pid)."""
     if death.pid is None or death.error is not None:
         return death
-    own = [ln.text for ln in clean if ln.source_pid == death.pid]
+    if death.launcher == "torchrun":  # its workers write to the agent's streams, unprefixed
+        own = [ln.text for ln in clean] if death.signal not in (None, "SIGKILL", "SIGTERM") else []
+    else:
+        own = [ln.text for ln in clean if ln.source_pid == death.pid]
     native = _logtext.native_crash(own)
     signal = next((m["sig"] for t in own if (m := _SIGNAL_RECEIVED.search(t))), None)
     if native is not None:
