@@ -27,10 +27,20 @@ EARLY_STOPPING = re.compile(r"early stopping|EarlyStopping", re.IGNORECASE)
 INPUT_EXHAUSTED = re.compile(
     r"Your input ran out of data|OutOfRangeError|OUT_OF_RANGE: End of sequence|\bStopIteration\b"
 )
+# `ray.exceptions.OutOfMemoryError` is the host's memory (Ray's memory monitor killed a
+# worker: RUN001), not the accelerator's.
 ACCELERATOR_OOM = re.compile(
-    r"CUDA out of memory|OutOfMemoryError|HIP out of memory|MPS backend out of memory|"
+    r"CUDA out of memory|(?<!ray\.exceptions\.)OutOfMemoryError(?!: \d+ worker\(s\) were killed)"
+    r"(?!: Task was killed due to the node running low)|HIP out of memory|MPS backend out of memory|"
     r"ResourceExhaustedError|RESOURCE_EXHAUSTED|OOM when allocating tensor|CUBLAS_STATUS_ALLOC_FAILED|"
     r"CUDA error: out of memory"
+)
+# Lines that identify the worker a distributed launcher reports dead (Ray Train's error
+# snippets and worker list, Ray's actor-death details, torchrun's root-cause table): kept as
+# events however chatty the run, so the RUN rules can name the worker (see rules._workers).
+WORKER_IDENTITY = re.compile(
+    r"Error Snippet\]|world_rank=\d|\b(?:class_name|actor_id|pid): \w|\bpid=\d+,\s*$|"
+    r"\b(?:rank|exitcode)\s+:\s|Root Cause \(first observed failure\)|\*\*\* SIG[A-Z]+ received"
 )
 FATAL_NATIVE = re.compile(r"^Fatal Python error: (.+)$")
 TRACEBACK_START = "Traceback (most recent call last):"
@@ -149,5 +159,6 @@ def is_significant(line: str) -> bool:
         or "Traceback" in line
         or "Error" in line
         or "Fatal Python error" in line
+        or WORKER_IDENTITY.search(line)
         or _FRAME.match(line)
     )

@@ -31,7 +31,7 @@ from trainmedic.events import (
 )
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord, median
-from trainmedic.rules import _logtext
+from trainmedic.rules import _logtext, _workers
 from trainmedic.units import human_bytes
 
 OOM_KILLED = FindingSpec(
@@ -45,7 +45,10 @@ OOM_KILLED = FindingSpec(
         "and launchers report only 'exitcode -9' (torchrun) or status 137 (bash). Every step "
         "since the last checkpoint is lost. trainmedic tells it from an external SIGKILL by the "
         "kernel's OOM-kill counter of the run's cgroup (memory.oom_control / memory.events), "
-        "or the machine's (/proc/vmstat) when the run has no cgroup of its own."
+        "or the machine's (/proc/vmstat) when the run has no cgroup of its own. In a Ray Train "
+        "or torchrun job the killed process is a worker and the driver (or agent) then ends with "
+        "a traceback of its own (ray.train.WorkerGroupError, ChildFailedError) that lists the OOM "
+        "killer only as one possible cause: the finding names the worker, its rank, pid and Ray actor."
     ),
     example=(
         "A Keras callback that builds a second model at every epoch end to compute mAP, "
@@ -183,7 +186,10 @@ KILLED_BY_SIGNAL = FindingSpec(
         "scheduler's time limit, or a native crash (SIGSEGV, SIGABRT)."
     ),
     why="The run stopped early; whether it can resume depends on its last checkpoint.",
-    example="SIGTERM from Slurm at the time limit; SIGSEGV in a native extension.",
+    example=(
+        "SIGTERM from Slurm at the time limit; SIGSEGV in a native extension; a Ray Train worker "
+        "that aborts ('Fatal Python error: Aborted') while the driver reports WorkerGroupError."
+    ),
     fix=(
         "For preemption/time limits, checkpoint on SIGTERM and resume (`--restarts`); "
         "for a native crash, read the faulthandler stack in the log."
@@ -200,7 +206,10 @@ CRASHED = FindingSpec(
         "user code are extracted."
     ),
     why="The run is lost at that point; the innermost user frame is where to look first.",
-    example="ValueError: Shapes (None, 10) and (None, 1) are incompatible (train.py:42)",
+    example=(
+        "ValueError: Shapes (None, 10) and (None, 1) are incompatible (train.py:42); or, raised in "
+        "Ray Train worker rank 1, quoted by the driver after '[Rank 1 Error Snippet]:'."
+    ),
     fix="Fix the error at the user frame given; rerun with `--restarts` only once it is fixed.",
 )
 
@@ -320,6 +329,52 @@ def _phase_at_end(record: RunRecord, view: AttemptView) -> tuple[str | None, int
     return (best.phase, best.epoch) if best else (None, None)
 
 
+# -- a worker of a distributed job that died (Ray Train, torchrun) ----------------------------
+def dead_worker(record: RunRecord, view: AttemptView) -> _workers.WorkerDeath | None:
+    """The worker whose death the driver / launcher reported in this attempt, if any."""
+    if view.end.exit_code == 0 or view.stops:
+        return None
+    ranks = {p.pid: p.rank for p in record.processes if p.source == "announce" and p.rank is not None}
+    return _workers.dead_worker(view.lines, ranks)
+
+
+def _worker_evidence(view: AttemptView, death: _workers.WorkerDeath) -> dict[str, object]:
+    """The worker's own numbers: its peak RSS and the last epoch it reported."""
+    key = str(death.pid)
+    rss = [s.processes[key] for s in view.events if isinstance(s, MemorySample) and key in s.processes]
+    epochs = [
+        e.epoch
+        for e in view.events
+        if isinstance(e, Epoch) and death.rank is not None and e.rank == death.rank
+    ]
+    return {
+        **death.evidence(),
+        "peak_rss_bytes": max(rss, default=None),
+        "last_epoch": epoch_number(max(epochs)) if epochs else None,
+    }
+
+
+def _worker_then(view: AttemptView) -> str:
+    """'; the run then exited with status 1 (ray.train.WorkerGroupError)'."""
+    raised = _workers.driver_exception(view.error_lines)
+    return f"; the run then exited with status {view.end.exit_code}" + (f" ({raised})" if raised else "")
+
+
+def _worker_oom(record: RunRecord, view: AttemptView) -> _workers.WorkerDeath | None:
+    """The worker the OOM killer took: it died without an error of its own (SIGKILL leaves none)
+    while an OOM-kill counter rose (the run's cgroup, or the host's when the run has none)."""
+    if view.end.exit_code == 0 or view.stops:
+        return None
+    death = dead_worker(record, view)
+    if death is not None and death.ray_memory_monitor is not None:
+        return death  # Ray's own OOM killer: it says so, and no kernel counter rises
+    if not view.oom_kills or death is None or death.python_exception or death.native:
+        return None
+    if death.signal not in (None, "SIGKILL"):
+        return None
+    return death
+
+
 # -- RUN001 ---------------------------------------------------------------------------------
 def _oom_explains(view: AttemptView) -> bool:
     """The OOM killer ended this attempt: its trainer died of SIGKILL while an OOM-kill counter
@@ -333,12 +388,14 @@ def _oom_explains(view: AttemptView) -> bool:
 
 
 def oom_killed(record: RunRecord) -> list[Finding]:
-    """SIGKILL + a rise of the kernel's OOM-kill counter (the run's cgroup, else the host)."""
+    """SIGKILL + a rise of the kernel's OOM-kill counter (the run's cgroup, else the host);
+    the worker it took when a distributed job's driver reported one."""
     found = []
     for view in attempts(record):
-        if not _oom_explains(view):
+        worker = _worker_oom(record, view)
+        if not _oom_explains(view) and worker is None:
             continue
-        kill = view.oom_kills[-1]
+        kill = view.oom_kills[-1] if view.oom_kills else None
         limits = [e for e in view.events if isinstance(e, MemoryLimit)]
         limit = limits[-1] if limits else None
         samples = [e for e in view.events if isinstance(e, MemorySample)]
@@ -346,17 +403,20 @@ def oom_killed(record: RunRecord) -> list[Finding]:
         peak_cgroup = max((s.cgroup_bytes or 0 for s in samples), default=0) or None
         phase, epoch_index = _phase_at_end(record, view)
         epoch = epoch_number(epoch_index)
-        if kill.scope == "cgroup" and limit is not None:
+        ray_monitor = worker.ray_memory_monitor if worker is not None else None
+        if ray_monitor is not None:
+            which = f"Ray's memory monitor ({ray_monitor})"
+        elif kill is not None and kill.scope == "cgroup" and limit is not None:
             which = f"the cgroup memory limit of {human_bytes(limit.limit_bytes)}"
         else:
             which = "the machine's memory (host OOM killer)"
         during = f" during {phase}" + (f" of epoch {epoch}" if epoch is not None else "") if phase else ""
-        evidence = {
+        evidence: dict[str, object] = {
             "limit": which,
             "limit_bytes": limit.limit_bytes if limit else None,
             "limit_source": limit.source if limit else None,
-            "oom_kill_count": kill.count,
-            "oom_kill_scope": kill.scope,
+            "oom_kill_count": kill.count if kill is not None else None,
+            "oom_kill_scope": "ray-memory-monitor" if ray_monitor else (kill.scope if kill else None),
             "peak_rss_bytes": peak_rss,
             "peak_cgroup_bytes": peak_cgroup,
             "phase": phase,
@@ -379,9 +439,36 @@ def oom_killed(record: RunRecord) -> list[Finding]:
             if view.signal == _signal.SIGKILL
             else f"; the run then exited with status {view.end.exit_code}"
         )
+        if worker is not None:
+            facts = _worker_evidence(view, worker)
+            evidence["worker"] = facts
+            own = (
+                [f"its peak RSS {human_bytes(_int_or_none(facts['peak_rss_bytes']))}"]
+                if facts["peak_rss_bytes"]
+                else []
+            )
+            if worker.ray_worker_memory:
+                own.insert(0, f"Ray measured it at {worker.ray_worker_memory}")
+            if facts["last_epoch"] is not None:
+                own.append(f"last epoch reported {facts['last_epoch']}")
+            victim = f"{worker.label} was killed"
+            then = (f" ({', '.join(own)})" if own else "") + _worker_then(view)
+            fix = (
+                f"Rank {worker.rank} ran out of memory: lower its batch size or the data it keeps in memory "
+                "(caches, lists of tensors), or raise the limit; ranks that hold more than the others "
+                "(rank 0's evaluation or logging) are the usual suspects."
+                if worker.rank is not None
+                else fix
+            )
+            if ray_monitor:
+                fix += (
+                    " Ray's memory monitor kills workers when the node's memory use passes "
+                    "RAY_memory_usage_threshold (default 0.95); raising it only hands the kill to the kernel."
+                )
         found.append(
             OOM_KILLED.finding(
-                f"{victim} by the OOM killer at {which}{during}{_where(view)}{then}; peak RSS of the "
+                f"{victim} by {'' if ray_monitor else 'the OOM killer at '}{which}{during}{_where(view)}"
+                f"{then}; peak RSS of the "
                 f"trainer tree {human_bytes(peak_rss)}",
                 evidence=evidence,
                 fix=fix,
@@ -389,6 +476,10 @@ def oom_killed(record: RunRecord) -> list[Finding]:
             )
         )
     return found
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) else None
 
 
 # -- RUN002 ---------------------------------------------------------------------------------
@@ -612,6 +703,9 @@ def killed_by_signal(record: RunRecord) -> list[Finding]:
         sig = view.signal
         stops = [s for s in view.stops if s.reason and "forwarded" not in s.reason]
         if sig is None and not stops:
+            worker = _worker_killed(record, view)
+            if worker is not None:
+                found.append(_worker_signal_finding(view, worker))
             continue
         if sig == _signal.SIGKILL and view.oom_kills and not stops:
             continue  # RUN001
@@ -649,12 +743,52 @@ def killed_by_signal(record: RunRecord) -> list[Finding]:
     return found
 
 
+def _worker_killed(record: RunRecord, view: AttemptView) -> _workers.WorkerDeath | None:
+    """A worker that died of a signal (a native crash, a kill) that the OOM killer does not explain."""
+    death = dead_worker(record, view)
+    if death is None or death.python_exception or _worker_oom(record, view) is not None:
+        return None
+    return death if (death.native or death.signal is not None) else None
+
+
+def _worker_signal_finding(view: AttemptView, worker: _workers.WorkerDeath) -> Finding:
+    facts = _worker_evidence(view, worker)
+    how = worker.error or f"killed by {worker.signal}"
+    if worker.signal == "SIGKILL" and not view.oom_kills:
+        how += " (not the OOM killer: the OOM-kill counters did not rise)"
+    at = f" in {worker.frame}" if worker.frame else ""
+    native = worker.native
+    message = (
+        f"{'Native crash' if native else 'Signal death'} of {worker.label}: {how}{at}{_where(view)}"
+        + _worker_then(view)
+    )
+    evidence: dict[str, object] = {
+        "worker": facts,
+        "exit_code": view.end.exit_code,
+        "last_log_lines": view.lines[-LAST_LINES:],
+    }
+    fix = (
+        "Read the worker's faulthandler stack: the native call at the top of the user frame "
+        "given (a C extension, a CUDA/NCCL call, a data loader library) crashed; run that rank's "
+        "step alone to reproduce it."
+        if native
+        else None
+    )
+    return KILLED_BY_SIGNAL.finding(message, evidence=evidence, fix=fix, file=worker.file)
+
+
 # -- RUN009 ---------------------------------------------------------------------------------
 def crashed(record: RunRecord) -> list[Finding]:
     found = []
     for view in attempts(record):
         code = view.end.exit_code
         if code == 0 or view.signal is not None or view.stops or _oom_explains(view):
+            continue
+        if _worker_oom(record, view) is not None or _worker_killed(record, view) is not None:
+            continue  # RUN001 / RUN008 name the worker; the driver's traceback is its consequence
+        worker = dead_worker(record, view)
+        if worker is not None:
+            found.append(_worker_crash_finding(view, worker))
             continue
         tb = _logtext.parse_traceback(view.error_lines) or _logtext.parse_traceback(view.lines)
         if tb is not None and _logtext.ACCELERATOR_OOM.search(f"{tb.exc_type}: {tb.message}"):
@@ -682,9 +816,38 @@ def crashed(record: RunRecord) -> list[Finding]:
     return found
 
 
+def _worker_crash_finding(view: AttemptView, worker: _workers.WorkerDeath) -> Finding:
+    facts = _worker_evidence(view, worker)
+    if worker.error:
+        at = f" at {worker.frame}" if worker.frame else ""
+        message = f"{worker.label} crashed with {worker.error}{at}"
+        fix = None
+    else:
+        message = (
+            f"{worker.label} died without an error of its own "
+            "(no traceback, no fatal-signal report in its output)"
+        )
+        fix = (
+            "Read that worker's own log (Ray: the log_file_path in the error; "
+            "/tmp/ray/session_latest/logs) and the kernel log (dmesg) for a kill; rerun under "
+            "`trainmedic run --memory-limit` to tell an OOM kill from a crash."
+        )
+    evidence: dict[str, object] = {
+        "worker": facts,
+        "exit_code": view.end.exit_code,
+        "driver_exception": _workers.driver_exception(view.error_lines),
+        "last_log_lines": view.lines[-LAST_LINES:],
+    }
+    return CRASHED.finding(
+        f"{message}{_where(view)}{_worker_then(view)}", evidence=evidence, fix=fix, file=worker.file
+    )
+
+
 # -- RUN010 ---------------------------------------------------------------------------------
 def orphan_processes(record: RunRecord) -> list[Finding]:
-    orphans = record.of_type(OrphanEnded)
+    # Ray's own processes (a detached `ray::PlacementGroupCleaner`, idle workers) may outlive a
+    # driver that died: trainmedic ends them too, but they are Ray's, not the user's leak.
+    orphans = [o for o in record.of_type(OrphanEnded) if not _workers.is_ray_process(o.cmdline)]
     if not orphans:
         return []
     total = sum(o.rss_bytes or 0 for o in orphans)

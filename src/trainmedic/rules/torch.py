@@ -171,10 +171,14 @@ def _rule(spec: FindingSpec, check: str, describe: Describe) -> Rule:
         first = seen[0]
         ranks = _ranks(seen)
         evidence = {**first.data, "ranks": ranks} if ranks else dict(first.data)
+        adapter = _peft_adapter(check, first.data)
+        if adapter is not None:
+            evidence["peft_adapter"] = adapter
         return [
             spec.finding(
-                describe(first.data) + _where(seen),
+                (_peft_message(check, first.data) if adapter else describe(first.data)) + _where(seen),
                 evidence=evidence,
+                fix=_PEFT_FIX if adapter else None,
                 rank=ranks[0] if len(ranks) == 1 else None,
                 step=first.step,
                 epoch=epoch_number(first.epoch),
@@ -184,6 +188,50 @@ def _rule(spec: FindingSpec, check: str, describe: Describe) -> Rule:
     rule.__name__ = spec.slug.replace("-", "_") + "_" + check
     rule.__doc__ = f"{spec.code}: from the guard's {check!r} observations."
     return rule
+
+
+# PEFT (LoRA, IA3, prompt tuning...) names its trainable tensors after the adapter:
+# `base_model.model.<module>.lora_A.<adapter>.weight`, `...ia3_l.<adapter>`, `modules_to_save.<adapter>`.
+_PEFT_PARTS = (
+    "lora_",
+    "ia3_",
+    "lokr_",
+    "loha_",
+    "oft_",
+    "boft_",
+    "vera_",
+    "modules_to_save.",
+    "prompt_encoder.",
+)
+_PEFT_FIX = (
+    "Build the optimizer after get_peft_model(...) from the PEFT model's trainable parameters "
+    "(torch.optim.AdamW(p for p in model.parameters() if p.requires_grad)); PEFT freezes the base "
+    "model, so an optimizer made from it before holds only frozen tensors."
+)
+
+
+def _peft_adapter(check: str, d: dict[str, Any]) -> str | None:
+    """The PEFT adapter name when every tensor left out of the optimizer is one of its tensors."""
+    params = d.get("params")
+    if check != "params_not_in_optimizer" or not isinstance(params, list) or not params:
+        return None
+    if not all(isinstance(n, str) and n.startswith("base_model.") and _is_peft(n) for n in params):
+        return None
+    parts = str(params[0]).split(".")
+    marker = next(i for i, part in enumerate(parts) if _is_peft(part + "."))
+    return parts[marker + 1] if marker + 1 < len(parts) - 1 else "default"
+
+
+def _is_peft(name: str) -> bool:
+    return any(part in name for part in _PEFT_PARTS)
+
+
+def _peft_message(check: str, d: dict[str, Any]) -> str:
+    return (
+        f"The PEFT adapter's {d.get('count')} trainable tensors ({d.get('numel')} values) are in no "
+        f"optimizer, so the adapter never trains: {_names(d.get('params'), 4)}; the optimizer holds "
+        f"{d.get('optimizer_tensors')} other tensors (the base model's, frozen by PEFT)"
+    )
 
 
 def _not_in_optimizer(d: dict[str, Any]) -> str:

@@ -209,6 +209,10 @@ class Attempt:
         fresh = tree.snapshot(self.popen.pid)
         if not fresh:
             return False
+        for pid, proc in fresh.items():  # a dying process (a zombie) reads an empty command line:
+            known = self.procs.get(pid)  # keep the one it had, so it keeps its role
+            if not proc.cmdline and known is not None:
+                proc.cmdline = known.cmdline
         changed = set(fresh) != set(self.procs)
         for pid in set(self.procs) - set(fresh):
             self.emit(ProcessExit(pid=pid))  # its status belongs to its parent; only the root's is ours

@@ -21,6 +21,8 @@ from pathlib import PurePath
 
 import psutil
 
+from trainmedic.rules._workers import is_ray_process
+
 ROLE_LAUNCHER = "launcher"
 ROLE_TRAINER = "trainer"
 ROLE_WORKER = "worker"
@@ -70,6 +72,7 @@ def classify(tree: dict[int, Proc], root_pid: int, announced: Iterable[int] = ()
     announced_set = set(announced)
     python = {pid for pid, p in tree.items() if pid in announced_set or is_python(p.cmdline)}
     workers = {pid for pid in python if _is_worker(tree, pid, python)}
+    workers |= {pid for pid, p in tree.items() if pid != root_pid and is_ray_process(p.cmdline)}
     children: dict[int, list[int]] = {}
     for pid, proc in tree.items():
         if pid != root_pid:
