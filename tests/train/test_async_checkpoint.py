@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -109,8 +110,8 @@ KILLED_MID_SAVE = textwrap.dedent(
 def test_sigkill_during_a_background_save_leaves_the_previous_checkpoint(tmp_path: Path, killer: str) -> None:
     """A real process, really SIGKILLed while its writer thread is inside the payload.
 
-    `parent`: killed from outside as soon as save_async has returned (the write takes
-    far longer than the kill). `in-write`: the checkpoint writer's own kill hook fires
+    `parent`: killed from outside once the writer thread has created its temporary file
+    (writing 100 MB takes far longer than the kill). `in-write`: the checkpoint writer's own kill hook fires
     halfway through the payload's bytes, on the writer thread: exactly placed.
     """
     extra = {ckpt.KILL_IN_WRITE_ENV: "2"} if killer == "in-write" else {}
@@ -125,6 +126,7 @@ def test_sigkill_during_a_background_save_leaves_the_previous_checkpoint(tmp_pat
         line = child.stdout.readline()
         if killer == "parent":
             assert line.strip() == "STAGED"
+            _wait_for_file(tmp_path, ".step-00000002.pt.")  # the writer thread has begun
             child.send_signal(signal.SIGKILL)
         _, stderr = child.communicate(timeout=120)
     assert child.returncode == -signal.SIGKILL, stderr
@@ -138,6 +140,13 @@ def test_sigkill_during_a_background_save_leaves_the_previous_checkpoint(tmp_pat
     assert torch.equal(loaded.state["w"], torch.zeros(1000))
     ckpt.CheckpointManager(tmp_path)  # the next run's manager clears the half-written file
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step-00000001.json", "step-00000001.pt"]
+
+
+def _wait_for_file(directory: Path, prefix: str) -> None:
+    deadline = time.monotonic() + 60
+    while not any(p.name.startswith(prefix) for p in directory.iterdir()):
+        assert time.monotonic() < deadline, f"no {prefix}* appeared"
+        time.sleep(0.001)
 
 
 def _data() -> TensorDataset:
