@@ -38,7 +38,6 @@ import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -138,7 +137,8 @@ class _HashingWriter:
 
     Large chunks are checksummed by a helper thread while this thread writes them (both
     release the GIL). The chunk is a view of torch's memory, valid only during the call:
-    the checksum finishes before `write` returns.
+    the checksum finishes before `write` returns. A plain thread, not an executor: at
+    interpreter exit (a background save finishing) executors refuse new work.
     """
 
     _PARALLEL_MIN = 1 << 20  # smaller writes: inline is cheaper than a hand-off
@@ -146,28 +146,29 @@ class _HashingWriter:
     def __init__(self, file: BinaryIO) -> None:
         self._file = file
         self._crc = _Crc32()
-        self._pool: ThreadPoolExecutor | None = None
         self.bytes = 0
 
     def write(self, data: bytes) -> int:
         self.bytes += len(data)
-        if len(data) < self._PARALLEL_MIN:
+        helper = None
+        if len(data) >= self._PARALLEL_MIN:
+            helper = threading.Thread(target=self._crc.update, args=(data,), name="trainmedic-crc")
+            try:
+                helper.start()
+            except RuntimeError:  # no new threads (interpreter shutting down): inline
+                helper = None
+        if helper is None:
             self._crc.update(data)
             return self._file.write(data)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainmedic-crc")
-        summing = self._pool.submit(self._crc.update, data)
         try:
             return self._file.write(data)
         finally:
-            summing.result()
+            helper.join()
 
     def flush(self) -> None:
         self._file.flush()
 
     def hexdigest(self) -> str:
-        if self._pool is not None:
-            self._pool.shutdown()
         return self._crc.hexdigest()
 
 

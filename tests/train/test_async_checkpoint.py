@@ -187,3 +187,61 @@ def test_resume_from_a_background_save_is_bit_exact(tmp_path: Path, asynchronous
     assert two is not None
     assert one.info.step == two.info.step == 18
     assert one.state["history"] == two.state["history"]
+
+
+def test_an_error_in_training_still_lets_the_save_in_flight_land(tmp_path: Path) -> None:
+    """fit re-raises the trainer's error only once the background save has finished."""
+    import threading
+
+    calls = [0]
+
+    def failing_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        calls[0] += 1
+        if calls[0] == 4:
+            raise RuntimeError("the user's loss broke")
+        return F.cross_entropy(outputs, targets)
+
+    torch.manual_seed(0)
+    model = nn.Linear(6, 2)
+    with pytest.raises(RuntimeError, match="the user's loss broke"):
+        fit(
+            model,
+            DataLoader(_data(), batch_size=8),
+            optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+            loss_fn=failing_loss,
+            epochs=1,
+            checkpoint_dir=tmp_path,
+            checkpoint_every=3,
+        )
+    assert not [t for t in threading.enumerate() if t.name.startswith("trainmedic-checkpoint")]
+    loaded = ckpt.load_latest(tmp_path)
+    assert loaded is not None
+    assert loaded.info.step == 3
+
+
+EXITS_RIGHT_AFTER = textwrap.dedent(
+    """
+    import sys, torch
+    from trainmedic import checkpoint as ckpt
+    manager = ckpt.CheckpointManager(sys.argv[1])
+    manager.save_async({"w": torch.arange(4 * 2**20, dtype=torch.float32)}, step=7, epoch=0)
+    print("LEAVING", manager.pending, flush=True)
+    """
+)
+
+
+def test_the_interpreter_waits_for_a_background_save_at_exit(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", EXITS_RIGHT_AFTER, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("LEAVING")
+    loaded = ckpt.load_latest(tmp_path)
+    assert loaded is not None
+    assert loaded.info.step == 7
+    assert torch.equal(loaded.state["w"], torch.arange(4 * 2**20, dtype=torch.float32))
