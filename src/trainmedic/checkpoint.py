@@ -15,6 +15,8 @@ strings, lists and dicts (RNG states included, see `rng_state`).
 
     manager = CheckpointManager("ckpt", keep_last=3, best_metric="val_loss")
     manager.save(state, step=120, epoch=2, metrics={"val_loss": 0.31})
+    manager.save_async(state, step=130, epoch=2)  # copies, then writes on a thread
+    manager.wait()                         # durable (and its error, if any, raised)
     loaded = load_latest("ckpt")           # newest intact, or None
     state = loaded.state if loaded else None
 """
@@ -467,14 +469,13 @@ class Stager:
         alias = (tensor.device, tensor.data_ptr(), tensor.dtype, tuple(tensor.shape), tensor.stride())
         if alias in seen:
             return seen[alias]
+        cuda = tensor.device.type == "cuda"  # other devices: a plain (blocking) copy
         buffer = self._buffers.get(where)
         if buffer is None or buffer.shape != tensor.shape or buffer.dtype != tensor.dtype:
-            pin = tensor.device.type == "cuda"
-            buffer = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=pin)
+            buffer = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=cuda)
             self._buffers[where] = buffer
-        is_gpu = tensor.device.type != "cpu"
-        buffer.copy_(tensor, non_blocking=is_gpu)
-        gpu[0] = gpu[0] or is_gpu
+        buffer.copy_(tensor, non_blocking=cuda)
+        gpu[0] = gpu[0] or cuda
         seen[alias] = buffer
         return buffer
 
