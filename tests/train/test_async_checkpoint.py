@@ -245,3 +245,35 @@ def test_the_interpreter_waits_for_a_background_save_at_exit(tmp_path: Path) -> 
     assert loaded is not None
     assert loaded.info.step == 7
     assert torch.equal(loaded.state["w"], torch.arange(4 * 2**20, dtype=torch.float32))
+
+
+def test_loader_workers_are_forked_only_once_the_save_in_flight_has_landed(tmp_path: Path) -> None:
+    """A fork while the writer thread holds a lock can hang the child: fit waits first.
+
+    Each worker, as it starts, lists the checkpoint folder: the epoch-end checkpoint
+    saved just before the next epoch's workers are forked is complete, no temp file.
+    """
+    seen = tmp_path / "seen.txt"
+    checkpoints = tmp_path / "ckpt"
+
+    def record(_worker: int) -> None:
+        names = sorted(p.name for p in checkpoints.iterdir()) if checkpoints.exists() else []
+        with seen.open("a") as out:
+            out.write(" ".join(names) + "\n")
+
+    torch.manual_seed(0)
+    model = nn.Linear(6, 2)
+    fit(
+        model,
+        DataLoader(_data(), batch_size=8, num_workers=1, worker_init_fn=record),
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        loss_fn=F.cross_entropy,
+        epochs=2,
+        checkpoint_dir=checkpoints,
+        checkpoint_fsync=False,
+        extra_state={"blob": torch.ones(8 * 2**20)},  # 32 MB: the write outlasts the fork
+    )
+    starts = seen.read_text().splitlines()
+    assert len(starts) == 2  # one worker per epoch
+    assert "step-00000006.json" in starts[1].split()  # epoch 0's checkpoint had landed
+    assert not [n for line in starts for n in line.split() if n.endswith(ckpt.TMP_SUFFIX)]

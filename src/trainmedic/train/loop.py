@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import multiprocessing
 import os
 import random
 from collections.abc import Callable, Iterable, Mapping
@@ -327,6 +328,29 @@ class _Run:
             checkpoint_dir=self.config.checkpoint_dir,
         )
 
+    def before_fork(self, loader: DataLoader[Any]) -> None:
+        """Let a background save finish before a DataLoader forks its workers.
+
+        A process forked while another thread is inside torch's serializer or a write
+        may inherit a lock held by a thread that does not exist in the child: a hang.
+        Loaders without workers, or with persistent ones already started, or started
+        by spawn/forkserver, do not fork here and do not wait.
+        """
+        if self.manager is None or not self.manager.pending or loader.num_workers == 0:
+            return
+        if loader.persistent_workers and getattr(loader, "_iterator", None) is not None:
+            return
+        context = loader.multiprocessing_context
+        if context is not None:
+            method = context.get_start_method()
+        else:  # not get_start_method(): that would fix the user's default as a side effect
+            method = (
+                multiprocessing.get_start_method(allow_none=True)
+                or multiprocessing.get_all_start_methods()[0]
+            )
+        if method == "fork":
+            self.manager.wait()
+
     def flush_checkpoints_quietly(self) -> None:
         """On the way out with an error: let the save in flight land, without hiding the error."""
         if self.manager is None:
@@ -363,6 +387,7 @@ class _Run:
         since_log = torch.zeros((), device=self.device)
         steps_since_log = 0
         window, closes_window = 1, True
+        self.before_fork(self.data.loader)
         for batch in self.data.epoch(p.epoch, p.batch_in_epoch):
             inputs, targets = _to_device(batch, self.device) if move else batch
             if k > 1:
@@ -482,6 +507,7 @@ class _Run:
         count = torch.zeros((), device=self.device)
         try:
             with torch.inference_mode(), self.autocast():
+                self.before_fork(self.val_loader)
                 for batch in self.val_loader:
                     inputs, targets = _to_device(batch, self.device)
                     outputs = net(inputs)
