@@ -1,9 +1,16 @@
 """Step time of trainmedic.train.fit against a hand-written loop, Lightning Trainer and Fabric.
 
-Same model, data, optimizer and steps for each; the loops run interleaved (the order
-rotating each round), several rounds, and the median per-step time of each is
-compared with the hand loop's. Both wall time and the process's CPU time are
-measured: on a shared machine CPU time is the steadier of the two.
+Like with like: the same model (same seed), data, AdamW, `zero_grad(set_to_none=True)`,
+number of steps and one torch thread for each; every loop's first run (imports, first
+allocations) is discarded; the loops run interleaved, the order rotating each round.
+
+Three measures, each as a ratio to the hand loop:
+- wall and CPU time of the whole run (setup included), median over the rounds;
+- the median CPU time *of one step*: the loss function, the same in every loop, notes
+  the thread's CPU clock at each call; the median of the intervals (the first 20 steps
+  of a run left out) is the per-step cost without the setup, and it is the figure least
+  moved by other jobs on a shared machine (a preempted step is one outlier among
+  thousands, not a slower run).
 Targets (issue #5): fit <= 1.03x the hand loop, faster than Lightning Trainer.
 
     python benchmarks/train_loop_speed.py --steps 2000 --rounds 3
@@ -12,7 +19,9 @@ Targets (issue #5): fit <= 1.03x the hand loop, faster than Lightning Trainer.
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
+import os
 import statistics
 import tempfile
 import time
@@ -51,11 +60,19 @@ def data(kind: str, steps: int, batch: int) -> DataLoader:
     return DataLoader(TensorDataset(x, y), batch_size=batch, shuffle=True)
 
 
+STAMPS: list[int] = []  # thread CPU clock at each loss computation, in ns
+
+
+def loss_fn(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    STAMPS.append(time.thread_time_ns())
+    return F.cross_entropy(outputs, targets)
+
+
 def hand_loop(model: nn.Module, loader: DataLoader) -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     model.train()
     for step, (x, y) in enumerate(loader):
-        loss = F.cross_entropy(model(x), y)
+        loss = loss_fn(model(x), y)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -65,7 +82,7 @@ def hand_loop(model: nn.Module, loader: DataLoader) -> None:
 
 def trainmedic_fit(model: nn.Module, loader: DataLoader) -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    fit(model, loader, optimizer=optimizer, loss_fn=F.cross_entropy, epochs=1, resume=None)
+    fit(model, loader, optimizer=optimizer, loss_fn=loss_fn, epochs=1, resume=None)
 
 
 def lightning_trainer(model: nn.Module, loader: DataLoader) -> None:
@@ -78,7 +95,7 @@ def lightning_trainer(model: nn.Module, loader: DataLoader) -> None:
 
         def training_step(self, batch, _):
             x, y = batch
-            return F.cross_entropy(self.net(x), y)
+            return loss_fn(self.net(x), y)
 
         def configure_optimizers(self):
             return torch.optim.AdamW(self.parameters(), lr=1e-3)
@@ -106,7 +123,7 @@ def lightning_fabric(model: nn.Module, loader: DataLoader) -> None:
     loader = fabric.setup_dataloaders(loader)
     model.train()
     for step, (x, y) in enumerate(loader):
-        loss = F.cross_entropy(model(x), y)
+        loss = loss_fn(model(x), y)
         fabric.backward(loss)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -129,38 +146,57 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--models", default="mlp,cnn", help="comma-separated: mlp, cnn")
+    parser.add_argument("--loops", default=",".join(LOOPS), help="comma-separated, from: " + ", ".join(LOOPS))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
     logging.getLogger("lightning").setLevel(logging.ERROR)
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     logging.getLogger("lightning.fabric").setLevel(logging.ERROR)
+    names = [name for name in LOOPS if name in args.loops.split(",")]
+    assert names[0] == "hand loop", "the hand loop is the reference"
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for kind, make in (("mlp", mlp), ("cnn", cnn)):
         if kind not in args.models.split(","):
             continue
-        times: dict[str, list[float]] = {name: [] for name in LOOPS}
-        for loop in LOOPS.values():  # warm-up: imports, first allocations
+        for name in names:  # warm-up, not timed: imports, first allocations
             torch.manual_seed(0)
-            loop(make(), data(kind, 20, args.batch))
-        cpu: dict[str, list[float]] = {name: [] for name in LOOPS}
-        names = list(LOOPS)
+            LOOPS[name](make(), data(kind, 20, args.batch))
+        wall: dict[str, list[float]] = {name: [] for name in names}
+        cpu: dict[str, list[float]] = {name: [] for name in names}
+        step_cpu: dict[str, list[float]] = {name: [] for name in names}
         for round_ in range(args.rounds):
             for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
                 torch.manual_seed(0)
                 model, loader = make(), data(kind, args.steps, args.batch)
+                STAMPS.clear()
                 started, started_cpu = time.perf_counter(), time.process_time()
                 LOOPS[name](model, loader)
-                times[name].append((time.perf_counter() - started) / args.steps)
+                wall[name].append((time.perf_counter() - started) / args.steps)
                 cpu[name].append((time.process_time() - started_cpu) / args.steps)
-        hand, hand_cpu = statistics.median(times["hand loop"]), statistics.median(cpu["hand loop"])
+                assert len(STAMPS) == args.steps, (name, len(STAMPS))
+                step_cpu[name] += [(b - a) / 1e9 for a, b in itertools.pairwise(STAMPS[20:])]
+
+        figures = {
+            name: {
+                "wall": statistics.median(wall[name]),
+                "cpu": statistics.median(cpu[name]),
+                "step": statistics.median(step_cpu[name]),
+                "p25": statistics.quantiles(step_cpu[name], n=4)[0],
+            }
+            for name in names
+        }
+        hand = figures["hand loop"]
         print(
             f"{kind}: {args.steps} steps x {args.rounds} rounds, batch {args.batch}, {args.threads} thread(s)"
         )
-        print(f"  {'':18s} {'wall ms/step':>12s} {'ratio':>6s} {'CPU ms/step':>12s} {'ratio':>6s}")
+        print(
+            "  ms and ratio to the hand loop: wall/step, CPU/step (whole runs); one step's CPU: median, p25"
+        )
         for name in names:
-            wall, used = statistics.median(times[name]), statistics.median(cpu[name])
-            ratios = f"{wall / hand:6.2f} {used * 1e3:12.3f} {used / hand_cpu:6.2f}"
-            print(f"  {name:18s} {wall * 1e3:12.3f} {ratios}")
+            cells = [f"{v * 1e3:8.3f} {v / hand[m]:5.3f}" for m, v in figures[name].items()]
+            print(f"  {name:18s} " + "   ".join(cells))
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

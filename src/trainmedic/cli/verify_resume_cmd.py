@@ -82,10 +82,18 @@ def _run(argv: list[str], directory: Path, steps: int | None, timeout: float) ->
 
 
 def _newest_checkpoint(directory: Path) -> float:
-    """The write time of the newest manifest (0 when there is none)."""
+    """The write time of the newest manifest (0 when there is none).
+
+    The trainer rotates old checkpoints out while this looks (in the background, with
+    background saves): a manifest listed a moment ago may be gone.
+    """
     if not directory.is_dir():
         return 0.0
-    return max((m.stat().st_mtime for m in directory.glob("*.json")), default=0.0)
+    newest = 0.0
+    for manifest in directory.glob("*.json"):
+        with contextlib.suppress(FileNotFoundError):
+            newest = max(newest, manifest.stat().st_mtime)
+    return newest
 
 
 def _newest_step(directory: Path) -> int:

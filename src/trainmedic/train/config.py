@@ -83,6 +83,7 @@ class FitConfig:
     checkpoint_every: int | None = None  # optimizer steps between checkpoints (and every epoch end)
     keep_last: int = 3
     checkpoint_fsync: bool = True  # False: safe against kills, not against power loss (detected)
+    checkpoint_async: bool = True  # write on a thread; training waits only for a copy to CPU memory
     best_metric: str | None = "val_loss"
     best_mode: str = "min"
     resume: str | None = "auto"  # "auto" | path | None
