@@ -59,9 +59,11 @@ def pair(job: Path, n: int, out: Path, bare_first: bool) -> dict[str, tuple[floa
 
 
 def calibrate(job: Path, seconds: float) -> int:
-    probe = 2_000_000
+    """Iterations for `seconds` of job CPU: a probe of a few seconds, less the interpreter's start-up."""
+    probe = 20_000_000
+    _, _, empty = run([sys.executable, str(job), "0"])
     _, _, cpu = run([sys.executable, str(job), str(probe)])
-    return int(probe * seconds / max(cpu, 1e-3))
+    return int(probe * seconds / max(cpu - empty, 1e-3))
 
 
 def main() -> None:

@@ -132,6 +132,7 @@ def test_supervising_a_run_without_curves_imports_no_numpy_or_metadata_parser(tm
     assert "trainmedic.supervise.supervisor" in imported  # the check saw the supervisor's own modules
     assert not [m for m in imported if m.split(".")[0] == "numpy"]
     assert "importlib.metadata" not in imported
+    assert not [m for m in imported if m.split(".")[0] == "rich"]  # output to a pipe: plain text
     from trainmedic.supervise.gpu import driver_may_exist
 
     if not driver_may_exist():  # no NVIDIA driver here: NVML is not even imported

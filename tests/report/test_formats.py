@@ -182,3 +182,25 @@ def test_commands_that_print_findings_take_github_and_sarif(tmp_path) -> None:
     codes = [r["ruleId"] for r in log["runs"][0]["results"]]
     assert "DAT001" in codes
     assert [re.match(r"::\w+ title=(\w+) ", line).group(1) for line in github.stdout.splitlines()] == codes
+
+
+def test_text_reads_the_same_plain_and_in_colour(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Piped output is written without rich; on a terminal (FORCE_COLOR here) rich adds colour
+    and nothing else."""
+    from trainmedic.report.text import render_text
+
+    findings = [
+        lookup("TRN003").finding("Loss `loss` did not decrease", evidence={"start_loss": 0.7, "curve": [1, 2]}),
+        lookup("RUN001").finding("Killed by the OOM killer", evidence={"peak_bytes": 5 << 30}, rank=1, pid=42),
+    ]
+    plain = io.StringIO()
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    render_text(findings, plain, title="trainmedic diagnose")
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    coloured = io.StringIO()
+    render_text(findings, coloured, title="trainmedic diagnose")
+    assert "\x1b[" not in plain.getvalue()
+    assert "\x1b[" in coloured.getvalue()
+    assert re.sub(r"\x1b\[[0-9;]*m", "", coloured.getvalue()) == plain.getvalue()
+    assert "ERROR   RUN001 oom-killed [rank 1, pid 42]" in plain.getvalue()
+    assert plain.getvalue().endswith("1 error, 1 warning, 0 infos\n")
