@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from trainmedic.supervise import tree
@@ -84,3 +85,22 @@ def test_non_python_leaf_is_the_trainer(spawn) -> None:
     roles = tree.classify(procs, root.pid)
     assert roles[root.pid] == tree.ROLE_LAUNCHER
     assert list(roles.values()).count(tree.ROLE_TRAINER) == 1
+
+
+def test_kernel_children_lists_find_the_same_tree_as_psutil(spawn) -> None:
+    """Three levels, a child started from a second thread (listed under that thread's children file)."""
+    code = (
+        "import subprocess, sys, threading, time\n"
+        f"sleeper = [sys.executable, '-c', {SLEEPER!r}]\n"
+        "threading.Thread(target=lambda: subprocess.Popen(sleeper)).start()\n"
+        "subprocess.Popen(['bash', '-c', ' '.join(sleeper[:2]) + ' \"' + sleeper[2] + '\"; exit $?'])\n"
+        "time.sleep(30)\n"
+    )
+    root = spawn([sys.executable, "-c", code])
+    wait_for_tree(root.pid, 4)
+    below = tree.descendants(root.pid)
+    if below is None:
+        pytest.skip("this kernel has no /proc/PID/task/TID/children")
+    expected = {p.pid for p in psutil.Process(root.pid).children(recursive=True)}
+    assert len(expected) == 3
+    assert set(below) == expected
