@@ -22,11 +22,12 @@ else:
 parser = argparse.ArgumentParser()
 parser.add_argument("--eval-mb", type=int, default=250, help="size of the embeddings the metric would build")
 parser.add_argument("--epochs", type=int, default=3)
+parser.add_argument("--rows", type=int, default=8192, help="training rows (the last eighth validates)")
 args = parser.parse_args()
 
 EMBED = 2048
 rng = np.random.default_rng(0)
-x = rng.normal(size=(512, 16)).astype("float32")
+x = rng.normal(size=(args.rows, 16)).astype("float32")
 y = (x.sum(axis=1, keepdims=True) > 0).astype("float32")
 x_eval = rng.normal(size=(max(args.eval_mb * 2**20 // (4 * EMBED), 1), 16)).astype("float32")
 
@@ -47,9 +48,9 @@ model = keras.Sequential(
 model.compile("adam", keras.losses.BinaryCrossentropy(from_logits=True))
 metric = RetrievalMAP()
 history = model.fit(
-    x[:448],
-    y[:448],
-    validation_data=(x[448:], y[448:]),
+    x[: args.rows * 7 // 8],
+    y[: args.rows * 7 // 8],
+    validation_data=(x[args.rows * 7 // 8 :], y[args.rows * 7 // 8 :]),
     batch_size=32,
     epochs=args.epochs,
     verbose=0,
