@@ -27,7 +27,9 @@ import trainmedic.torch as tm
 class Guard(TrainerCallback):
     """HF Trainer callback: the PyTorch guard plus epochs requested vs done (RUN004)."""
 
-    def __init__(self, *, every: int = 10, on_nonfinite: str = "warn", early_stopping: bool = False) -> None:
+    def __init__(
+        self, *, every: int | None = None, on_nonfinite: str = "warn", early_stopping: bool = False
+    ) -> None:
         self.every = every
         self.on_nonfinite = on_nonfinite
         self.early_stopping = early_stopping

@@ -31,7 +31,7 @@ import trainmedic.torch as tm
 class Guard(Callback):
     """Lightning callback: the PyTorch guard plus epochs requested vs done (RUN004)."""
 
-    def __init__(self, *, every: int = 10, on_nonfinite: str = "warn") -> None:
+    def __init__(self, *, every: int | None = None, on_nonfinite: str = "warn") -> None:
         self.every = every
         self.on_nonfinite = on_nonfinite
         self.guard: tm.Guard | None = None

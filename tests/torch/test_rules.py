@@ -34,6 +34,16 @@ def test_input_bound_reports_the_share_per_rank_and_skips_the_warm_up_window() -
     assert "checked every 10 steps" in finding.evidence["sampling"]
 
 
+def test_the_evidence_says_when_the_guard_widened_its_sampling() -> None:
+    widened = GuardObservation(
+        check="sampling", data={"every": 30, "base_every": 10, "from_step": 100, "budget": 0.005}, step=100
+    )
+    record = RunRecord.of([CONFIG, widened, *timed([0.1, 0.8, 0.75, 0.9, 0.7])])
+    (finding,) = step_rules.input_bound(record)
+    assert "checked every 10 steps, then every 30 from step 100" in finding.evidence["sampling"]
+    assert "under 0.5% of the step time" in finding.evidence["sampling"]
+
+
 def test_input_bound_ignores_short_waits_and_noisy_healthy_runs() -> None:
     rng = random.Random(0)
     noisy = [min(0.6, max(0.0, rng.gauss(0.25, 0.15))) for _ in range(50)]

@@ -105,7 +105,18 @@ def guard_every(record: RunRecord, rank: int | None = None) -> int | None:
 
 def _sampling(record: RunRecord, rank: int | None) -> str:
     every = guard_every(record, rank)
-    return f"checked every {every} steps" if every else "as logged"
+    if not every:
+        return "as logged"
+    widened = [o for o in record.guard_observations if o.check == "sampling" and o.rank == rank]
+    if not widened:
+        return f"checked every {every} steps"
+    last = widened[-1].data
+    budget = last.get("budget")
+    share = f"{budget:.1%}".replace(".0%", "%") if isinstance(budget, float) else "a small share"
+    return (
+        f"checked every {every} steps, then every {last.get('every')} from step {last.get('from_step')} "
+        f"(the checks kept under {share} of the step time)"
+    )
 
 
 def _per_rank(items: Iterable[Step | GuardObservation]) -> dict[int | None, list[Any]]:

@@ -23,7 +23,8 @@ RULES: tuple[Rule, ...] = (*torch_rules.RULES, *steps.RULES, *dynamics.RULES)
 class Guard:
     """Watches PyTorch training in this process; `findings()` says what went wrong.
 
-    Thresholds: `every` (steps between host-syncing checks, default 10),
+    Thresholds: `every` (steps between host-syncing checks; by default 10, widened on
+    CPU-only training when the checks would cost more than 0.5 % of the step time),
     `on_nonfinite` ("warn" or "stop": raise NonFiniteLossError before a NaN/Inf
     update, checking the loss every step), `patience` (optimizer steps without
     zeroing before TOR003).
@@ -39,7 +40,7 @@ class Guard:
         model: Any = None,
         optimizer: Any = None,
         *,
-        every: int = 10,
+        every: int | None = None,
         on_nonfinite: str = "warn",
         patience: int = 10,
     ) -> None:

@@ -22,6 +22,16 @@ for:
   jump (or turn non-finite) and the parameter norm, measured then and every 5th
   sample, jumped too or is non-finite. That is sent as an `update_explosion`
   observation with the first abnormal step, and TRN007 reports it.
+
+The sampled checks keep to a budget: after `WARMUP_CHECKS` checks at the base
+rate, when the tensors are on the CPU (where a check's time is all its own, not
+a wait for queued device work), the monitor times its checks against the
+training time between them and widens `every` (in multiples of the base, up to
+`MAX_EVERY_FACTOR` times it) until the checks cost at most `CHECK_BUDGET` of the
+step time. A tiny model on a CPU, whose steps are not much longer than a check,
+is then checked every 20-50 steps instead of 10; a `sampling` observation says
+when and why, and the findings' evidence gives the rate. An `every` given
+explicitly is kept as it is.
 """
 
 from __future__ import annotations
@@ -49,6 +59,10 @@ PARAM_NORM_EVERY = 5  # a parameter-norm baseline every 5th sampled step
 JUMP_FACTOR = 10.0  # a loss and a parameter norm both 10x their level before: an update blew up
 JUMP_MIN_HISTORY = 5  # finite losses needed before a jump can be judged
 MAX_KEPT_LOSSES = 4096  # backward without optimizer steps: read them back to keep memory flat
+DEFAULT_EVERY = 10  # steps between sampled checks, unless widened to keep to the budget
+CHECK_BUDGET = 0.005  # sampled checks may cost this share of the training time
+WARMUP_CHECKS = 10  # checks at the base rate before the rate adapts: early failures at full rate
+MAX_EVERY_FACTOR = 5  # the rate never drops below one check per 5 x the base every
 
 Sink = Callable[[Event], None]
 P = ParamSpec("P")
@@ -117,7 +131,7 @@ class Monitor:
         self,
         sink: Sink,
         *,
-        every: int = 10,
+        every: int | None = None,
         on_nonfinite: str = "warn",
         patience: int = 10,
         mode: str = "auto",
@@ -125,7 +139,13 @@ class Monitor:
         if on_nonfinite not in ("warn", "stop"):
             raise ValueError(f"on_nonfinite must be 'warn' or 'stop', got {on_nonfinite!r}")
         self.sinks: list[Sink] = [sink]
-        self.every = max(1, int(every))
+        self.every = self.base_every = max(1, int(every or DEFAULT_EVERY))
+        self.adaptive = every is None  # an explicit `every` is the user's choice: kept as given
+        self._check_cost = 0.0  # smoothed seconds per sampled check (host-only reads)
+        self._step_time = 0.0  # smoothed training seconds per step between checks
+        self._host_read = False  # the last check read CPU tensors only
+        self._check_end = time.perf_counter()
+        self._freed_s = 0.0  # time the last check spent freeing kept losses (not its own cost)
         self.stop_on_nonfinite = on_nonfinite == "stop"
         self.patience = patience
         self.mode = mode
@@ -393,8 +413,48 @@ class Monitor:
             if state.checks == 3:
                 self._check_membership(optimizer, state, step)
         if primary:
+            started = time.perf_counter()
+            window = started - self._check_end  # training time since the last check ended
+            steps = max(1, step - self._window_step)
             self.forward.close(step, self._losses_of(step))
             self._flush(optimizer, step)
+            self._check_end = time.perf_counter()
+            if self.adaptive and self._host_read and not self.stop_on_nonfinite:
+                cost = self._check_end - started - self._freed_s
+                self._keep_to_budget(state.checks, step, cost, window / steps)
+
+    def _keep_to_budget(self, checks: int, step: int, cost: float, step_time: float) -> None:
+        """Widen (or narrow back) `every` so that sampled checks cost at most CHECK_BUDGET."""
+        smooth = 0.2
+        if checks <= 2:  # the first checks pay one-off costs (names, first-check observations)
+            return
+        self._check_cost = cost if not self._check_cost else (1 - smooth) * self._check_cost + smooth * cost
+        self._step_time = (
+            step_time if not self._step_time else (1 - smooth) * self._step_time + smooth * step_time
+        )
+        if checks < WARMUP_CHECKS or self._step_time <= 0:
+            return
+        base = self.base_every
+        needed = self._check_cost / (CHECK_BUDGET * self._step_time)  # steps per check
+        every = min(base * MAX_EVERY_FACTOR, max(base, base * math.ceil(needed / base)))
+        # Widen at once; narrow only when clearly over-budgeted, so noise does not flap it.
+        if every == self.every or (every < self.every and needed > self.every / 2):
+            return
+        self.every = every
+        self.recent_indices = deque(self.recent_indices, maxlen=8 * (every + 1))
+        self.observe(
+            "sampling",
+            {
+                "every": every,
+                "base_every": base,
+                "from_step": step,
+                "check_us": round(self._check_cost * 1e6, 1),
+                "step_us": round(self._step_time * 1e6, 1),
+                "budget": CHECK_BUDGET,
+            },
+            once=False,
+            step=step,
+        )
 
     def _first_check(self, optimizer: Any) -> None:
         self.observe(
@@ -467,12 +527,18 @@ class Monitor:
                     grads.append(grad)
                     params.append(p)
         losses, loss_steps = self._take_losses()
+        self._host_read = all(t.is_cpu for t in grads) and all(t.is_cpu for t in losses)
         with torch.no_grad():
             values = _floats([*losses, *_norms(grads)])
-        del losses  # the graphs' nodes they hold go now, not at the next window
+        freeing = time.perf_counter()
+        # The graphs' nodes they hold go now, not at the next window: work a bare loop does at
+        # every step anyway (when its loss dies), so it is not counted as the check's cost.
+        del losses
+        self._freed_s = time.perf_counter() - freeing
         loss_values = list(zip(loss_steps, values[: len(loss_steps)], strict=True))
         norms = values[len(loss_steps) :]
         self._check_nonfinite(loss_values, step)
+        self.recent_indices.clear()  # every batch so far had its loss read: none can be the culprit
         self._watch_updates(optimizer, loss_values, step)
         metrics: dict[str, float] = {}
         if loss_values:
