@@ -59,6 +59,26 @@ def test_every_event_type_round_trips(kind: str) -> None:
     }
 
 
+@pytest.mark.parametrize("kind", sorted(EVENT_TYPES))
+def test_every_event_type_compares_and_prints_by_its_own_fields(kind: str) -> None:
+    cls = EVENT_TYPES[kind]
+    event = cls(t=1.0, pid=7, rank=1, node="n0", **REQUIRED.get(kind, {}))
+    same = cls(t=1.0, pid=7, rank=1, node="n0", **REQUIRED.get(kind, {}))
+    assert event == same
+    assert event != cls(t=1.0, pid=8, rank=1, node="n0", **REQUIRED.get(kind, {}))
+    assert repr(event).startswith(f"{cls.__name__}(t=1.0, pid=7, rank=1, node='n0'")
+    for name, value in REQUIRED.get(kind, {}).items():  # the type's own fields count too
+        assert f"{name}={value!r}" in repr(event)
+        changed = cls(t=1.0, pid=7, rank=1, node="n0", **{**REQUIRED.get(kind, {}), name: None})
+        assert event != changed
+    with pytest.raises(TypeError):
+        hash(event)  # mutable records
+
+
+def test_events_of_different_types_are_never_equal() -> None:
+    assert Epoch(epoch=1, t=1.0, pid=1) != Step(step=1, t=1.0, pid=1)
+
+
 def test_nonfinite_metrics_survive() -> None:
     back = decode(encode(Step(step=1, metrics={"loss": math.nan, "gn": math.inf})))
     assert isinstance(back, Step)

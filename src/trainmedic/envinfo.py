@@ -23,7 +23,6 @@ import json
 import os
 import platform
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from typing import Any
 
 from trainmedic.errors import UsageError
 from trainmedic.events import EnvironmentManifest
+from trainmedic.hostname import hostname
 
 SCHEMA = 1
 _CHUNK = 1 << 20
@@ -122,7 +122,7 @@ def capture_manifest(
     return {
         "schema": SCHEMA,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "host": socket.gethostname(),
+        "host": hostname(),
         "user": _user(),
         "cwd": str(where),
         "command": list(command) if command is not None else None,

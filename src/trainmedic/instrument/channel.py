@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import threading
 
 from trainmedic.events import Event, EventWriter
+from trainmedic.hostname import hostname
 
 EVENTS_ENV = "TRAINMEDIC_EVENTS"
 INSTRUMENT_ENV = "TRAINMEDIC_INSTRUMENT"
@@ -33,7 +33,7 @@ def _rank_from_env() -> int | None:
 
 
 RANK: int | None = _rank_from_env()
-NODE: str = os.environ.get("TRAINMEDIC_NODE") or socket.gethostname()
+NODE: str = os.environ.get("TRAINMEDIC_NODE") or hostname()
 
 
 def events_path() -> str | None:

@@ -13,7 +13,6 @@ import json
 import os
 import platform
 import re
-import socket
 import sys
 import tempfile
 import time
@@ -22,6 +21,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from trainmedic import __version__
+from trainmedic.hostname import hostname
 
 EVENTS = "events.jsonl"
 OUTPUT = "output.log"
@@ -82,7 +82,7 @@ def build_manifest(
         "exit_code": exit_code,
         "signal": signal,
         "host": {
-            "hostname": socket.gethostname(),
+            "hostname": hostname(),
             # uname only: platform.platform() reads the whole interpreter binary for libc_ver
             "system": platform.system(),
             "release": platform.release(),

@@ -12,7 +12,6 @@ import contextlib
 import os
 import shutil
 import signal as signal_module
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +31,7 @@ from trainmedic.events import (
     RunStart,
 )
 from trainmedic.findings import Finding
+from trainmedic.hostname import hostname
 from trainmedic.instrument.environment import child_env
 from trainmedic.supervise import platform, rundir
 from trainmedic.supervise.attempt import Attempt, AttemptConfig, AttemptResult
@@ -220,7 +220,7 @@ class Supervisor:
         env["TRAINMEDIC_RESTART"] = str(number)
         if self._logs is not None and self._logs.checkpoint:
             env["TRAINMEDIC_RESUME_FROM"] = self._logs.checkpoint
-        node = os.environ.get("TRAINMEDIC_NODE") or socket.gethostname()
+        node = os.environ.get("TRAINMEDIC_NODE") or hostname()
 
         def emit(event: Event) -> None:
             """The supervisor's events carry its node, like the trainers' (several nodes may
