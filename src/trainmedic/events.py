@@ -63,6 +63,8 @@ class Event:
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class RunStart(Event):
+    """The supervisor started (or restarted) the command."""
+
     kind: ClassVar[str] = "run_start"
     command: list[str]
     cwd: str = ""
@@ -95,6 +97,8 @@ class ProcessSpawn(Event):
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class ProcessExit(Event):
+    """A process of the supervised tree exited."""
+
     kind: ClassVar[str] = "process_exit"
     exit_code: int | None = None
     signal: int | None = None
@@ -102,6 +106,8 @@ class ProcessExit(Event):
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class PhaseStart(Event):
+    """A training phase (train, eval, epoch_end, ...) began in a process: memory samples are grouped by it."""
+
     kind: ClassVar[str] = "phase_start"
     phase: str
     epoch: int | None = None
@@ -110,6 +116,8 @@ class PhaseStart(Event):
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class PhaseEnd(Event):
+    """A training phase ended in a process."""
+
     kind: ClassVar[str] = "phase_end"
     phase: str
     epoch: int | None = None
@@ -218,6 +226,8 @@ class MemorySample(Event):
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class LogLine(Event):
+    """One line the supervised command printed."""
+
     kind: ClassVar[str] = "log"
     stream: str = "stdout"
     text: str = ""

@@ -73,6 +73,8 @@ Matrix = npt.NDArray[np.float64]
 
 @dataclass(frozen=True)
 class _Split:
+    """Row indices of one train/test split of the audited cross-validation."""
+
     train: npt.NDArray[np.intp]
     test: npt.NDArray[np.intp]
 

@@ -37,6 +37,8 @@ KILL_IN_WRITE_ENV = "TRAINMEDIC_KILL_IN_WRITE"
 
 @dataclass
 class Verdict:
+    """Whether the resumed run matched the uninterrupted one, and where it first differed."""
+
     passed: bool
     reason: str
     kills: list[dict[str, Any]] = field(default_factory=list)

@@ -32,6 +32,8 @@ _HASH_SIZE = 8
 
 @dataclass(frozen=True, slots=True)
 class ImageInfo:
+    """What one decoded image is: size, mode, a pixel digest and a perceptual hash for near duplicates."""
+
     width: int
     height: int
     mode: str

@@ -130,6 +130,8 @@ def _unseen_categories(train: Split, other: Split, common: list[str]) -> list[Fi
 
 @dataclass(frozen=True, slots=True)
 class Drift:
+    """One feature's distribution shift between two splits: the test used, its p-value and effect size."""
+
     feature: str
     test: str
     statistic: float

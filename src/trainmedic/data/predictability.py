@@ -27,6 +27,8 @@ _SEED = 0
 
 @dataclass(frozen=True, slots=True)
 class FeatureScore:
+    """How well one feature alone predicts the label (0 = no better than the baseline)."""
+
     feature: str
     score: float  # 0 = no better than the baseline, 1 = perfect
     metric: str

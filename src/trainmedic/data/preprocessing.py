@@ -30,6 +30,8 @@ RANGE_TOLERANCE = 1e-9
 
 @dataclass(frozen=True, slots=True)
 class Moments:
+    """Count, sum, sum of squares and range of a numeric column: enough to compare scaling across splits."""
+
     n: int
     total: float
     squares: float

@@ -43,6 +43,8 @@ CHECKS: Mapping[str, Check] = {
 
 @dataclass(frozen=True)
 class DataReport:
+    """What `check data` found: the summary of the splits and the findings."""
+
     summary: DataSummary
     findings: list[Finding]
 

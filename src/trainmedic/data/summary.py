@@ -17,6 +17,8 @@ _TOP_CLASSES = 10
 
 @dataclass(frozen=True)
 class DataSummary:
+    """Shape of the data checked (rows per split, columns, dtypes, label distribution) for the report."""
+
     rows: dict[str, int]
     columns: int
     features: int

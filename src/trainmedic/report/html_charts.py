@@ -26,8 +26,11 @@ LEFT, RIGHT, TOP, BOTTOM = 62, 14, 18, 34
 _MAX_DOTS = 12
 _MIN_BAND_PX = 0.6  # bands narrower than this are merged with their neighbour of the same kind
 
+# The chart records are never compared or printed: `eq=False, repr=False` spares the two
+# methods dataclass() would compile for each at import, in every `trainmedic run`.
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, eq=False, repr=False)
 class Series:
     """One line. `tone` picks the colour (CSS class `s<tone>`)."""
 
@@ -37,7 +40,7 @@ class Series:
     dashed: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Band:
     """A shaded x interval (a phase), CSS class `band-<kind>`."""
 
@@ -47,7 +50,7 @@ class Band:
     label: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class VMarker:
     """A vertical line at x with a short label (an OOM kill, a finding, a NaN)."""
 
@@ -56,7 +59,7 @@ class VMarker:
     kind: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class HLine:
     """A horizontal line at y (a memory limit)."""
 
@@ -65,15 +68,19 @@ class HLine:
     kind: str = "limit"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Axis:
+    """An axis: its label, how values are printed and how ticks are placed."""
+
     label: str
     fmt: Callable[[float], str] = lambda v: f"{v:g}"
     ticks: Callable[[float, float], list[float]] | None = None
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Chart:
+    """One SVG chart of the report: series, phase bands, markers and limit lines."""
+
     name: str  # `data-chart` attribute: what tests and readers look for
     title: str
     x: Axis

@@ -37,6 +37,8 @@ _FAILURE = re.compile(r"Killed|out of memory|Error:|Exception:")
 
 @dataclass
 class RunFolder:
+    """A run folder read back: its events, findings, manifest and last log lines."""
+
     path: Path
     record: RunRecord
     findings: list[Finding]

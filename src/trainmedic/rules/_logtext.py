@@ -53,6 +53,8 @@ _LIBRARY_PARTS = ("site-packages", "dist-packages", "/lib/python3", "\\lib\\pyth
 
 @dataclass(frozen=True)
 class Frame:
+    """One frame of a Python traceback found in a log."""
+
     file: str
     line: int
     function: str

@@ -132,6 +132,8 @@ class WorkerDeath:
 
 @dataclass(frozen=True)
 class _Line:
+    """A log line with the worker prefix that Ray or torchrun put before it."""
+
     source: str | None  # Ray's "(Name pid=N)" prefix: who printed it
     source_pid: int | None
     text: str

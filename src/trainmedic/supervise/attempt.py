@@ -48,6 +48,8 @@ _TREE_REFRESH_MAX = 15.0
 
 @dataclass
 class AttemptConfig:
+    """Everything one attempt (one launch of the command) needs."""
+
     command: list[str]
     env: dict[str, str]
     run_dir: Path
@@ -61,6 +63,8 @@ class AttemptConfig:
 
 @dataclass
 class AttemptResult:
+    """How one attempt ended: the exit status, who stopped it, the trainers it had."""
+
     returncode: int
     stopped_by: str | None = None
     trainer_pids: list[int] = field(default_factory=list)

@@ -23,6 +23,8 @@ from trainmedic.supervise.signals import stop_processes
 
 @dataclass
 class StopReport:
+    """What `trainmedic stop` did: which processes it signalled, how, and which survived."""
+
     target: str
     trainer_pids: list[int] = field(default_factory=list)
     launcher_pids: list[int] = field(default_factory=list)
@@ -37,6 +39,8 @@ class StopReport:
 
 @dataclass
 class LiveRun:
+    """A supervised run in progress, as its supervisor announces it for `stop` and `status`."""
+
     supervisor_pid: int
     run_dir: Path
     command: list[str]

@@ -60,6 +60,8 @@ class CommandNotFound(Exception):
 
 @dataclass(frozen=True, kw_only=True)
 class RunOptions:
+    """The options of `trainmedic run`, validated."""
+
     command: list[str]
     out: Path | None = None
     name: str | None = None
@@ -79,6 +81,8 @@ class RunOptions:
 
 @dataclass
 class RunOutcome:
+    """How a supervised run ended: the exit status to return, the run folder, the findings."""
+
     exit_status: int
     run_dir: Path
     findings: list[Finding] = field(default_factory=list)

@@ -31,6 +31,8 @@ _OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory",
 
 @dataclass(frozen=True)
 class BatchSizeResult:
+    """The largest per-device batch that fitted, and the accumulation that keeps the effective batch."""
+
     per_device: int
     grad_accum_steps: int
     effective_batch_size: int

@@ -23,6 +23,8 @@ from trainmedic.train.config import ConfigError
 
 @dataclass(frozen=True)
 class World:
+    """This process's place in a torchrun job (rank, world size, strategy)."""
+
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0

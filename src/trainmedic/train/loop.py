@@ -64,6 +64,8 @@ class Progress:
 
 @dataclass(frozen=True)
 class FitResult:
+    """What `fit` did: per-epoch history, steps, epochs, whether it stopped early or resumed."""
+
     history: list[dict[str, float]]
     steps: int
     epochs: int
