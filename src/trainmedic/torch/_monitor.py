@@ -23,15 +23,17 @@ for:
   sample, jumped too or is non-finite. That is sent as an `update_explosion`
   observation with the first abnormal step, and TRN007 reports it.
 
-The sampled checks keep to a budget: after `WARMUP_CHECKS` checks at the base
+The kept losses are read every `base_every` steps (a `Step` event each time:
+the loss curve keeps its resolution). The full checks (gradient norms, the
+forward-pass watch) keep to a budget: after `WARMUP_CHECKS` reads at the base
 rate, when the tensors are on the CPU (where a check's time is all its own, not
-a wait for queued device work), the monitor times its checks against the
+a wait for queued device work), the monitor times its full checks against the
 training time between them and widens `every` (in multiples of the base, up to
-`MAX_EVERY_FACTOR` times it) until the checks cost at most `CHECK_BUDGET` of the
-step time. A tiny model on a CPU, whose steps are not much longer than a check,
-is then checked every 20-50 steps instead of 10; a `sampling` observation says
-when and why, and the findings' evidence gives the rate. An `every` given
-explicitly is kept as it is.
+`MAX_EVERY_FACTOR` times it) until they cost at most `CHECK_BUDGET` of the step
+time. On a tiny model on a CPU, whose steps are not much longer than a check,
+gradient norms are then measured every 20-50 steps instead of 10; a `sampling`
+observation says when and why, and the findings' evidence gives the rate. An
+`every` given explicitly is kept as it is.
 """
 
 from __future__ import annotations
@@ -145,6 +147,7 @@ class Monitor:
         self._step_time = 0.0  # smoothed training seconds per step between checks
         self._host_read = False  # the last check read CPU tensors only
         self._check_end = time.perf_counter()
+        self._full_step = 0  # the step of the last full check (gradient norms)
         self._freed_s = 0.0  # time the last check spent freeing kept losses (not its own cost)
         self.stop_on_nonfinite = on_nonfinite == "stop"
         self.patience = patience
@@ -223,7 +226,7 @@ class Monitor:
         if state.pre_done:
             return None
         step = state.steps + 1
-        if step % self.every and step != 1 and not self.stop_on_nonfinite:
+        if step % self.base_every and step != 1 and not self.stop_on_nonfinite:
             state.pre_done = True  # an unsampled step: nothing to measure before the update
             return None
         closure = kwargs.get("closure") if kwargs else None
@@ -285,7 +288,7 @@ class Monitor:
         state.pre_done = True
         primary = self._is_primary(optimizer)
         step = state.steps + 1
-        if step == 1 or step % self.every == 0:
+        if step == 1 or step % self.base_every == 0:
             self._watch_zeroing(optimizer, state, step)
             self._check(optimizer, state, step, primary)
         elif primary and self.stop_on_nonfinite:
@@ -413,18 +416,22 @@ class Monitor:
             if state.checks == 3:
                 self._check_membership(optimizer, state, step)
         if primary:
+            # Every `base_every` steps the kept losses are read (a Step event); the gradient
+            # norms, the costly part, every `every` steps (the same unless widened).
+            full = step == 1 or step % self.every == 0
             started = time.perf_counter()
-            window = started - self._check_end  # training time since the last check ended
-            steps = max(1, step - self._window_step)
+            window = started - self._check_end  # training time since the last full check ended
+            steps = max(1, step - self._full_step)
             self.forward.close(step, self._losses_of(step))
-            self._flush(optimizer, step)
-            self._check_end = time.perf_counter()
-            if self.adaptive and self._host_read and not self.stop_on_nonfinite:
-                cost = self._check_end - started - self._freed_s
-                self._keep_to_budget(state.checks, step, cost, window / steps)
+            self._flush(optimizer, step, full=full)
+            if full:
+                self._check_end, self._full_step = time.perf_counter(), step
+                if self.adaptive and self._host_read and not self.stop_on_nonfinite:
+                    cost = self._check_end - started - self._freed_s
+                    self._keep_to_budget(state.checks, step, cost, window / steps)
 
     def _keep_to_budget(self, checks: int, step: int, cost: float, step_time: float) -> None:
-        """Widen (or narrow back) `every` so that sampled checks cost at most CHECK_BUDGET."""
+        """Widen (or narrow back) `every` so that full checks cost at most CHECK_BUDGET."""
         smooth = 0.2
         if checks <= 2:  # the first checks pay one-off costs (names, first-check observations)
             return
@@ -441,7 +448,6 @@ class Monitor:
         if every == self.every or (every < self.every and needed > self.every / 2):
             return
         self.every = every
-        self.recent_indices = deque(self.recent_indices, maxlen=8 * (every + 1))
         self.observe(
             "sampling",
             {
@@ -517,10 +523,10 @@ class Monitor:
                 step=step,
             )
 
-    def _flush(self, optimizer: Any, step: int) -> None:
-        """One host read: this window's losses and this step's gradient norms."""
+    def _flush(self, optimizer: Any, step: int, *, full: bool = True) -> None:
+        """One host read: this window's losses and, on a full check, this step's gradient norms."""
         grads, params = [], []
-        for group in optimizer.param_groups:
+        for group in optimizer.param_groups if full else ():
             for p in group["params"]:
                 grad = p.grad
                 if grad is not None and not grad.is_sparse:
@@ -683,7 +689,10 @@ class Monitor:
             "epoch": self.epoch,
             "checked": "every step"
             if self.stop_on_nonfinite
-            else f"every {self.every} steps (all losses kept, reported at most {self.every - 1} steps late)",
+            else (
+                f"every {self.base_every} steps (all losses kept, reported at most "
+                f"{self.base_every - 1} steps late)"
+            ),
         }
         if batches:
             evidence["batch_indices"] = [i for batch in batches for i in batch][:1024]
