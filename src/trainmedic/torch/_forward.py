@@ -51,6 +51,10 @@ class ForwardWatch:
         self._ce_seen = False
         self._graph_clean = 0  # watched windows in a row whose loss graph held no softmax
 
+    @property
+    def is_open(self) -> bool:
+        return bool(self._handles)
+
     def open(self) -> None:
         if self._handles:
             return

@@ -422,7 +422,8 @@ class Monitor:
             started = time.perf_counter()
             window = started - self._check_end  # training time since the last full check ended
             steps = max(1, step - self._full_step)
-            self.forward.close(step, self._losses_of(step))
+            if self.forward.is_open:  # the losses' graphs are read only for a watched forward pass
+                self.forward.close(step, self._losses_of(step))
             self._flush(optimizer, step, full=full)
             if full:
                 self._check_end, self._full_step = time.perf_counter(), step
