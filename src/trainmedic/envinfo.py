@@ -205,15 +205,21 @@ def packages(search_path: Sequence[str] | None = None) -> dict[str, str]:
     for entry in sys.path if search_path is None else search_path:
         try:
             with os.scandir(entry or ".") as listing:
-                names = sorted(e.name for e in listing)
+                # Only metadata directories name a distribution: the packages' own files (most
+                # of a site-packages listing) are skipped before any path is built.
+                names = sorted(e.name for e in listing if e.name.endswith(_METADATA_SUFFIXES))
         except OSError:  # a zip file, a missing directory
             continue
         for name in names:
-            where = Path(entry or ".", name)
-            parsed = _distribution_from_dir_name(name) or _distribution_from_metadata(where)
+            parsed = _distribution_from_dir_name(name) or _distribution_from_metadata(
+                Path(entry or ".", name)
+            )
             if parsed is not None:
                 found.setdefault(normalize(parsed[0]), parsed[1])
     return dict(sorted(found.items()))
+
+
+_METADATA_SUFFIXES = (".dist-info", ".egg-info")
 
 
 def _distribution_from_dir_name(name: str) -> tuple[str, str] | None:
@@ -470,21 +476,28 @@ def _user() -> str | None:
 
 
 def git_state(where: Path) -> dict[str, Any] | None:
-    """Commit and dirty state of the repository holding `where`; None outside git (or without git)."""
-    root = _git(where, "rev-parse", "--show-toplevel")
-    if root is None:
-        return None
-    commit = _git(where, "rev-parse", "HEAD")
-    status = _git(where, "status", "--porcelain=v1", "--untracked-files=no") or ""
-    modified = [line[3:] for line in status.splitlines() if line.strip()]
-    untracked = _git(where, "ls-files", "--others", "--exclude-standard") or ""
+    """Commit and dirty state of the repository holding `where`; None outside git (or without git).
+
+    Two git processes (they are most of the supervisor's environment capture): one
+    rev-parse for root, commit and branch, one status for modified and untracked files.
+    """
+    heads = (_git(where, "rev-parse", "--show-toplevel", "HEAD", "--abbrev-ref", "HEAD") or "").splitlines()
+    root: str | None = heads[0] if len(heads) == 3 else None
+    commit, branch = (heads[1], heads[2]) if len(heads) == 3 else (None, None)
+    if root is None:  # no commit yet (HEAD names nothing), or not a repository at all
+        root = _git(where, "rev-parse", "--show-toplevel")
+        if root is None:
+            return None
+    status = _git(where, "status", "--porcelain=v1", "--untracked-files=all") or ""
+    lines = [line for line in status.splitlines() if line.strip()]
+    modified = [line[3:] for line in lines if not line.startswith("??")]
     return {
         "root": root,
         "commit": commit,
-        "branch": _git(where, "rev-parse", "--abbrev-ref", "HEAD"),
+        "branch": branch,
         "dirty": bool(modified),
         "modified": modified[:200],
-        "untracked": len(untracked.splitlines()),
+        "untracked": len(lines) - len(modified),
     }
 
 

@@ -149,12 +149,15 @@ def _sampled_steps(guard: tm.Guard, metric: str = "loss") -> list[int]:
     return [e.step for e in guard.events if isinstance(e, Step) and metric in e.metrics]
 
 
-def test_on_a_tiny_cpu_model_the_gradient_checks_are_widened_to_keep_to_their_budget() -> None:
+def test_on_a_tiny_cpu_model_the_checks_are_widened_to_keep_to_their_budget() -> None:
     # A 16-64-64-4 MLP steps in far less than 200 x a check's time: after the warm-up at the
-    # base rate the guard measures gradient norms less often, in multiples of 10, and says so;
-    # the losses are still read every 10 steps, so the loss curve keeps its resolution.
+    # base rate the guard reads losses and measures gradient norms less often, in multiples
+    # of 10, and says so; the loss curve still has a point (its window's mean) every 10 steps.
     guard = _train(400)
     assert _sampled_steps(guard) == [1, *range(10, 401, 10)]
+    steps = [e for e in guard.events if isinstance(e, Step)]
+    assert all(s.duration_s is not None and s.duration_s > 0 for s in steps)
+    assert all(s.data_wait_s is not None and 0 <= s.data_wait_s < s.duration_s for s in steps)
     norms = _sampled_steps(guard, "grad_norm")
     assert norms[:10] == [1, *range(10, 100, 10)]  # the warm-up: every 10 steps
     (widened, *_) = [e for e in guard.events if isinstance(e, GuardObservation) and e.check == "sampling"]
@@ -180,4 +183,17 @@ def test_a_nan_after_the_rate_was_widened_is_still_reported_at_its_step_and_batc
     (finding,) = [f for f in guard.findings() if f.code == "TRN001"]
     assert finding.step == 333
     assert finding.evidence["batch_indices"] == list(range(332 * 32, 333 * 32))
-    assert "at most 9 steps late" in finding.evidence["checked"]  # the losses are read every 10
+    assert f"at most {guard.monitor.every - 1} steps late" in finding.evidence["checked"]
+
+
+def test_the_loss_curve_is_the_same_whether_the_checks_were_widened_or_not() -> None:
+    # Every loss is kept and read: a point every 10 steps holds the mean of exactly those
+    # 10 losses, however far apart the reads were.
+    def curve(guard: tm.Guard) -> dict[int, float]:
+        steps = [e for e in guard.events if isinstance(e, Step) and "loss" in e.metrics]
+        return {e.step: e.metrics["loss"] for e in steps}
+
+    widened, fixed = _train(300), _train(300, every=10)
+    assert widened.monitor.every > 10
+    assert curve(widened).keys() == curve(fixed).keys()
+    assert curve(widened) == pytest.approx(curve(fixed), rel=1e-6)

@@ -40,7 +40,7 @@ def test_the_evidence_says_when_the_guard_widened_its_sampling() -> None:
     )
     record = RunRecord.of([CONFIG, widened, *timed([0.1, 0.8, 0.75, 0.9, 0.7])])
     (finding,) = step_rules.input_bound(record)
-    assert "checked every 10 steps; gradient norms every 30 from step 100" in finding.evidence["sampling"]
+    assert "checked every 10 steps, every 30 from step 100 (kept under" in finding.evidence["sampling"]
     assert "under 0.5% of the step time" in finding.evidence["sampling"]
 
 

@@ -114,8 +114,8 @@ def _sampling(record: RunRecord, rank: int | None) -> str:
     budget = last.get("budget")
     share = f"{budget:.1%}".replace(".0%", "%") if isinstance(budget, float) else "a small share"
     return (
-        f"checked every {every} steps; gradient norms every {last.get('every')} from step "
-        f"{last.get('from_step')} (kept under {share} of the step time)"
+        f"checked every {every} steps, every {last.get('every')} from step {last.get('from_step')} "
+        f"(kept under {share} of the step time; the loss curve keeps a point every {every} steps)"
     )
 
 

@@ -23,17 +23,21 @@ for:
   sample, jumped too or is non-finite. That is sent as an `update_explosion`
   observation with the first abnormal step, and TRN007 reports it.
 
-The kept losses are read every `base_every` steps (a `Step` event each time:
-the loss curve keeps its resolution). The full checks (gradient norms, the
-forward-pass watch) keep to a budget: after `WARMUP_CHECKS` reads at the base
-rate, when the tensors are on the CPU (where a check's time is all its own, not
-a wait for queued device work), the monitor times its full checks against the
-training time between them and widens `every` (in multiples of the base, up to
-`MAX_EVERY_FACTOR` times it) until they cost at most `CHECK_BUDGET` of the step
-time. On a tiny model on a CPU, whose steps are not much longer than a check,
-gradient norms are then measured every 20-50 steps instead of 10; a `sampling`
-observation says when and why, and the findings' evidence gives the rate. An
-`every` given explicitly is kept as it is.
+Every loss is kept, and the loss curve has one point per `base_every` steps
+(a `Step` event with the window's mean loss, timing and data wait): on the
+steps in between that end a window, the hook only notes the time, the data
+wait and the learning rate. The reads and the gradient norms happen together on
+checked steps, every `every` steps, and keep to a budget: after `WARMUP_CHECKS`
+checks at the base rate, when the tensors are on the CPU (where a check's time
+is all its own, not a wait for queued device work), the monitor times its
+checks against the training time between them and widens `every` (in multiples
+of the base, up to `MAX_EVERY_FACTOR` times it) until they cost at most
+`CHECK_BUDGET` of the step time. On a tiny model on a CPU, whose steps are not
+much longer than a check, the losses are then read, and gradient norms
+measured, every 20-50 steps instead of 10 (the curve keeps its 10-step points;
+a NaN is reported later but still at its own step); a `sampling` observation
+says when and why, and the findings' evidence gives the rate. An `every` given
+explicitly is kept as it is.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 import torch
 from torch import nn
@@ -99,6 +103,16 @@ def _never_breaks(method: Callable[P, R]) -> Callable[P, R | None]:
             return None
 
     return safe
+
+
+class _WindowEnd(NamedTuple):
+    """Where a loss window ended between two checks: its Step event is sent at the next one."""
+
+    step: int
+    time: float  # perf_counter
+    data_wait: float  # the monitor's data wait accumulated since the last check
+    lr: float | None
+    epoch: int
 
 
 @dataclass(eq=False)
@@ -165,8 +179,11 @@ class Monitor:
         self.losses: list[Any] = []  # every scalar passed to backward() since the last read
         self.loss_steps: list[int] = []  # the optimizer step each of them belongs to
         self.data_wait = 0.0
-        # (step, dataset indices) of the latest batches: the offending batch of a NaN loss.
-        self.recent_indices: deque[tuple[int, list[Any]]] = deque(maxlen=8 * (self.every + 1))
+        # (step, dataset indices) of the batches since the last read: the offending batch of a NaN.
+        widest = self.every * (MAX_EVERY_FACTOR if self.adaptive else 1)
+        self.recent_indices: deque[tuple[int, list[Any]]] = deque(maxlen=8 * (widest + 1))
+        self._window_ends: list[_WindowEnd] = []  # loss windows ended since the last check
+        self._unsent: list[tuple[int, float]] = []  # losses read early (an epoch's end), not yet sent
         self._window_t0 = time.perf_counter()
         self._window_step = 0
         self._epoch_loss = [0.0, 0]
@@ -288,11 +305,21 @@ class Monitor:
         state.pre_done = True
         primary = self._is_primary(optimizer)
         step = state.steps + 1
-        if step == 1 or step % self.base_every == 0:
+        if step == 1 or step % self.every == 0:
             self._watch_zeroing(optimizer, state, step)
             self._check(optimizer, state, step, primary)
-        elif primary and self.stop_on_nonfinite:
+            return
+        if primary and step % self.base_every == 0:
+            self._end_window(optimizer, step)  # a point of the loss curve, read at the next check
+        if primary and self.stop_on_nonfinite:
             self._check_losses_now(step)
+
+    def _end_window(self, optimizer: Any, step: int) -> None:
+        """Note where a loss window ends: a timestamp and two lookups, no tensor touched."""
+        lr = optimizer.param_groups[0].get("lr")
+        self._window_ends.append(
+            _WindowEnd(step, time.perf_counter(), self.data_wait, _as_float(lr), self.epoch)
+        )
 
     def on_batch(self, iterator: Any) -> None:
         """A batch came out of a DataLoader iterator (its wait is already added to `data_wait`)."""
@@ -317,11 +344,15 @@ class Monitor:
     @_never_breaks
     def take_epoch_loss(self) -> float | None:
         """Mean of every loss since the last call (one host transfer for the unchecked ones)."""
+        self._drain_losses()
         total, count = self._epoch_loss
-        for _, value in self._drain_losses():
-            total, count = total + value, count + 1
         self._epoch_loss = [0.0, 0]
         return total / count if count else None
+
+    def _add_to_epoch(self, losses: list[tuple[int, float]]) -> None:
+        if losses:
+            self._epoch_loss[0] += sum(v for _, v in losses)
+            self._epoch_loss[1] += len(losses)
 
     @_never_breaks
     def on_sampler_iter(self, sampler: Any) -> None:
@@ -416,20 +447,16 @@ class Monitor:
             if state.checks == 3:
                 self._check_membership(optimizer, state, step)
         if primary:
-            # Every `base_every` steps the kept losses are read (a Step event); the gradient
-            # norms, the costly part, every `every` steps (the same unless widened).
-            full = step == 1 or step % self.every == 0
             started = time.perf_counter()
-            window = started - self._check_end  # training time since the last full check ended
+            window = started - self._check_end  # training time since the last check ended
             steps = max(1, step - self._full_step)
             if self.forward.is_open:  # the losses' graphs are read only for a watched forward pass
                 self.forward.close(step, self._losses_of(step))
-            self._flush(optimizer, step, full=full)
-            if full:
-                self._check_end, self._full_step = time.perf_counter(), step
-                if self.adaptive and self._host_read and not self.stop_on_nonfinite:
-                    cost = self._check_end - started - self._freed_s
-                    self._keep_to_budget(state.checks, step, cost, window / steps)
+            self._flush(optimizer, step)
+            self._check_end, self._full_step = time.perf_counter(), step
+            if self.adaptive and self._host_read and not self.stop_on_nonfinite:
+                cost = self._check_end - started - self._freed_s
+                self._keep_to_budget(state.checks, step, cost, window / steps)
 
     def _keep_to_budget(self, checks: int, step: int, cost: float, step_time: float) -> None:
         """Widen (or narrow back) `every` so that full checks cost at most CHECK_BUDGET."""
@@ -524,10 +551,10 @@ class Monitor:
                 step=step,
             )
 
-    def _flush(self, optimizer: Any, step: int, *, full: bool = True) -> None:
-        """One host read: this window's losses and, on a full check, this step's gradient norms."""
+    def _flush(self, optimizer: Any, step: int) -> None:
+        """One host read: the losses kept since the last check and this step's gradient norms."""
         grads, params = [], []
-        for group in optimizer.param_groups if full else ():
+        for group in optimizer.param_groups:
             for p in group["params"]:
                 grad = p.grad
                 if grad is not None and not grad.is_sparse:
@@ -547,30 +574,49 @@ class Monitor:
         self._check_nonfinite(loss_values, step)
         self.recent_indices.clear()  # every batch so far had its loss read: none can be the culprit
         self._watch_updates(optimizer, loss_values, step)
-        metrics: dict[str, float] = {}
-        if loss_values:
-            window_total = sum(v for _, v in loss_values)
-            metrics["loss"] = window_total / len(loss_values)
-            self._epoch_loss[0] += window_total
-            self._epoch_loss[1] += len(loss_values)
+        self._add_to_epoch(loss_values)
+        last: dict[str, float] = {}
         if norms:
-            metrics["grad_norm"] = math.sqrt(sum(n * n for n in norms))
+            last["grad_norm"] = math.sqrt(sum(n * n for n in norms))
             self._observe_norms(params, norms, step)
-        lr = optimizer.param_groups[0].get("lr")
-        if isinstance(lr, (int, float)):
-            metrics["lr"] = float(lr)
+        self._send_windows(optimizer, step, [*self._unsent, *loss_values], last)
+
+    def _send_windows(
+        self, optimizer: Any, step: int, losses: list[tuple[int, float]], last: dict[str, float]
+    ) -> None:
+        """One `Step` event per loss window since the last check, the last one ending at `step`."""
         now = time.perf_counter()
-        steps = max(1, step - self._window_step)
-        self.emit(
-            Step(
-                step=step,
-                epoch=self.epoch,
-                metrics=metrics,
-                duration_s=(now - self._window_t0) / steps,
-                data_wait_s=self.data_wait / steps,
+        ends = self._window_ends
+        if ends and ends[-1].step == step:
+            final = ends.pop()
+        else:
+            lr = _as_float(optimizer.param_groups[0].get("lr"))
+            final = _WindowEnd(step, now, self.data_wait, lr, self.epoch)
+        begin_step, begin_time, begin_wait = self._window_step, self._window_t0, 0.0
+        taken = 0  # `losses` are in step order: those read early first, then this check's
+        for end in [*ends, final]:
+            window: list[float] = []
+            while taken < len(losses) and (end is final or losses[taken][0] <= end.step):
+                window.append(losses[taken][1])
+                taken += 1
+            metrics = {"loss": sum(window) / len(window)} if window else {}
+            if end is final:
+                metrics.update(last)
+            if end.lr is not None:
+                metrics["lr"] = end.lr
+            steps = max(1, end.step - begin_step)
+            self.emit(
+                Step(
+                    step=end.step,
+                    epoch=end.epoch,
+                    metrics=metrics,
+                    duration_s=(end.time - begin_time) / steps,
+                    data_wait_s=(end.data_wait - begin_wait) / steps,
+                )
             )
-        )
-        self._window_t0, self._window_step, self.data_wait = now, step, 0.0
+            begin_step, begin_time, begin_wait = end.step, end.time, end.data_wait
+        self._window_ends, self._unsent = [], []
+        self._window_t0, self._window_step, self.data_wait = final.time, step, 0.0
 
     def _observe_norms(self, params: list[Any], norms: list[float], step: int) -> None:
         weights = [(n, p) for n, p in zip(norms, params, strict=True) if p.dim() >= 2 and math.isfinite(n)]
@@ -662,6 +708,9 @@ class Monitor:
             return []
         with torch.no_grad():
             pairs = list(zip(steps, _floats(losses), strict=True))
+        self._add_to_epoch(pairs)
+        self._unsent.extend(pairs)  # sent with the next check's windows
+        del self._unsent[:-MAX_KEPT_LOSSES]  # backward without optimizer steps: no window to send
         self._check_nonfinite(pairs, self.step)
         return pairs
 
@@ -691,8 +740,7 @@ class Monitor:
             "checked": "every step"
             if self.stop_on_nonfinite
             else (
-                f"every {self.base_every} steps (all losses kept, reported at most "
-                f"{self.base_every - 1} steps late)"
+                f"every {self.every} steps (all losses kept, reported at most {self.every - 1} steps late)"
             ),
         }
         if batches:
@@ -769,6 +817,11 @@ def _floats(tensors: list[Any]) -> list[float]:
         return [float(v) for v in torch.stack(tensors).reshape(-1).tolist()]
     except (RuntimeError, TypeError):  # mixed shapes ((), (1,)), dtypes or devices
         return torch.stack([t.detach().reshape(()).float().to(device) for t in tensors]).tolist()
+
+
+def _as_float(value: Any) -> float | None:
+    """A learning rate as a float (None when it is a tensor or missing)."""
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _int_env(name: str) -> int | None:
