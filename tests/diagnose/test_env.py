@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import run_cli, trainmedic_cmd
 from trainmedic.cli.main import main
-from trainmedic.envinfo import capture_manifest, hash_data, write_manifest
+from trainmedic.envinfo import capture_manifest, git_state, hash_data, write_manifest
 
 
 def git(cwd: Path, *args: str) -> None:
@@ -91,6 +91,33 @@ def test_env_command_reports_a_dirty_worktree(repo: Path, tmp_path: Path) -> Non
     manifest = json.loads(out.read_text())
     assert manifest["git"]["modified"] == ["train.py"]
     assert run_cli("env", "--fail-on", "info", cwd=repo).returncode == 1
+
+
+def test_git_state_counts_untracked_files_and_reads_a_repository_without_commits(
+    repo: Path, tmp_path: Path
+) -> None:
+    (repo / "notes").mkdir()
+    (repo / "notes" / "a.txt").write_text("a")
+    (repo / "notes" / "b.txt").write_text("b")  # files in an untracked folder count one by one
+    (repo / ".gitignore").write_text("*.log\n")
+    (repo / "run.log").write_text("ignored")
+    state = git_state(repo)
+    assert state is not None
+    assert state["root"] == str(repo.resolve())
+    assert state["branch"] not in (None, "", "HEAD")
+    assert (state["dirty"], state["modified"], state["untracked"]) == (False, [], 3)  # a, b, .gitignore
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    git(empty, "init", "-q")
+    (empty / "train.py").write_text("print()\n")
+    assert git_state(empty) == {
+        "root": str(empty.resolve()),
+        "commit": None,
+        "branch": None,
+        "dirty": False,
+        "modified": [],
+        "untracked": 1,
+    }
 
 
 def test_env_json_outside_git(tmp_path: Path, capsys) -> None:
