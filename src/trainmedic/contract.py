@@ -13,8 +13,6 @@ reordered; raw 0-255 pixels into a model trained on normalised ones), or raises
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from trainmedic.atomicfile import write_text_atomic
 from trainmedic.errors import UsageError
 from trainmedic.findings import Finding, Severity
 from trainmedic.rules.data import PREPROCESSING_MISMATCH
@@ -62,14 +61,7 @@ class Contract:
         """Write atomically (temp file + rename): a crash never leaves half a contract."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        handle, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(handle, "w") as out:
-                json.dump(self.to_dict(), out, indent=2, allow_nan=False)
-            Path(temp).replace(target)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
+        write_text_atomic(target, json.dumps(self.to_dict(), indent=2, allow_nan=False))
         return target
 
     @classmethod

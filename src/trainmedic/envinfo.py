@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import getpass
-import hashlib
 import importlib.util
 import json
 import os
@@ -561,6 +560,8 @@ def hash_data(path: str | os.PathLike[str]) -> dict[str, Any]:
             "bytes": size,
             "sha256": _file_sha256(target),
         }
+    import hashlib
+
     digest = hashlib.sha256()
     files = 0
     total = 0
@@ -589,6 +590,8 @@ def _walk_sorted(root: Path) -> Iterable[Path]:
 
 
 def _file_sha256(path: Path) -> str:
+    import hashlib  # hashing data is `env --data`'s job: a supervised run does not import it
+
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         buffer = bytearray(_CHUNK)

@@ -23,8 +23,14 @@ GROUP_ORDER = ("RUN", "TRN", "KER", "TOR", "DAT", "CFG", "ENV")
 
 @cache
 def _families() -> tuple[ModuleType, ...]:
-    """Every module of `trainmedic.rules`: a new family is picked up by adding its file."""
-    names = sorted(m.name for m in pkgutil.iter_modules(_rules_package.__path__))
+    """Every module of `trainmedic.rules`: a new family is picked up by adding its file.
+
+    Private modules (`_logtext`, `_workers`, ...) are helpers of the families, imported
+    by them when needed, never collected: a clean run does not compile their patterns.
+    """
+    names = sorted(
+        m.name for m in pkgutil.iter_modules(_rules_package.__path__) if not m.name.startswith("_")
+    )
     return tuple(importlib.import_module(f"trainmedic.rules.{name}") for name in names)
 
 

@@ -26,7 +26,7 @@ from trainmedic.findings import Finding
 from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules
 from trainmedic.rules import _workers
-from trainmedic.rules._workers import is_ray_process
+from trainmedic.rules._ray import is_ray_process
 from trainmedic.supervise.tree import classify
 
 from ..conftest import trainmedic_cmd

@@ -3,6 +3,8 @@ several processes and ranks, a run without an end, an empty record."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 from html.parser import HTMLParser
 
@@ -20,7 +22,7 @@ from trainmedic.events import (
 from trainmedic.findings import Finding, Severity
 from trainmedic.record import RunRecord
 from trainmedic.report.html import render_html
-from trainmedic.report.html_style import PRINT_SCRIPT
+from trainmedic.report.html_style import CSP, PRINT_SCRIPT, PRINT_SCRIPT_SHA256
 
 EVIL = '</pre><script>alert("x")</script><img src="http://evil.test/x.png">'
 
@@ -119,3 +121,10 @@ def test_a_run_without_end_and_an_empty_record() -> None:
     without_samples = render_html(RunRecord.of(events[:1]), [], None, [], "bare")
     for text in ("No memory samples", "No step, epoch or metric values", "No process events", "No manifest"):
         assert text in without_samples
+
+
+def test_the_policy_permits_exactly_the_page_s_script() -> None:
+    # The hash is a constant (no hashlib at render time): recomputed here from the script.
+    digest = base64.b64encode(hashlib.sha256(PRINT_SCRIPT.encode("utf-8")).digest()).decode("ascii")
+    assert digest == PRINT_SCRIPT_SHA256
+    assert f"script-src 'sha256-{digest}'" in CSP

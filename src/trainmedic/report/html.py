@@ -15,7 +15,6 @@ prints (details open, navigation hidden).
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from html import escape
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from trainmedic import __version__
+from trainmedic.atomicfile import write_text_atomic
 from trainmedic.findings import Finding, sort_findings
 from trainmedic.record import RunRecord
 from trainmedic.report import html_plots, html_sections
@@ -93,13 +93,5 @@ def write_report(run_dir: str | os.PathLike[str], *, output: str | os.PathLike[s
     page = render_html(folder.record, folder.findings, folder.manifest, folder.log_tail, title)
     target = Path(output) if output is not None else folder.path / REPORT
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(page)
-        Path(tmp).chmod(0o644)
-        Path(tmp).replace(target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(target, page)
     return target

@@ -365,16 +365,3 @@ def driver_exception(lines: Sequence[str]) -> str | None:
 
 
 _EXCEPTION_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Fault))(?::|$)")
-
-
-# Ray's own processes, started by `ray.init()` in the driver: the GCS, raylet, dashboard,
-# log monitor and the worker processes that run tasks and actors (their title becomes
-# `ray::ClassName` once they run one). They work for the driver, which is the trainer.
-_RAY_PROCESS = re.compile(r"[/\\]ray[/\\](?:_private|dashboard|autoscaler|core)[/\\]")
-
-
-def is_ray_process(cmdline: Sequence[str]) -> bool:
-    """A process of a local Ray cluster (daemon or task/actor worker), by its command line."""
-    if cmdline and cmdline[0].startswith("ray::"):
-        return True
-    return any(_RAY_PROCESS.search(arg) for arg in cmdline[:3])

@@ -14,6 +14,7 @@ import signal as _signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
+from typing import TYPE_CHECKING
 
 from trainmedic.events import (
     Epoch,
@@ -31,8 +32,11 @@ from trainmedic.events import (
 )
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord, median
-from trainmedic.rules import _logtext, _workers
+from trainmedic.rules import _logtext, _ray
 from trainmedic.units import human_bytes
+
+if TYPE_CHECKING:  # imported where a failed run needs it (see `dead_worker`)
+    from trainmedic.rules._workers import WorkerDeath
 
 OOM_KILLED = FindingSpec(
     code="RUN001",
@@ -330,15 +334,17 @@ def _phase_at_end(record: RunRecord, view: AttemptView) -> tuple[str | None, int
 
 
 # -- a worker of a distributed job that died (Ray Train, torchrun) ----------------------------
-def dead_worker(record: RunRecord, view: AttemptView) -> _workers.WorkerDeath | None:
+def dead_worker(record: RunRecord, view: AttemptView) -> WorkerDeath | None:
     """The worker whose death the driver / launcher reported in this attempt, if any."""
     if view.end.exit_code == 0 or view.stops:
         return None
+    from trainmedic.rules import _workers  # only a failed run needs its patterns compiled
+
     ranks = {p.pid: p.rank for p in record.processes if p.source == "announce" and p.rank is not None}
     return _workers.dead_worker(view.lines, ranks)
 
 
-def _worker_evidence(view: AttemptView, death: _workers.WorkerDeath) -> dict[str, object]:
+def _worker_evidence(view: AttemptView, death: WorkerDeath) -> dict[str, object]:
     """The worker's own numbers: its peak RSS and the last epoch it reported."""
     key = str(death.pid)
     rss = [s.processes[key] for s in view.events if isinstance(s, MemorySample) and key in s.processes]
@@ -354,13 +360,19 @@ def _worker_evidence(view: AttemptView, death: _workers.WorkerDeath) -> dict[str
     }
 
 
+def _worker_driver_exception(view: AttemptView) -> str | None:
+    from trainmedic.rules import _workers
+
+    return _workers.driver_exception(view.error_lines)
+
+
 def _worker_then(view: AttemptView) -> str:
     """'; the run then exited with status 1 (ray.train.WorkerGroupError)'."""
-    raised = _workers.driver_exception(view.error_lines)
+    raised = _worker_driver_exception(view)
     return f"; the run then exited with status {view.end.exit_code}" + (f" ({raised})" if raised else "")
 
 
-def _worker_oom(record: RunRecord, view: AttemptView) -> _workers.WorkerDeath | None:
+def _worker_oom(record: RunRecord, view: AttemptView) -> WorkerDeath | None:
     """The worker the OOM killer took: it died without an error of its own (SIGKILL leaves none)
     while an OOM-kill counter rose (the run's cgroup, or the host's when the run has none)."""
     if view.end.exit_code == 0 or view.stops:
@@ -743,7 +755,7 @@ def killed_by_signal(record: RunRecord) -> list[Finding]:
     return found
 
 
-def _worker_killed(record: RunRecord, view: AttemptView) -> _workers.WorkerDeath | None:
+def _worker_killed(record: RunRecord, view: AttemptView) -> WorkerDeath | None:
     """A worker that died of a signal (a native crash, a kill) that the OOM killer does not explain."""
     death = dead_worker(record, view)
     if death is None or death.python_exception or _worker_oom(record, view) is not None:
@@ -751,7 +763,7 @@ def _worker_killed(record: RunRecord, view: AttemptView) -> _workers.WorkerDeath
     return death if (death.native or death.signal is not None) else None
 
 
-def _worker_signal_finding(view: AttemptView, worker: _workers.WorkerDeath) -> Finding:
+def _worker_signal_finding(view: AttemptView, worker: WorkerDeath) -> Finding:
     facts = _worker_evidence(view, worker)
     how = worker.error or f"killed by {worker.signal}"
     if worker.signal == "SIGKILL" and not view.oom_kills:
@@ -816,7 +828,7 @@ def crashed(record: RunRecord) -> list[Finding]:
     return found
 
 
-def _worker_crash_finding(view: AttemptView, worker: _workers.WorkerDeath) -> Finding:
+def _worker_crash_finding(view: AttemptView, worker: WorkerDeath) -> Finding:
     facts = _worker_evidence(view, worker)
     if worker.error:
         at = f" at {worker.frame}" if worker.frame else ""
@@ -835,7 +847,7 @@ def _worker_crash_finding(view: AttemptView, worker: _workers.WorkerDeath) -> Fi
     evidence: dict[str, object] = {
         "worker": facts,
         "exit_code": view.end.exit_code,
-        "driver_exception": _workers.driver_exception(view.error_lines),
+        "driver_exception": _worker_driver_exception(view),
         "last_log_lines": view.lines[-LAST_LINES:],
     }
     return CRASHED.finding(
@@ -847,7 +859,7 @@ def _worker_crash_finding(view: AttemptView, worker: _workers.WorkerDeath) -> Fi
 def orphan_processes(record: RunRecord) -> list[Finding]:
     # Ray's own processes (a detached `ray::PlacementGroupCleaner`, idle workers) may outlive a
     # driver that died: trainmedic ends them too, but they are Ray's, not the user's leak.
-    orphans = [o for o in record.of_type(OrphanEnded) if not _workers.is_ray_process(o.cmdline)]
+    orphans = [o for o in record.of_type(OrphanEnded) if not _ray.is_ray_process(o.cmdline)]
     if not orphans:
         return []
     total = sum(o.rss_bytes or 0 for o in orphans)

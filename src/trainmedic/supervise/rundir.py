@@ -14,13 +14,13 @@ import os
 import platform
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any
 
 from trainmedic import __version__
+from trainmedic.atomicfile import write_text_atomic
 from trainmedic.hostname import hostname
 
 EVENTS = "events.jsonl"
@@ -97,11 +97,7 @@ def build_manifest(
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:
     """Write JSON atomically (temp file + rename): a reader never sees half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2, default=str)
-        f.write("\n")
-    Path(tmp).replace(path)
+    write_text_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

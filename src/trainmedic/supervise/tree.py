@@ -21,7 +21,7 @@ from pathlib import Path, PurePath
 
 import psutil
 
-from trainmedic.rules._workers import is_ray_process
+from trainmedic.rules._ray import is_ray_process
 
 ROLE_LAUNCHER = "launcher"
 ROLE_TRAINER = "trainer"
