@@ -17,8 +17,9 @@ a run it watches alone. The hooks are installed and removed outside the timed
 part of a block, but switching them has an after-cost inside it (Python's
 specialising interpreter re-learns the call sites whose functions were swapped):
 with blocks of 20 steps that cost alone measured about +2 %, so the blocks are
-100 steps long (30 November 2026: +2.1 % and +2.3 % median per step for the
-guard as shipped; +0.4 % / +0.9 % when its loss reads were widened too).
+100 steps long (30 November 2026: +0.7 % and -0.6 % median per step, means
++1.3 % and +0.2 % ± 0.8, for the guard as shipped in the fourth session; +2.1 %
+and +2.3 % in the third, whose loss reads were not widened with its checks).
 
     python benchmarks/torch_guard_blocks.py [--pairs 800] [--block 100]
 """
