@@ -181,12 +181,16 @@ class RunRecord:
     def memory_samples(self) -> list[MemorySample]:
         return self.of_type(MemorySample)
 
-    def memory_by_phase(self) -> dict[str, list[int]]:
-        """RSS samples of the trainer tree grouped by the phase open when each was taken."""
+    def memory_by_phase(self, *, gpu: bool = False) -> dict[str, list[int]]:
+        """RSS samples of the trainer tree (with `gpu`, its accelerator memory where sampled)
+        grouped by the phase open when each was taken."""
         grouped: dict[str, list[int]] = {}
         for sample in self.memory_samples:
+            value = sample.gpu_bytes if gpu else sample.rss_bytes
+            if value is None:
+                continue
             phase = self.phase_at(sample.t) or "unknown"
-            grouped.setdefault(phase, []).append(sample.rss_bytes)
+            grouped.setdefault(phase, []).append(value)
         return grouped
 
     @property

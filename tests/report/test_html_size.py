@@ -99,5 +99,6 @@ def test_indexed_record_answers_like_run_record(real_runs: dict[str, Path]) -> N
     for events in streams:
         plain, fast = RunRecord.of(events), IndexedRecord.wrap(RunRecord.of(events))
         assert fast.memory_by_phase() == plain.memory_by_phase()
+        assert fast.memory_by_phase(gpu=True) == plain.memory_by_phase(gpu=True)
         for kind in (Event, MemorySample, Step, Epoch, RunEnd, PhaseStart):
             assert fast.of_type(kind) == plain.of_type(kind), kind

@@ -107,6 +107,23 @@ def test_eval_memory_spike_ratio() -> None:
     assert R.eval_memory_spike(stream(*phased_memory(100 * MiB, 140 * MiB))) == []
 
 
+def test_a_gpu_memory_spike_is_found_apart_from_host_memory() -> None:
+    """Host memory flat, GPU memory doubled at evaluation: one RUN003 about the GPU."""
+    events = [
+        MemorySample(t=e.t, pid=1, rss_bytes=100 * MiB, gpu_bytes=e.rss_bytes * 10)
+        if isinstance(e, MemorySample)
+        else e
+        for e in phased_memory(100 * MiB, 250 * MiB)
+    ]
+    [finding] = R.eval_memory_spike(stream(*events))
+    assert finding.evidence["memory"] == "gpu"
+    assert finding.evidence["ratio"] == 2.5
+    assert finding.message.startswith("GPU memory at evaluation peaked at 2.4 GiB")
+    # samples without GPU numbers (no NVML) leave the GPU side out
+    host_only = R.eval_memory_spike(stream(*phased_memory(MiB, 3 * MiB)))
+    assert [f.evidence["memory"] for f in host_only] == ["host"]
+
+
 def test_silent_early_exit_from_log_lines_and_from_events() -> None:
     from_log = stream(*logs("Epoch 1/12", "loss 0.3"))
     [finding] = R.silent_early_exit(from_log)
@@ -231,6 +248,40 @@ def test_accelerator_oom_not_double_reported_as_crash() -> None:
     record = stream(*lines, exit_code=1)
     assert [f.code for f in R.accelerator_oom(record)] == ["RUN002"]
     assert R.crashed(record) == []
+
+
+def test_accelerator_oom_names_the_phase_the_sizes_and_the_peak_gpu_memory() -> None:
+    message = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.79 GiB. GPU 0 has a total "
+        "capacity of 79.25 GiB of which 1.06 GiB is free. Including non-PyTorch memory, this process "
+        "has 78.18 GiB memory in use."
+    )
+    memory = [
+        MemorySample(t=e.t, pid=1, rss_bytes=MiB, gpu_bytes=e.rss_bytes) if isinstance(e, MemorySample) else e
+        for e in phased_memory(10 << 30, 78 << 30, end_phase="eval")
+    ]
+    lines = logs("Traceback (most recent call last):", '  File "/u/t.py", line 3, in ev', message, t0=9.5)
+    [finding] = R.accelerator_oom(stream(*memory, *lines, exit_code=1))
+    evidence = finding.evidence
+    assert (evidence["phase"], evidence["epoch"], finding.epoch) == ("eval", 2, 2)
+    assert evidence["peak_gpu_bytes"] == 78 << 30
+    assert evidence["tried_to_allocate_bytes"] == int(2.79 * (1 << 30))
+    assert evidence["device_total_bytes"] == int(79.25 * (1 << 30))
+    assert evidence["device_free_bytes"] == int(1.06 * (1 << 30))
+    assert "during eval of epoch 2" in finding.message
+    assert "peak GPU memory of the trainer tree 78.0 GiB of 79.2 GiB" in finding.message
+    assert "move outputs to the CPU" in finding.fix
+
+
+def test_accelerator_oom_sizes_of_older_pytorch_and_of_tensorflow() -> None:
+    from trainmedic.rules._logtext import accelerator_oom_sizes
+
+    old = accelerator_oom_sizes(
+        "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total "
+        "capacity; 14.56 GiB already allocated; 3.75 MiB free; 14.76 GiB reserved in total by PyTorch)"
+    )
+    assert old == (20 * MiB, int(15.78 * (1 << 30)), int(3.75 * MiB))
+    assert accelerator_oom_sizes("ResourceExhaustedError: OOM when allocating tensor") == (None, None, None)
 
 
 def test_orphans_listed() -> None:

@@ -94,8 +94,32 @@ def test_nvml_probe_on_a_real_gpu(child) -> None:
         probe.close()
 
 
+# The same phases, told either in-process (events) or only by the log (the supervisor's
+# LogInterpreter: "Epoch k/N", "Evaluating ..." lines of a trainer without instrumentation).
+_PHASES_BY_EVENTS = (
+    "from trainmedic.events import PhaseEnd, PhaseStart\n"
+    "from trainmedic.instrument.channel import emit\n"
+    "time.sleep(4.5)\n"  # flat memory: the sampling interval is stretched to its maximum
+    "for k in range(2):\n"
+    "    for phase in ('train', 'epoch_end'):\n"
+    "        emit(PhaseStart(phase=phase, epoch=k))\n"
+    "        time.sleep(1.5)\n"
+    "        emit(PhaseEnd(phase=phase, epoch=k))\n"
+)
+_PHASES_BY_LOG = (
+    "time.sleep(4.5)\n"
+    "for k in range(2):\n"
+    "    print(f'Epoch {k + 1}/3', flush=True)\n"
+    "    time.sleep(1.5)\n"
+    "    print(f'Evaluating epoch {k + 1} ...', flush=True)\n"
+    "    time.sleep(1.5)\n"
+    "print('Epoch 3/3', flush=True)\n"  # ends the second evaluation
+)
+
+
 @pytest.mark.slow
-def test_every_short_phase_is_sampled_even_after_memory_stayed_flat(tmp_path) -> None:
+@pytest.mark.parametrize("told_by", ["events", "log"])
+def test_every_short_phase_is_sampled_even_after_memory_stayed_flat(tmp_path, told_by: str) -> None:
     """Flat memory stretches the interval to 2 s; phases of 1.5 s each still get at least two
     samples (RUN003 compares the epoch-end peak with the train phases' steady state)."""
     from tests.conftest import trainmedic_cmd
@@ -103,17 +127,7 @@ def test_every_short_phase_is_sampled_even_after_memory_stayed_flat(tmp_path) ->
     from trainmedic.record import RunRecord
 
     script = tmp_path / "phases.py"
-    script.write_text(
-        "import time\n"
-        "from trainmedic.events import PhaseEnd, PhaseStart\n"
-        "from trainmedic.instrument.channel import emit\n"
-        "time.sleep(4.5)\n"  # flat memory: the sampling interval is stretched to its maximum
-        "for k in range(2):\n"
-        "    for phase in ('train', 'epoch_end'):\n"
-        "        emit(PhaseStart(phase=phase, epoch=k))\n"
-        "        time.sleep(1.5)\n"
-        "        emit(PhaseEnd(phase=phase, epoch=k))\n"
-    )
+    script.write_text("import time\n" + (_PHASES_BY_EVENTS if told_by == "events" else _PHASES_BY_LOG))
     out = tmp_path / "run"
     done = subprocess.run(
         [*trainmedic_cmd(), "run", "--quiet", "--out", str(out), "--", sys.executable, str(script)],
@@ -124,7 +138,7 @@ def test_every_short_phase_is_sampled_even_after_memory_stayed_flat(tmp_path) ->
     )
     assert done.returncode == 0, done.stderr
     record = RunRecord.of(read_events(out / "events.jsonl").events)
-    spans = [s for s in record.phase_spans if s.end is not None]
+    spans = [s for s in record.phase_spans if s.end is not None][:4]
     assert len(spans) == 4
     for span in spans:
         inside = [m for m in record.memory_samples if span.start <= m.t <= span.end]

@@ -163,14 +163,25 @@ def _memory_by_phase_table(record: RunRecord) -> str:
     by_phase = record.memory_by_phase()
     if set(by_phase) <= {"unknown"}:
         return ""
+    gpu = record.memory_by_phase(gpu=True)  # empty without NVML samples: no GPU columns
+
+    def gpu_cells(phase: str) -> str:
+        values = gpu.get(phase)
+        if not gpu:
+            return ""
+        if not values:
+            return "<td></td><td></td>"
+        return f"<td>{fmt_bytes(median(values))}</td><td>{fmt_bytes(max(values))}</td>"
+
     rows = "".join(
         f"<tr><td>{escape(_phase_name(phase))}</td><td>{len(values)}</td>"
-        f"<td>{fmt_bytes(median(values))}</td><td>{fmt_bytes(max(values))}</td></tr>"
+        f"<td>{fmt_bytes(median(values))}</td><td>{fmt_bytes(max(values))}</td>{gpu_cells(phase)}</tr>"
         for phase, values in sorted(by_phase.items(), key=lambda kv: -max(kv[1]))
     )
+    gpu_head = "<th>median GPU</th><th>peak GPU</th>" if gpu else ""
     return (
         '<div class="scroll"><table class="by-phase"><tr><th>phase</th><th>samples</th>'
-        f"<th>median RSS</th><th>peak RSS</th></tr>{rows}</table></div>"
+        f"<th>median RSS</th><th>peak RSS</th>{gpu_head}</tr>{rows}</table></div>"
     )
 
 

@@ -36,17 +36,20 @@ class IndexedRecord(RunRecord):
             return cast("list[E]", list(self._by_class[classes[0]]))
         return [e for e in self.events if isinstance(e, kind)]
 
-    def memory_by_phase(self) -> dict[str, list[int]]:
+    def memory_by_phase(self, *, gpu: bool = False) -> dict[str, list[int]]:
         """As `RunRecord.memory_by_phase`: each sample goes to the latest-started phase open at it."""
         spans = self.phase_spans  # sorted by start
         grouped: dict[str, list[int]] = {}
         active: list[PhaseSpan] = []
         next_span = 0
         for sample in sorted(self.memory_samples, key=lambda s: s.t):
+            value = sample.gpu_bytes if gpu else sample.rss_bytes
+            if value is None:
+                continue
             while next_span < len(spans) and spans[next_span].start <= sample.t:
                 active.append(spans[next_span])
                 next_span += 1
             active = [s for s in active if s.end is None or s.end >= sample.t]
             phase = max(active, key=lambda s: s.start).phase if active else "unknown"
-            grouped.setdefault(phase, []).append(sample.rss_bytes)
+            grouped.setdefault(phase, []).append(value)
         return grouped

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 # "Epoch 3/12" (Keras, plain prints). Lightning's "Epoch 3:" bars are 0-based and carry no total.
 EPOCH_OF = re.compile(r"^\s*epoch\s+(\d+)\s*/\s*(\d+)\b", re.IGNORECASE)
@@ -128,6 +129,52 @@ def epoch_progress(lines: Sequence[str]) -> tuple[int, int] | None:
 
 def first_match(pattern: re.Pattern[str], lines: Sequence[str]) -> str | None:
     return next((line for line in lines if pattern.search(line)), None)
+
+
+# PyTorch's CUDA/HIP message: "Tried to allocate 2.00 GiB. GPU 0 has a total capacity of
+# 79.25 GiB of which 1.06 GiB is free." (older versions: "(GPU 0; 79.25 GiB total capacity; ...
+# 1.06 GiB free; ...)")
+_OOM_REQUESTED = re.compile(r"Tried to allocate ([\d.]+) ?([KMGT]i?B|B)\b")
+_OOM_CAPACITY = re.compile(
+    r"total capacity of ([\d.]+) ?([KMGT]i?B)\b(?: of which ([\d.]+) ?([KMGT]i?B|B) is free)?"
+    r"|([\d.]+) ?([KMGT]i?B) total capacity"
+)
+_OOM_FREE_OLD = re.compile(r"([\d.]+) ?([KMGT]i?B|B) free\b")
+_UNIT = {"B": 1, "KB": 1 << 10, "KiB": 1 << 10, "MB": 1 << 20, "MiB": 1 << 20, "GB": 1 << 30, "GiB": 1 << 30}
+_UNIT.update({"TB": 1 << 40, "TiB": 1 << 40})
+
+
+class OomSizes(NamedTuple):
+    """The sizes an accelerator out-of-memory message states (None: not stated)."""
+
+    requested: int | None = None
+    capacity: int | None = None
+    free: int | None = None
+
+
+def _size(number: str | None, unit: str | None) -> int | None:
+    # PyTorch prints binary sizes with either spelling ("GiB" today, "GB" before 1.x)
+    return int(float(number) * _UNIT[unit]) if number and unit else None
+
+
+def accelerator_oom_sizes(line: str) -> OomSizes:
+    requested = _OOM_REQUESTED.search(line)
+    capacity = _OOM_CAPACITY.search(line)
+    free = None
+    total = None
+    if capacity is not None:
+        if capacity.group(1):
+            total = _size(capacity.group(1), capacity.group(2))
+            free = _size(capacity.group(3), capacity.group(4))
+        else:
+            total = _size(capacity.group(5), capacity.group(6))
+            old_free = _OOM_FREE_OLD.search(line, capacity.end())
+            free = _size(old_free.group(1), old_free.group(2)) if old_free else None
+    return OomSizes(
+        requested=_size(requested.group(1), requested.group(2)) if requested else None,
+        capacity=total,
+        free=free,
+    )
 
 
 def phase_of_line(line: str) -> tuple[str, int | None] | None:

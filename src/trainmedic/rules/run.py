@@ -496,47 +496,89 @@ def _int_or_none(value: object) -> int | None:
 
 # -- RUN002 ---------------------------------------------------------------------------------
 def accelerator_oom(record: RunRecord) -> list[Finding]:
-    lines = [e.text for e in record.log_lines]
-    line = _logtext.first_match(_logtext.ACCELERATOR_OOM, lines)
-    if line is None:
-        return []
-    tb = _logtext.parse_traceback(lines)
-    evidence: dict[str, object] = {"log_line": line.strip()}
-    if tb is not None:
-        evidence.update(exception=tb.exc_type, user_frame=str(tb.user_frame) if tb.user_frame else None)
-    return [
-        ACCELERATOR_OOM.finding(f"The accelerator ran out of memory: {line.strip()[:200]}", evidence=evidence)
-    ]
+    """The framework's out-of-memory error of the device, with the phase it came in and the
+    trainer tree's peak GPU memory (NVML samples) beside the device's capacity."""
+    found = []
+    for view in attempts(record):
+        line = _logtext.first_match(_logtext.ACCELERATOR_OOM, view.lines)
+        if line is None:
+            continue
+        tb = _logtext.parse_traceback(view.error_lines) or _logtext.parse_traceback(view.lines)
+        phase, epoch_index = _phase_at_end(record, view)
+        epoch = epoch_number(epoch_index)
+        sizes = _logtext.accelerator_oom_sizes(line)
+        peak_gpu = max((s.gpu_bytes or 0 for s in view.events if isinstance(s, MemorySample)), default=0)
+        evidence: dict[str, object] = {
+            "log_line": line.strip(),
+            "phase": phase,
+            "epoch": epoch,
+            "peak_gpu_bytes": peak_gpu or None,
+            "tried_to_allocate_bytes": sizes.requested,
+            "device_total_bytes": sizes.capacity,
+            "device_free_bytes": sizes.free,
+        }
+        if tb is not None:
+            evidence.update(exception=tb.exc_type, user_frame=str(tb.user_frame) if tb.user_frame else None)
+        during = f" during {phase}" + (f" of epoch {epoch}" if epoch is not None else "") if phase else ""
+        held = ""
+        if peak_gpu:
+            of = f" of {human_bytes(sizes.capacity)}" if sizes.capacity else ""
+            held = f"; peak GPU memory of the trainer tree {human_bytes(peak_gpu)}{of}"
+        fix = ACCELERATOR_OOM.fix
+        if phase in ("eval", "epoch_end", "predict"):
+            fix = (
+                "The device ran out while evaluating: move outputs to the CPU (or reduce them to "
+                "metrics) batch by batch instead of keeping them on the GPU, evaluate under "
+                "torch.no_grad()/inference_mode with a smaller batch, and free training-only "
+                "buffers before it."
+            )
+        found.append(
+            ACCELERATOR_OOM.finding(
+                f"The accelerator ran out of memory{during}{_where(view)}{held}: {line.strip()[:200]}",
+                evidence=evidence,
+                fix=fix,
+                epoch=epoch,
+            )
+        )
+    return found
 
 
 # -- RUN003 ---------------------------------------------------------------------------------
 def eval_memory_spike(record: RunRecord) -> list[Finding]:
-    by_phase = record.memory_by_phase()
+    """Host memory (RSS) and, where NVML sampled it, GPU memory: each spike is its own finding."""
+    return [
+        finding
+        for kind in ("host", "gpu")
+        if (finding := _memory_spike(record.memory_by_phase(gpu=kind == "gpu"), kind)) is not None
+    ]
+
+
+def _memory_spike(by_phase: dict[str, list[int]], kind: str) -> Finding | None:
     train = by_phase.get("train", [])
     # "predict": a model.predict inside an epoch-end callback is the innermost phase there
     spikes = {p: max(by_phase[p]) for p in ("eval", "epoch_end", "predict") if by_phase.get(p)}
     if len(train) < MIN_TRAIN_SAMPLES or not spikes:
-        return []
+        return None
     steady = median(train)
     phase, peak = max(spikes.items(), key=lambda kv: kv[1])
     ratio = peak / steady if steady else 0.0
     if ratio < SPIKE_RATIO:
-        return []
+        return None
     label = {"eval": "evaluation", "predict": "prediction"}.get(phase, "epoch end")
-    return [
-        EVAL_MEMORY_SPIKE.finding(
-            f"Memory at {label} peaked at {human_bytes(peak)}, {ratio:.1f}x the training steady state "
-            f"of {human_bytes(steady)}",
-            evidence={
-                "phase": phase,
-                "train_median_bytes": int(steady),
-                "peak_bytes": peak,
-                "ratio": round(ratio, 2),
-                "train_samples": len(train),
-                "spike_samples": len(by_phase[phase]),
-            },
-        )
-    ]
+    memory = "GPU memory" if kind == "gpu" else "Memory"
+    return EVAL_MEMORY_SPIKE.finding(
+        f"{memory} at {label} peaked at {human_bytes(peak)}, {ratio:.1f}x the training steady state "
+        f"of {human_bytes(steady)}",
+        evidence={
+            "memory": kind,
+            "phase": phase,
+            "train_median_bytes": int(steady),
+            "peak_bytes": peak,
+            "ratio": round(ratio, 2),
+            "train_samples": len(train),
+            "spike_samples": len(by_phase[phase]),
+        },
+    )
 
 
 # -- RUN004 ---------------------------------------------------------------------------------

@@ -96,7 +96,9 @@ class Attempt:
         self._hang = HangWatch(config.hang_timeout)
         self._seen_bytes = 0
         self._announced_seen = 0
-        self._phase_seen: str | None = None
+        # the phase last sampled at once: in-process (events file) and told by the log
+        self._phase_seen: tuple[str | None, int] = (None, 0)
+        logs.on_phase = self.wake.set  # a phase the log tells wakes the loop to sample it
         self.popen: subprocess.Popen[bytes] | None = None
 
     # -- start -------------------------------------------------------------------------
@@ -153,10 +155,11 @@ class Attempt:
                     next_sample = now
                 refresh_every = _TREE_REFRESH_MIN if changed else min(refresh_every * 2, _TREE_REFRESH_MAX)
                 last_refresh = now
-            if self.tail.progress.phase != self._phase_seen:
+            phase = (self.tail.progress.phase, self.logs.phases_started)
+            if phase != self._phase_seen:
                 # A new phase is sampled at once and densely: a short train phase between two
                 # epoch ends is the steady state RUN003 compares the spike with.
-                self._phase_seen = self.tail.progress.phase
+                self._phase_seen = phase
                 self.sampler.interval = self.sampler.base_interval
                 next_sample = now
             self._handle_signals()  # signals and stop requests at once, not at the next sample

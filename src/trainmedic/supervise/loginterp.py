@@ -35,6 +35,8 @@ class LogInterpreter:
         self.epochs_total: int | None = None
         self.checkpoint: str | None = None
         self.lines = 0
+        self.phases_started = 0  # the supervisor samples at once when this moves
+        self.on_phase: Callable[[], None] | None = None  # called (from a tee thread) when it does
 
     def on_line(self, stream: str, text: str) -> None:
         with self._lock:
@@ -65,6 +67,9 @@ class LogInterpreter:
         self.phase = phase
         self.epoch = epoch if epoch is not None else self.epoch
         self._emit(PhaseStart(t=t, pid=os.getpid(), phase=phase, epoch=self.epoch))
+        self.phases_started += 1
+        if self.on_phase is not None:
+            self.on_phase()
 
     def _close(self, t: float) -> None:
         if self.phase is not None:
