@@ -43,13 +43,14 @@ import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import torch
 from trainmedic.events import GuardObservation, PhaseEnd, PhaseStart
 from trainmedic.instrument.channel import emit
+from trainmedic.lazyclass import lazy_dataclass
 
 __all__ = [
     "CheckpointError",
@@ -87,7 +88,7 @@ class CorruptCheckpointError(CheckpointError):
     """A checkpoint's files do not match its manifest (truncated, bit-flipped, missing)."""
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class CheckpointInfo:
     """What the manifest of one checkpoint says."""
 
@@ -108,7 +109,7 @@ class CheckpointInfo:
         return self.directory / f"{self.name}.pt"
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class Loaded:
     """The newest intact checkpoint's state, and the damaged ones skipped to get it."""
 

@@ -17,9 +17,11 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal
+
+from trainmedic.lazyclass import lazy_dataclass
 
 Phase = Literal["train", "eval", "epoch_end", "checkpoint", "predict", "idle"]
 PHASES: tuple[str, ...] = ("train", "eval", "epoch_end", "checkpoint", "predict", "idle")
@@ -29,7 +31,7 @@ def _now() -> float:
     return time.time()
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class Event:
     """Fields every event has: wall time, process, distributed rank and node.
 
@@ -61,7 +63,7 @@ class Event:
         return f"{type(self).__name__}({inner})"
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class RunStart(Event):
     """The supervisor started (or restarted) the command."""
 
@@ -73,7 +75,7 @@ class RunStart(Event):
     attempt: int = 0
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class RunEnd(Event):
     """How the supervised command ended: `exit_code` as the shell sees it, `signal` if killed."""
 
@@ -84,7 +86,7 @@ class RunEnd(Event):
     attempt: int = 0
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class ProcessSpawn(Event):
     """A process of the supervised tree, as seen by the supervisor or announced by itself."""
 
@@ -95,7 +97,7 @@ class ProcessSpawn(Event):
     source: str = "supervisor"  # supervisor | announce
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class ProcessExit(Event):
     """A process of the supervised tree exited."""
 
@@ -104,7 +106,7 @@ class ProcessExit(Event):
     signal: int | None = None
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class PhaseStart(Event):
     """A training phase (train, eval, epoch_end, ...) began in a process: memory samples are grouped by it."""
 
@@ -114,7 +116,7 @@ class PhaseStart(Event):
     step: int | None = None
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class PhaseEnd(Event):
     """A training phase ended in a process."""
 
@@ -124,7 +126,7 @@ class PhaseEnd(Event):
     step: int | None = None
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class TrainingPlan(Event):
     """What the training loop was asked to do (e.g. `fit(epochs=12, steps_per_epoch=500)`)."""
 
@@ -138,7 +140,7 @@ class TrainingPlan(Event):
     early_stopping: bool = False
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class Step(Event):
     """One optimizer/batch step; `metrics` holds what the framework logged for it."""
 
@@ -150,7 +152,7 @@ class Step(Event):
     data_wait_s: float | None = None
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class Epoch(Event):
     """An epoch finished; `steps` is how many batches it really ran."""
 
@@ -160,7 +162,7 @@ class Epoch(Event):
     steps: int | None = None
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class Metric(Event):
     """A single scalar outside step/epoch records (e.g. a TensorBoard tag)."""
 
@@ -171,7 +173,7 @@ class Metric(Event):
     epoch: int | None = None
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class MetricSeries(Event):
     """A whole curve read from a log file (a TensorBoard tag, an HF log column).
 
@@ -202,7 +204,7 @@ class MetricSeries(Event):
         return data
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class EnvironmentManifest(Event):
     """The environment of a run as `trainmedic env` captures it (manifest.json), for ENV rules."""
 
@@ -210,7 +212,7 @@ class EnvironmentManifest(Event):
     manifest: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class MemorySample(Event):
     """Memory of the trainer tree at one instant; `pid` is the sampler's, `processes` the tree's."""
 
@@ -224,7 +226,7 @@ class MemorySample(Event):
     cpu_percent: float | None = None
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class LogLine(Event):
     """One line the supervised command printed."""
 
@@ -233,7 +235,7 @@ class LogLine(Event):
     text: str = ""
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class GuardObservation(Event):
     """A fact an in-process hook measured (e.g. `{"check": "grad_norm", "value": 3e4}`)."""
 
@@ -244,7 +246,7 @@ class GuardObservation(Event):
     epoch: int | None = None
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class FindingRaised(Event):
     """A finding decided in-process (a guard at the step it happened), as `Finding.to_dict()`."""
 
@@ -252,7 +254,7 @@ class FindingRaised(Event):
     finding: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class MemoryLimit(Event):
     """The memory limit the trainer runs under (`--memory-limit`, or its container's cgroup)."""
 
@@ -263,7 +265,7 @@ class MemoryLimit(Event):
     cgroup_version: int | None = None
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class OomKill(Event):
     """The kernel's OOM-kill counter rose during the run (`scope`: the run's cgroup or the host)."""
 
@@ -273,7 +275,7 @@ class OomKill(Event):
     cgroup: str = ""
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class StopRequest(Event):
     """The supervisor signalled the trainers: forwarded signal, `trainmedic stop`, or a hang."""
 
@@ -283,7 +285,7 @@ class StopRequest(Event):
     targets: list[int] = field(default_factory=list)
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class HangDetected(Event):
     """No progress and near-zero CPU for `idle_s`; `stacks` maps pid -> every thread's stack."""
 
@@ -294,7 +296,7 @@ class HangDetected(Event):
     action: str = "wait"
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class OrphanEnded(Event):
     """A process of the trainer tree that outlived the trainer and was ended (`pid` is its own)."""
 
@@ -305,7 +307,7 @@ class OrphanEnded(Event):
     signal: int | None = None
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class UnknownEvent(Event):
     """An event type this version does not know (written by a newer trainmedic): kept, not lost."""
 
@@ -407,7 +409,7 @@ def _reset_lock(ref: weakref.ref[EventWriter]) -> None:
         writer._lock = threading.Lock()
 
 
-@dataclass
+@lazy_dataclass
 class ReadResult:
     """Events read from a file, and what had to be skipped (e.g. a line cut by a kill)."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from typing import TypeVar
 
@@ -31,11 +31,12 @@ from trainmedic.events import (
     TrainingPlan,
 )
 from trainmedic.findings import Finding
+from trainmedic.lazyclass import lazy_dataclass
 
 E = TypeVar("E", bound=Event)
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class PhaseSpan:
     """A phase as an interval of wall time in one process (end is None while open)."""
 
@@ -46,7 +47,7 @@ class PhaseSpan:
     epoch: int | None = None
 
 
-@dataclass
+@lazy_dataclass
 class RunRecord:
     """All events of one run (possibly several processes, ranks and attempts), in time order."""
 

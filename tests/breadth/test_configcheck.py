@@ -307,6 +307,16 @@ def test_configs_named_on_a_launcher_command_line(tmp_path: Path) -> None:
     assert configs_in_command(["python", "train.py", "missing.json"], tmp_path) == []
 
 
+def test_the_supervisor_imports_configcheck_for_exactly_the_commands_it_reads() -> None:
+    from trainmedic import configcheck
+    from trainmedic.supervise.environment import CONFIG_SUFFIXES, names_a_config_file
+
+    assert CONFIG_SUFFIXES == configcheck._CONFIG_SUFFIXES
+    assert names_a_config_file(["deepspeed", "train.py", "--deepspeed=DS.JSON"])
+    assert names_a_config_file(["python", "train.py", "--config", "run.yaml"])
+    assert not names_a_config_file(["python", "train.py", "--epochs", "3", "--out=runs/a"])
+
+
 CONFIGS = Path(__file__).resolve().parents[2] / "examples" / "breadth" / "configs"
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +17,11 @@ import click
 
 from trainmedic.cli.options import fail_on_option, findings_exit_code, format_option, write_ci_format
 from trainmedic.errors import UsageError
+from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import RunRecord
 
 
-@dataclass
+@lazy_dataclass
 class Side:
     """One run as `diff` sees it: its manifest and/or its events."""
 

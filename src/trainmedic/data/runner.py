@@ -7,7 +7,6 @@ below is the catalogue order. Nothing is written anywhere: the caller renders.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias
 
@@ -20,6 +19,7 @@ from trainmedic.data.readers import read_table
 from trainmedic.data.summary import DataSummary, summarize
 from trainmedic.errors import UsageError
 from trainmedic.findings import Finding, sort_findings
+from trainmedic.lazyclass import lazy_dataclass
 
 Check = Callable[[Dataset], list[Finding]]
 TableLike: TypeAlias = "pd.DataFrame | str | Path"
@@ -41,7 +41,7 @@ CHECKS: Mapping[str, Check] = {
 }
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class DataReport:
     """What `check data` found: the summary of the splits and the findings."""
 

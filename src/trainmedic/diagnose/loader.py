@@ -13,13 +13,14 @@ import csv
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from trainmedic.diagnose import hf_state, keras_logs, lightning_csv, run_folder, tensorboard
 from trainmedic.diagnose.source import LOG_PID, LogRead
 from trainmedic.errors import UsageError
 from trainmedic.events import Event, TrainingPlan
+from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import RunRecord
 
 KNOWN_FORMATS = (
@@ -30,7 +31,7 @@ _CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
 _MAX_FILES_SCANNED = 20000
 
 
-@dataclass
+@lazy_dataclass
 class Loaded:
     """The merged record, and what each path contributed."""
 

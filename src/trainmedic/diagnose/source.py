@@ -8,17 +8,18 @@ sensible time order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from trainmedic.events import Event
+from trainmedic.lazyclass import lazy_dataclass
 
 #: Events read from logs carry this pid: no process of ours wrote them.
 LOG_PID = 0
 _SPACING_S = 1e-3
 
 
-@dataclass
+@lazy_dataclass
 class LogRead:
     """The events of one log, its format, the framework that wrote it, and notes on what was skipped."""
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from trainmedic.atomicfile import write_text_atomic
 from trainmedic.findings import Finding, sort_findings
 from trainmedic.record import RunRecord
 from trainmedic.report import html_plots, html_sections
+from trainmedic.report.html_format import escape
 from trainmedic.report.html_style import CSP, CSS, PRINT_SCRIPT
 from trainmedic.report.indexed import IndexedRecord
 from trainmedic.report.rundir import REPORT, load_run_folder

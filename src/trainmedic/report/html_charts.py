@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from html import escape
+from dataclasses import field
 
+from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.report.downsample import Point, minmax_downsample
+from trainmedic.report.html_format import escape
 
 WIDTH, HEIGHT = 720, 260
 LEFT, RIGHT, TOP, BOTTOM = 62, 14, 18, 34
@@ -30,7 +31,7 @@ _MIN_BAND_PX = 0.6  # bands narrower than this are merged with their neighbour o
 # methods dataclass() would compile for each at import, in every `trainmedic run`.
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@lazy_dataclass(frozen=True, eq=False, repr=False)
 class Series:
     """One line. `tone` picks the colour (CSS class `s<tone>`)."""
 
@@ -40,7 +41,7 @@ class Series:
     dashed: bool = False
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@lazy_dataclass(frozen=True, eq=False, repr=False)
 class Band:
     """A shaded x interval (a phase), CSS class `band-<kind>`."""
 
@@ -50,7 +51,7 @@ class Band:
     label: str
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@lazy_dataclass(frozen=True, eq=False, repr=False)
 class VMarker:
     """A vertical line at x with a short label (an OOM kill, a finding, a NaN)."""
 
@@ -59,7 +60,7 @@ class VMarker:
     kind: str
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@lazy_dataclass(frozen=True, eq=False, repr=False)
 class HLine:
     """A horizontal line at y (a memory limit)."""
 
@@ -68,7 +69,7 @@ class HLine:
     kind: str = "limit"
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@lazy_dataclass(frozen=True, eq=False, repr=False)
 class Axis:
     """An axis: its label, how values are printed and how ticks are placed."""
 
@@ -77,7 +78,7 @@ class Axis:
     ticks: Callable[[float, float], list[float]] | None = None
 
 
-@dataclass(eq=False, repr=False)
+@lazy_dataclass(eq=False, repr=False)
 class Chart:
     """One SVG chart of the report: series, phase bands, markers and limit lines."""
 

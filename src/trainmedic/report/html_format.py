@@ -15,6 +15,19 @@ from trainmedic.units import human_bytes
 EPOCH_DISPLAY_OFFSET = 1
 
 
+def escape(text: str) -> str:
+    """`html.escape(text, quote=True)`, the same replacements in the same order: importing the
+    `html` package loads its table of 2,231 named entities, which the report never reads
+    (about 2 ms of every `trainmedic run`)."""
+    return (
+        text.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace('"', "&quot;")
+        .replace("'", "&#x27;")
+    )
+
+
 def shown_epoch(epoch: int) -> int:
     return epoch + EPOCH_DISPLAY_OFFSET
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from html import escape
 
 from trainmedic.events import Epoch, MemorySample, Metric, ProcessSpawn, Step, TrainingPlan
 from trainmedic.findings import Finding
@@ -29,6 +28,7 @@ from trainmedic.report.html_charts import (
 )
 from trainmedic.report.html_format import (
     byte_unit,
+    escape,
     fmt_bytes,
     fmt_duration,
     fmt_number,

@@ -11,19 +11,19 @@ import json
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from html import escape
 from typing import Any
 
 from trainmedic.errors import UsageError
 from trainmedic.events import ProcessExit, ProcessSpawn
 from trainmedic.findings import Finding, Severity, sort_findings
+from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import RunRecord
 from trainmedic.registry import lookup
 from trainmedic.report.explain import explain_text
 from trainmedic.report.html_format import (
     EPOCH_DISPLAY_OFFSET,
+    escape,
     fmt_bytes,
     fmt_duration,
     fmt_value,
@@ -35,7 +35,7 @@ _SIGKILL = 9
 _LOG_HIT = re.compile(r"Traceback|Error\b|error:|Exception|Killed|out of memory", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class Outcome:
     """How the run ended, as the page's first sentence says it."""
 

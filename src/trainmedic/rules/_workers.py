@@ -38,9 +38,10 @@ from __future__ import annotations
 import re
 import signal as _signal
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import PurePath
 
+from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.rules import _logtext
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -71,7 +72,7 @@ _RAY_KILLED = re.compile(r"\bpid=(?P<pid>\d+), actual memory used=(?P<mem>[\d.]+
 _BLOCK = 60  # lines after a death header that still describe the same worker
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class WorkerDeath:
     """One worker of a distributed job that died; None where the logs do not say."""
 
@@ -130,7 +131,7 @@ class WorkerDeath:
         }
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class _Line:
     """A log line with the worker prefix that Ray or torchrun put before it."""
 

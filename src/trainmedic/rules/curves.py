@@ -12,10 +12,10 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
 from trainmedic.events import Epoch, Metric, MetricSeries
+from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import RunRecord
 
 if TYPE_CHECKING:  # numpy is imported where a curve is built: a run without curves never pays for it
@@ -33,7 +33,7 @@ MAX_POINTS = 2000
 _SPLIT = re.compile(r"[/._\-\s:]+")
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class Curve:
     """One metric over training: `x` is the global step (or the epoch index when `per == "epoch"`)."""
 
@@ -240,7 +240,7 @@ def smoothing_window(n: int) -> int:
     return max(1, (n // 10) | 1) if n >= 7 else 1
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class Departure:
     """Where curve B first leaves curve A beyond noise (and stays away)."""
 

@@ -10,10 +10,10 @@ on bucket medians, which makes one spike or a noisy step log harmless.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import Rule, RunRecord
 from trainmedic.rules.curves import (
     Curve,
@@ -286,7 +286,7 @@ def _epoch_means(c: Curve) -> Curve | None:
     return Curve(c.name, epochs, means, "epoch", epochs)
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class _Paired:
     """Validation points with the training loss over the same stretch of training."""
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import signal as _signal
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
@@ -31,6 +30,7 @@ from trainmedic.events import (
     StopRequest,
 )
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
+from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import Rule, RunRecord, median
 from trainmedic.rules import _logtext, _ray
 from trainmedic.units import human_bytes
@@ -251,7 +251,7 @@ LAST_LINES = 12
 _KILL_SIGNALS_BY_EXIT = range(129, 129 + 64)
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class AttemptView:
     """One attempt of the run: its end, and the events that happened during it."""
 

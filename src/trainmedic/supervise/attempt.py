@@ -15,7 +15,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 import psutil
@@ -29,6 +29,7 @@ from trainmedic.events import (
     ProcessSpawn,
     StopRequest,
 )
+from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.supervise import platform, rundir, tree
 from trainmedic.supervise.cgroup import LimitedCgroup
 from trainmedic.supervise.eventtail import EventTail
@@ -46,7 +47,7 @@ _TREE_REFRESH_MIN = 0.5
 _TREE_REFRESH_MAX = 15.0
 
 
-@dataclass
+@lazy_dataclass
 class AttemptConfig:
     """Everything one attempt (one launch of the command) needs."""
 
@@ -61,7 +62,7 @@ class AttemptConfig:
     status: StatusLine | None
 
 
-@dataclass
+@lazy_dataclass
 class AttemptResult:
     """How one attempt ended: the exit status, who stopped it, the trainers it had."""
 

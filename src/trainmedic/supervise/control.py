@@ -10,18 +10,19 @@ they are stopped with the same escalation.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 import psutil
 
 from trainmedic.errors import UsageError
+from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.supervise import platform, rundir, tree
 from trainmedic.supervise.signals import stop_processes
 
 
-@dataclass
+@lazy_dataclass
 class StopReport:
     """What `trainmedic stop` did: which processes it signalled, how, and which survived."""
 
@@ -37,7 +38,7 @@ class StopReport:
         return dict(self.__dict__)
 
 
-@dataclass
+@lazy_dataclass
 class LiveRun:
     """A supervised run in progress, as its supervisor announces it for `stop` and `status`."""
 

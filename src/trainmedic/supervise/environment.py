@@ -16,9 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from trainmedic import envinfo
-from trainmedic.configcheck import configs_in_command
 from trainmedic.events import Event
 from trainmedic.supervise.gpu import driver_may_exist
+
+
+# configcheck._CONFIG_SUFFIXES: the files configs_in_command reads (a test keeps them equal)
+CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+def names_a_config_file(argv: Sequence[str]) -> bool:
+    """Whether the command names a file configcheck could read: only then is it imported
+    (with the CFG rules and the YAML reader), which most commands do not need."""
+    return any(arg.rpartition("=")[2].lower().endswith(CONFIG_SUFFIXES) for arg in argv)
 
 
 class EnvironmentCapture:
@@ -39,7 +48,11 @@ class EnvironmentCapture:
             )
         except Exception as exc:  # the run's diagnosis must never depend on this
             sys.stderr.write(f"trainmedic: environment capture failed: {exc!r}\n")
+        if not names_a_config_file(self._command):
+            return
         try:
+            from trainmedic.configcheck import configs_in_command
+
             self._observations = list(configs_in_command(self._command, self._cwd))
         except Exception as exc:
             sys.stderr.write(f"trainmedic: configuration check of the command failed: {exc!r}\n")

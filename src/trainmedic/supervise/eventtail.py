@@ -10,13 +10,14 @@ status.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from trainmedic.events import Epoch, Event, PhaseStart, ProcessSpawn, Step, TrainingPlan, decode
+from trainmedic.lazyclass import lazy_dataclass
 
 
-@dataclass
+@lazy_dataclass
 class TrainerProgress:
     """What the live status shows, from the trainer's own events."""
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import psutil
 
+from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.supervise import platform
 
 
-@dataclass
+@lazy_dataclass
 class StopOutcome:
     """Which signals were sent, and which processes were still alive at the end (none, normally)."""
 

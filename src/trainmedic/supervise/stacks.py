@@ -7,7 +7,6 @@ that is deadlocked and would never run a signal handler. It needs ptrace rights
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,11 @@ _TIMEOUT_S = 30.0
 
 def py_spy_path() -> str | None:
     beside = Path(sys.executable).with_name("py-spy")
-    return str(beside) if beside.exists() else shutil.which("py-spy")
+    if beside.exists():
+        return str(beside)
+    import shutil  # a hang only: shutil also loads bz2 and lzma
+
+    return shutil.which("py-spy")
 
 
 def dump_stacks(pids: list[int]) -> dict[str, str]:

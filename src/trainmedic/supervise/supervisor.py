@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal as signal_module
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from types import FrameType
 
@@ -33,6 +32,7 @@ from trainmedic.events import (
 from trainmedic.findings import Finding
 from trainmedic.hostname import hostname
 from trainmedic.instrument.environment import child_env
+from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.supervise import platform, rundir
 from trainmedic.supervise.attempt import Attempt, AttemptConfig, AttemptResult
 from trainmedic.supervise.cgroup import CgroupInfo, LimitedCgroup, effective_limit, host_oom_kills
@@ -58,7 +58,7 @@ class CommandNotFound(Exception):
         self.status = status
 
 
-@dataclass(frozen=True, kw_only=True)
+@lazy_dataclass(frozen=True, kw_only=True)
 class RunOptions:
     """The options of `trainmedic run`, validated."""
 
@@ -79,7 +79,7 @@ class RunOptions:
     runs_base: Path = Path("runs")
 
 
-@dataclass
+@lazy_dataclass
 class RunOutcome:
     """How a supervised run ended: the exit status to return, the run folder, the findings."""
 
@@ -102,6 +102,8 @@ def resolve_command(command: list[str]) -> list[str]:
             hint = "; run it with python" if path.suffix == ".py" else ""
             raise CommandNotFound(f"cannot execute {program!r}: not an executable file{hint}", 126)
         return command
+    import shutil  # only for a bare name: it also loads bz2 and lzma, ~3 ms of a run
+
     if shutil.which(program) is None:
         raise CommandNotFound(f"command not found: {program!r} (not on PATH)")
     return command

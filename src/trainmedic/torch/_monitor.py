@@ -50,13 +50,14 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 import torch
 from torch import nn
 from trainmedic.events import Epoch, Event, FindingRaised, GuardObservation, Step
 from trainmedic.instrument import channel
+from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import median
 from trainmedic.rules.dynamics import NONFINITE_LOSS
 from trainmedic.torch._forward import ForwardWatch
@@ -115,7 +116,7 @@ class _WindowEnd(NamedTuple):
     epoch: int
 
 
-@dataclass(eq=False)
+@lazy_dataclass(eq=False)
 class _OptState:
     """What the monitor keeps about one optimizer (looked up by id, checked by a weakref)."""
 

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import torch
 from trainmedic.events import GuardObservation
 from trainmedic.findings import Finding
 from trainmedic.instrument import channel
+from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import RunRecord
 from trainmedic.rules.steps import cannot_overfit_batch, overfit_failed
 from trainmedic.torch import _patches
 
 
-@dataclass
+@lazy_dataclass
 class OverfitResult:
     """The losses of the test, its verdict and, when it failed, the TRN006 finding."""
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from torch.utils.data import (
@@ -29,6 +28,7 @@ from torch.utils.data import (
 )
 
 import torch
+from trainmedic.lazyclass import lazy_dataclass
 
 log = logging.getLogger("trainmedic.train")
 
@@ -90,7 +90,7 @@ class ResumableSampler(Sampler[int]):
         return max(self.per_epoch() - self.start, 0)
 
 
-@dataclass
+@lazy_dataclass
 class ResumableLoader:
     """A DataLoader whose epochs can start at any batch without loading the ones before."""
 
