@@ -19,7 +19,6 @@ from trainmedic import envinfo
 from trainmedic.events import Event
 from trainmedic.supervise.gpu import driver_may_exist
 
-
 # configcheck._CONFIG_SUFFIXES: the files configs_in_command reads (a test keeps them equal)
 CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
 
