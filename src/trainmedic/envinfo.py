@@ -448,7 +448,7 @@ def cpu() -> dict[str, Any]:
     try:
         # line by line, up to the first processor's model: the kernel writes /proc/cpuinfo as it
         # is read, and the whole file of a 100-core GPU server costs milliseconds to produce
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+        with Path("/proc/cpuinfo").open(encoding="utf-8", errors="replace") as info:
             for line in info:
                 if line.startswith("model name"):
                     model = line.split(":", 1)[1].strip()
