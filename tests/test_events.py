@@ -180,3 +180,21 @@ def test_record_epochs_and_memory_by_phase() -> None:
     assert record.epochs_completed == 1
     assert record.memory_by_phase() == {"train": [100, 110], "eval": [300]}
     assert record.peak_rss == 300
+
+
+def test_a_record_inside_an_event_is_written_as_its_fields() -> None:
+    """to_dict is shallow; the encoder turns a dataclass in an event's data into a JSON object."""
+    from dataclasses import dataclass
+
+    from trainmedic.events import GuardObservation, decode, encode
+
+    @dataclass
+    class Seen:
+        layer: str
+        norms: list[float]
+
+    event = GuardObservation(check="grad", data={"worst": Seen("fc", [1.0, 2.5]), "when": {"step": 3}})
+    again = decode(encode(event))
+    assert isinstance(again, GuardObservation)
+    assert again.data == {"worst": {"layer": "fc", "norms": [1.0, 2.5]}, "when": {"step": 3}}
+    assert event.to_dict()["data"] is event.data  # a view, not a copy

@@ -128,9 +128,14 @@ def _compile(owner: type, name: str, options: dict[str, bool]) -> None:
     fields; they replace their stubs on `owner`. `__init__` alone is what most types need."""
     fields = dataclasses.fields(owner)
     namespace: dict[str, Any] = {
-        "__annotations__": {f.name: f.type for f in fields},
+        # `object` for every type: a string annotation costs dataclass() two regex matches (is it
+        # a ClassVar, an InitVar?); the real annotations go on the compiled methods below
+        "__annotations__": {f.name: object for f in fields},
         "__module__": owner.__module__,
         "__qualname__": owner.__qualname__,
+        # a twin without a docstring would have dataclass() build one from inspect.signature:
+        # as costly as the compiling itself
+        "__doc__": owner.__doc__ or owner.__name__,
     }
     for f in fields:
         namespace[f.name] = dataclasses.field(
@@ -160,7 +165,10 @@ def _compile(owner: type, name: str, options: dict[str, bool]) -> None:
     )
     for method in (name,) if not comparing else ("__eq__", "__hash__", *_ORDER):
         if getattr(owner.__dict__.get(method), "__lazy_stub__", False):
-            setattr(owner, method, twin.__dict__[method])
+            compiled = twin.__dict__[method]
+            if method == "__init__":
+                compiled.__annotations__ = {f.name: f.type for f in fields if f.init} | {"return": None}
+            setattr(owner, method, compiled)
 
 
 def _no_post_init(self: Any) -> None:

@@ -135,13 +135,13 @@ def first_match(pattern: re.Pattern[str], lines: Sequence[str]) -> str | None:
 
 # PyTorch's CUDA/HIP message: "Tried to allocate 2.00 GiB. GPU 0 has a total capacity of
 # 79.25 GiB of which 1.06 GiB is free." (older versions: "(GPU 0; 79.25 GiB total capacity; ...
-# 1.06 GiB free; ...)")
-_OOM_REQUESTED = re.compile(r"Tried to allocate ([\d.]+) ?([KMGT]i?B|B)\b")
-_OOM_CAPACITY = re.compile(
+# 1.06 GiB free; ...)"). Pattern strings, compiled (and cached by `re`) only when a run had one.
+_OOM_REQUESTED = r"Tried to allocate ([\d.]+) ?([KMGT]i?B|B)\b"
+_OOM_CAPACITY = (
     r"total capacity of ([\d.]+) ?([KMGT]i?B)\b(?: of which ([\d.]+) ?([KMGT]i?B|B) is free)?"
     r"|([\d.]+) ?([KMGT]i?B) total capacity"
 )
-_OOM_FREE_OLD = re.compile(r"([\d.]+) ?([KMGT]i?B|B) free\b")
+_OOM_FREE_OLD = r"([\d.]+) ?([KMGT]i?B|B) free\b"
 _UNIT = {"B": 1, "KB": 1 << 10, "KiB": 1 << 10, "MB": 1 << 20, "MiB": 1 << 20, "GB": 1 << 30, "GiB": 1 << 30}
 _UNIT.update({"TB": 1 << 40, "TiB": 1 << 40})
 
@@ -160,8 +160,8 @@ def _size(number: str | None, unit: str | None) -> int | None:
 
 
 def accelerator_oom_sizes(line: str) -> OomSizes:
-    requested = _OOM_REQUESTED.search(line)
-    capacity = _OOM_CAPACITY.search(line)
+    requested = re.search(_OOM_REQUESTED, line)
+    capacity = re.search(_OOM_CAPACITY, line)
     free = None
     total = None
     if capacity is not None:
@@ -170,7 +170,7 @@ def accelerator_oom_sizes(line: str) -> OomSizes:
             free = _size(capacity.group(3), capacity.group(4))
         else:
             total = _size(capacity.group(5), capacity.group(6))
-            old_free = _OOM_FREE_OLD.search(line, capacity.end())
+            old_free = re.search(_OOM_FREE_OLD, line[capacity.end() :])
             free = _size(old_free.group(1), old_free.group(2)) if old_free else None
     return OomSizes(
         requested=_size(requested.group(1), requested.group(2)) if requested else None,

@@ -181,11 +181,14 @@ def is_alive(pid: int, create_time: float | None = None) -> bool:
 
 
 def own_descendants() -> list[psutil.Process]:
-    """Every live process below this one (with the subreaper set, orphans of the tree too)."""
+    """Every live process below this one (with the subreaper set, orphans of the tree too);
+    from the kernel's children lists where it has them (see `descendants`)."""
+    below = descendants(os.getpid())
     try:
-        return [p for p in psutil.Process(os.getpid()).children(recursive=True) if _not_zombie(p)]
+        handles = psutil.Process(os.getpid()).children(recursive=True) if below is None else _handles(below)
     except psutil.Error:
         return []
+    return [p for p in handles if _not_zombie(p)]
 
 
 def _not_zombie(proc: psutil.Process) -> bool:
