@@ -120,6 +120,67 @@ def test_a_script_that_is_not_executable_is_126(tmp_path: Path) -> None:
     assert not run_dir.exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ((), "no command given"),
+        (("--quiet",), "no command given"),
+        (("--restarts", "-1", PY, "-c", "pass"), "argument --restarts: expected an integer >= 0, got '-1'"),
+        (("--on-hang", "maybe", PY, "-c", "pass"), "argument --on-hang: invalid choice: 'maybe'"),
+        (("--sample-interval", "0.001", PY, "-c", "pass"), "argument --sample-interval"),
+        (("--bogus", PY, "-c", "pass"), "unrecognized arguments: --bogus"),
+        (("--quie", PY, "-c", "pass"), "unrecognized arguments: --quie"),  # no abbreviations
+    ],
+)
+def test_bad_options_are_one_line_exit_2_and_leave_nothing(
+    tmp_path: Path, args: tuple[str, ...], says: str
+) -> None:
+    result = subprocess.run(
+        [*trainmedic_cmd(), "run", "--out", str(tmp_path / "run"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=tm_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("trainmedic: error: ")
+    assert says in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert result.stdout == ""
+    assert not (tmp_path / "run").exists()
+
+
+def test_help_of_run_and_its_place_in_the_group(tmp_path: Path) -> None:
+    env = tm_env(tmp_path)
+    own = subprocess.run(
+        [*trainmedic_cmd(), "run", "--help"], capture_output=True, text=True, env=env, check=False
+    )
+    assert own.returncode == 0
+    assert own.stdout.startswith("usage: trainmedic run [OPTIONS] -- CMD ARGS...")
+    for option in ("--memory-limit SIZE", "--hang-timeout SECONDS", "--on-hang {wait,stop}", "--restarts N"):
+        assert option in own.stdout
+    group = subprocess.run(
+        [*trainmedic_cmd(), "--help"], capture_output=True, text=True, env=env, check=False
+    )
+    assert group.returncode == 0
+    assert "  run " in group.stdout
+    # the click face forwards to the same parser
+    from trainmedic.cli.group import cli
+
+    forwarded = subprocess.run(
+        [PY, "-c", "import sys; from trainmedic.cli.group import cli; cli(['run', '--help'])"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert forwarded.stdout == own.stdout
+    assert cli.get_command(None, "run") is not None  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("limit", ["lots", "6X", "12"])
 def test_bad_memory_limit_is_usage_error(tmp_path: Path, limit: str) -> None:
     result, run_dir = run_tm(tmp_path, "--memory-limit", limit, PY, "-c", "pass")

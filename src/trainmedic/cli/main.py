@@ -1,8 +1,9 @@
-"""`trainmedic` entry point: the group, and the one place usage errors become one line.
+"""`trainmedic` entry point, and the one place usage errors become one line.
 
 click's own usage errors (bad option, missing argument) and trainmedic's
 `UsageError` are both printed as a single `trainmedic: error: ...` line with exit
-status 2, never a traceback.
+status 2, never a traceback. `trainmedic run` goes to its own parser (cli/run_args.py)
+without importing click: its start-up is part of every supervised run's cost.
 """
 
 from __future__ import annotations
@@ -14,23 +15,22 @@ import sys
 import threading
 from collections.abc import Sequence
 
-import click
-
-from trainmedic import __version__
-from trainmedic.cli.discovery import TopLevelGroup
 from trainmedic.errors import ExitCode, UsageError
-
-
-@click.group(cls=TopLevelGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", prog_name="trainmedic")
-def cli() -> None:
-    """trainmedic: catch the silent failures of ML training, with evidence and a fix."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return the exit status (for `python -m trainmedic` and tests)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["run"]:
+        from trainmedic.cli import run_args
+
+        return run_args.main(args[1:])
+    import click
+
+    from trainmedic.cli.group import cli
+
     try:
-        result = cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
+        result = cli.main(args=args, prog_name="trainmedic", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
         return ExitCode.USAGE_ERROR
@@ -51,8 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def usage_error(message: str) -> int:
-    one_line = " ".join(message.split())
-    click.echo(f"trainmedic: error: {one_line}", err=True)
+    sys.stderr.write(f"trainmedic: error: {' '.join(message.split())}\n")
     return ExitCode.USAGE_ERROR
 
 
