@@ -480,27 +480,54 @@ def _user() -> str | None:
 def git_state(where: Path) -> dict[str, Any] | None:
     """Commit and dirty state of the repository holding `where`; None outside git (or without git).
 
-    Two git processes (they are most of the supervisor's environment capture): one
-    rev-parse for root, commit and branch, one status for modified and untracked files.
+    One git process (git is most of the supervisor's environment capture): `status
+    --porcelain=v2 --branch` gives the commit, the branch and every change. The root is the
+    nearest folder holding `.git` (a folder, or the file of a worktree or submodule), as git
+    finds it; rev-parse is asked only where GIT_DIR / GIT_WORK_TREE move it.
     """
-    heads = (_git(where, "rev-parse", "--show-toplevel", "HEAD", "--abbrev-ref", "HEAD") or "").splitlines()
-    root: str | None = heads[0] if len(heads) == 3 else None
-    commit, branch = (heads[1], heads[2]) if len(heads) == 3 else (None, None)
-    if root is None:  # no commit yet (HEAD names nothing), or not a repository at all
-        root = _git(where, "rev-parse", "--show-toplevel")
-        if root is None:
-            return None
-    status = _git(where, "status", "--porcelain=v1", "--untracked-files=all") or ""
-    lines = [line for line in status.splitlines() if line.strip()]
-    modified = [line[3:] for line in lines if not line.startswith("??")]
+    found = _worktree_root(where)
+    # run at the root: porcelain v2 gives paths relative to the folder git runs in
+    status = _git(
+        Path(found) if found else where, "status", "--porcelain=v2", "--branch", "--untracked-files=all"
+    )
+    if status is None:
+        return None
+    commit: str | None = None
+    branch: str | None = None
+    modified: list[str] = []
+    untracked = 0
+    for line in status.splitlines():
+        if line.startswith("# branch.oid "):
+            commit = None if line[13:] == "(initial)" else line[13:]
+        elif line.startswith("# branch.head "):
+            branch = "HEAD" if line[14:] == "(detached)" else line[14:]
+        elif line.startswith("? "):
+            untracked += 1
+        elif line[:2] in ("1 ", "2 ", "u "):
+            # "1 XY sub mH mI mW hH hI path", "2 ... X<score> path<TAB>orig", "u ... h1 h2 h3 path"
+            fields = {"1": 8, "2": 9, "u": 10}[line[0]]
+            modified.append(line.split(" ", fields)[-1].split("\t")[0])
+    root = found or _git(where, "rev-parse", "--show-toplevel")
+    if root is None:
+        return None
     return {
         "root": root,
         "commit": commit,
-        "branch": branch,
+        "branch": branch if commit is not None else None,  # an unborn branch, as rev-parse saw it
         "dirty": bool(modified),
         "modified": modified[:200],
-        "untracked": len(lines) - len(modified),
+        "untracked": untracked,
     }
+
+
+def _worktree_root(where: Path) -> str | None:
+    if "GIT_DIR" in os.environ or "GIT_WORK_TREE" in os.environ:
+        return None
+    here = where.resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return str(folder)
+    return None
 
 
 def _git(where: Path, *args: str) -> str | None:

@@ -120,6 +120,25 @@ def test_git_state_counts_untracked_files_and_reads_a_repository_without_commits
     }
 
 
+def test_git_state_lists_changes_renames_and_a_detached_head_from_a_subfolder(repo: Path) -> None:
+    (repo / "train.py").write_text("print('v2')\n")  # modified in the worktree
+    (repo / "data.py").write_text("x = 1\n")
+    git(repo, "add", "data.py")  # added to the index
+    (repo / "src").mkdir()
+    git(repo, "mv", "train.py", "src/main.py")  # renamed: the new path
+    state = git_state(repo / "src")
+    assert state is not None
+    assert state["root"] == str(repo.resolve())  # found from a subfolder, as git finds it
+    assert state["dirty"] is True
+    assert sorted(state["modified"]) == ["data.py", "src/main.py"]
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    git(repo, "stash", "-q")
+    git(repo, "checkout", "-q", "--detach", "HEAD")
+    detached = git_state(repo)
+    assert detached is not None
+    assert (detached["commit"], detached["branch"], detached["dirty"]) == (head.strip(), "HEAD", False)
+
+
 def test_env_json_outside_git(tmp_path: Path, capsys) -> None:
     cwd = Path.cwd()
     os.chdir(tmp_path)
