@@ -131,9 +131,8 @@ def test_git_state_lists_changes_renames_and_a_detached_head_from_a_subfolder(re
     assert state["root"] == str(repo.resolve())  # found from a subfolder, as git finds it
     assert state["dirty"] is True
     assert sorted(state["modified"]) == ["data.py", "src/main.py"]
-    head = subprocess.run(
-        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True
-    ).stdout
+    rev_parse = ["git", "-C", str(repo), "rev-parse", "HEAD"]
+    head = subprocess.run(rev_parse, capture_output=True, text=True, check=True).stdout
     git(repo, "stash", "-q")
     git(repo, "checkout", "-q", "--detach", "HEAD")
     detached = git_state(repo)
