@@ -19,6 +19,10 @@ shared machine hits both alike):
   read on a busy machine where wall times are noisy.
 
     python benchmarks/supervise_overhead.py --seconds 20 --runs 5
+    python benchmarks/supervise_overhead.py --seconds 20 --runs 7 --pin 1   # one core for all
+
+The job is sized again before each round from the last bare run's CPU, so it stays near
+`--seconds` of CPU while the machine's speed drifts.
 """
 
 import argparse
@@ -106,7 +110,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="CPU seconds of the job")
     parser.add_argument("--runs", type=int, default=5, help="rounds (one bare + one supervised each)")
     parser.add_argument("--fixed-runs", type=int, default=5, help="rounds of the empty job")
+    parser.add_argument(
+        "--pin",
+        type=int,
+        metavar="CPU",
+        help="run everything on this one CPU (on a VM whose cores are stolen unevenly, the job and "
+        "the supervisor then see the same machine; the supervisor's CPU then adds to the wall time)",
+    )
     args = parser.parse_args()
+    if args.pin is not None:
+        os.sched_setaffinity(0, {args.pin})
     print(
         f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, "
         f"python {sys.version.split()[0]}"
@@ -132,6 +145,9 @@ def main() -> None:
         for r in range(args.runs):
             res = pair(job, wrapper, n, Path(tmp) / f"run{r}", r % 2 == 0)
             (bare_wall, _, bare_job, _), (sup_wall, sup_cpu, sup_job, own) = res["bare"], res["supervised"]
+            # this VM's speed drifts by tens of percent: the next round's job is sized again from
+            # this bare run, so the job stays near `--seconds` of CPU at the speed of the moment
+            n = max(1, int(n * args.seconds / max(bare_job, 1e-3)))
             supervisor_cpu = own + helpers
             ratios.append(sup_wall / bare_wall)
             shares.append(supervisor_cpu / sup_job)
