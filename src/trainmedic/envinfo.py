@@ -20,7 +20,6 @@ import getpass
 import importlib.util
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from trainmedic import osinfo
 from trainmedic.errors import UsageError
 from trainmedic.events import EnvironmentManifest
 from trainmedic.hostname import hostname
@@ -126,8 +126,8 @@ def capture_manifest(
         "cwd": str(where),
         "command": list(command) if command is not None else None,
         "python": {
-            "version": platform.python_version(),
-            "implementation": platform.python_implementation(),
+            "version": osinfo.python_version(),
+            "implementation": osinfo.python_implementation(),
             "executable": sys.executable,
         },
         "packages": installed,
@@ -136,10 +136,10 @@ def capture_manifest(
         "cpu": cpu(),
         "memory_bytes": _total_memory(),
         "os": {
-            "system": platform.system(),
-            "release": platform.release(),
-            "platform": platform.platform(),
-            "libc": " ".join(platform.libc_ver()).strip() or None,
+            "system": osinfo.uname()[0],
+            "release": osinfo.uname()[1],
+            "platform": osinfo.platform_string(),
+            "libc": " ".join(osinfo.libc()).strip() or None,
         },
         "git": git_state(where),
         "env": relevant_env(env),
@@ -456,8 +456,8 @@ def cpu() -> dict[str, Any]:
     except OSError:
         pass
     return {
-        "model": model or platform.processor() or platform.machine(),
-        "machine": platform.machine(),
+        "model": model or _processor() or osinfo.uname()[2],
+        "machine": osinfo.uname()[2],
         "cores_logical": psutil.cpu_count(logical=True),
         "cores_physical": psutil.cpu_count(logical=False),
         "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
@@ -468,6 +468,13 @@ def _total_memory() -> int:
     import psutil
 
     return int(psutil.virtual_memory().total)
+
+
+def _processor() -> str:
+    """Where /proc/cpuinfo names no model (not Linux): `platform.processor()`."""
+    import platform
+
+    return platform.processor()
 
 
 def _user() -> str | None:

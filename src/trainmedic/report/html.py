@@ -15,8 +15,8 @@ prints (details open, navigation hidden).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,7 @@ def render_html(
     if record.events or log_tail:
         sections.append(("log", "Log", html_sections.log_section(log_tail)))
     nav = " ".join(f'<a href="#{anchor}">{escape(label)}</a>' for anchor, label, _ in sections)
-    generated = datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    generated = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     body = [
         html_sections.header(title, record),
         f'<nav class="toc">{nav}</nav>',

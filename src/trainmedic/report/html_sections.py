@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import time
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 from trainmedic.errors import UsageError
@@ -102,7 +102,7 @@ def header(title: str, record: RunRecord) -> str:
     start = record.start
     lines = [f"<h1>{escape(title)}</h1>"]
     if start is not None:
-        when = datetime.fromtimestamp(start.t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(start.t))
         node = f" · {escape(start.node)}" if start.node else ""
         attempt = f" · attempt {start.attempt}" if start.attempt else ""
         lines.append(f'<div class="meta">started {when}{node}{attempt}</div>')

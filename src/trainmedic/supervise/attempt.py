@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import subprocess
 import threading
 import time
@@ -97,6 +98,7 @@ class Attempt:
         self._hang = HangWatch(config.hang_timeout)
         self._seen_bytes = 0
         self._announced_seen = 0
+        self._stop_request = os.fspath(config.run_dir / rundir.STOP_REQUEST)
         # the phase last sampled at once: in-process (events file) and told by the log
         self._phase_seen: tuple[str | None, int] = (None, 0)
         logs.on_phase = self.wake.set  # a phase the log tells wakes the loop to sample it
@@ -278,14 +280,13 @@ class Attempt:
                 self.emit(StopRequest(signal=signum, reason=f"{name} forwarded", targets=targets))
 
     def _check_stop_request(self) -> None:
-        request = self.cfg.run_dir / rundir.STOP_REQUEST
-        if request.exists() and self.stopping is None:
-            data = rundir.read_json(request) or {}
-            with contextlib.suppress(OSError):
-                request.unlink()
-            self.stop(
-                platform.SIGINT, str(data.get("reason", "trainmedic stop")), float(data.get("grace", 0))
-            )
+        if self.stopping is not None or not os.path.exists(self._stop_request):  # noqa: PTH110  # twice a second
+            return
+        request = Path(self._stop_request)
+        data = rundir.read_json(request) or {}
+        with contextlib.suppress(OSError):
+            request.unlink()
+        self.stop(platform.SIGINT, str(data.get("reason", "trainmedic stop")), float(data.get("grace", 0)))
 
     def stop(self, first: int, reason: str, grace: float = 0) -> None:
         """Stop the trainers gracefully in the background; the loop keeps sampling meanwhile."""

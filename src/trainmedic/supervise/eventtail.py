@@ -33,6 +33,10 @@ class EventTail:
     def __init__(self, path: Path, own_pid: int | None = None) -> None:
         self.path = path
         self.own_pid = os.getpid() if own_pid is None else own_pid
+        # How the supervisor's own lines begin (events.encode: `t`, then `pid`, compact JSON):
+        # they are most of the file while a quiet trainer runs, and are skipped undecoded.
+        self._own_mark = b',"pid":%d,' % self.own_pid
+        self._path = os.fspath(path)
         self.progress = TrainerProgress()
         self._offset = 0
         self._partial = b""
@@ -40,18 +44,20 @@ class EventTail:
     def poll(self) -> bool:
         """Read new lines; True when a process other than the supervisor wrote an event."""
         try:
-            size = self.path.stat().st_size
+            size = os.stat(self._path).st_size  # noqa: PTH116  # twice a second: no Path objects
         except OSError:
             return False
         if size <= self._offset:
             return False
-        with self.path.open("rb") as f:
+        with open(self._path, "rb") as f:  # noqa: PTH123
             f.seek(self._offset)
             data = f.read(size - self._offset)
         self._offset = size
         *lines, self._partial = (self._partial + data).split(b"\n")
         foreign = False
         for raw in lines:
+            if raw.find(self._own_mark, 0, 48) != -1:
+                continue
             try:
                 event = decode(raw.decode("utf-8", errors="replace"))
             except ValueError:

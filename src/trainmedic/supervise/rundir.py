@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import platform
 import re
 import sys
 import time
@@ -19,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any
 
-from trainmedic import __version__
+from trainmedic import __version__, osinfo
 from trainmedic.atomicfile import write_text_atomic
 from trainmedic.hostname import hostname
 
@@ -83,10 +82,9 @@ def build_manifest(
         "signal": signal,
         "host": {
             "hostname": hostname(),
-            # uname only: platform.platform() reads the whole interpreter binary for libc_ver
-            "system": platform.system(),
-            "release": platform.release(),
-            "machine": platform.machine(),
+            "system": osinfo.uname()[0],
+            "release": osinfo.uname()[1],
+            "machine": osinfo.uname()[2],
             "python": sys.version.split()[0],
             "cpus": os.cpu_count(),
         },

@@ -1,0 +1,64 @@
+"""The OS and interpreter facts of a manifest, as `platform` gives them, without `platform`.
+
+On Linux `platform.platform()` runs `uname -p` in a subprocess (once per process: every
+supervised run) for a processor name it then leaves out, and importing `platform` costs
+about 2 ms more. On POSIX the same strings come from `os.uname()`, `os.confstr` and `sys`
+(tests compare them with `platform`'s own); elsewhere, or where a piece is missing,
+`platform` answers.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_IMPLEMENTATIONS = {"cpython": "CPython", "pypy": "PyPy", "ironpython": "IronPython", "jython": "Jython"}
+
+
+def python_version() -> str:
+    """`platform.python_version()`: the first word of `sys.version` ("3.11.7", "3.13.0rc1+")."""
+    return sys.version.split()[0]
+
+
+def python_implementation() -> str:
+    name = sys.implementation.name
+    return _IMPLEMENTATIONS.get(name, name)
+
+
+def uname() -> tuple[str, str, str]:
+    """(system, release, machine), as `platform.system()`, `.release()`, `.machine()`."""
+    if hasattr(os, "uname"):
+        u = os.uname()
+        return u.sysname, u.release, u.machine
+    import platform
+
+    return platform.system(), platform.release(), platform.machine()
+
+
+def libc() -> tuple[str, str]:
+    """`platform.libc_ver()`: ("glibc", "2.36"); ("", "") where the C library does not say."""
+    try:
+        name, _, version = os.confstr("CS_GNU_LIBC_VERSION").partition(" ")  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        name = version = ""
+    if name and version:
+        return name, version
+    import platform
+
+    return platform.libc_ver()
+
+
+def platform_string() -> str:
+    """`platform.platform()` for Linux ("Linux-6.1.0-x86_64-with-glibc2.36"); `platform`'s
+    answer elsewhere (macOS and Windows name their versions their own way)."""
+    system, release, machine = uname()
+    lib, version = libc()
+    if (
+        system != "Linux"
+        or not lib
+        or any(not part.isprintable() or " " in part for part in (release, machine))
+    ):
+        import platform
+
+        return platform.platform()
+    return f"{system}-{release}-{machine}-with-{lib}{version}"
