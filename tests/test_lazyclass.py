@@ -58,7 +58,19 @@ def make_types(deco: Any) -> dict[str, type]:
     class Hashed:
         a: int
 
-    return {c.__name__: c for c in (Point, Base, Child, Mutable, Ordered, FrozenChild, Hashed)}
+    @deco(frozen=True, slots=True)
+    class Slotted:
+        code: str
+        count: int = 0
+
+    @deco(slots=True)
+    class SlottedMutable:
+        a: int
+
+    return {
+        c.__name__: c
+        for c in (Point, Base, Child, Mutable, Ordered, FrozenChild, Hashed, Slotted, SlottedMutable)
+    }
 
 
 PLAIN = make_types(dataclass)
@@ -99,6 +111,14 @@ def behaviour(types: dict[str, type]) -> list[object]:
     ]
     seen += [hash(Hashed(4)) == hash(Hashed(4)), Hashed(4) == Hashed(4)]
     seen += [str(types["Mutable"].__dataclass_params__), types["Point"].__dataclass_params__.frozen]
+    Slotted, SlottedMutable = types["Slotted"], types["SlottedMutable"]
+    slotted = Slotted("RUN001", 2)
+    seen += [repr(slotted), slotted == Slotted("RUN001", 2), hash(slotted) == hash(Slotted("RUN001", 2))]
+    seen += [Slotted.__slots__, attempt(lambda: setattr(slotted, "count", 3)), hasattr(slotted, "__dict__")]
+    seen += [copy.copy(slotted) == slotted, copy.deepcopy(slotted) == slotted]
+    mutable = SlottedMutable(1)
+    mutable.a = 2
+    seen += [repr(mutable), attempt(lambda: setattr(mutable, "other", 1)), SlottedMutable.__hash__]
     return seen
 
 
@@ -112,10 +132,18 @@ class Pickled:
     b: list[int] = field(default_factory=list, compare=False)
 
 
+@lazy_dataclass(frozen=True, slots=True)
+class PickledSlots:
+    a: int
+    b: str = "b"
+
+
 def test_a_frozen_lazy_instance_pickles() -> None:
     again = pickle.loads(pickle.dumps(Pickled(3, [1])))
     assert again == Pickled(3)
     assert again.b == [1]
+    slotted = pickle.loads(pickle.dumps(PickledSlots(4, "c")))
+    assert (slotted.a, slotted.b) == (4, "c")
 
 
 def test_methods_are_compiled_on_first_use_only() -> None:
@@ -170,8 +198,8 @@ def test_inheritance_rules_of_frozen_classes_are_kept() -> None:
 
 
 def test_unsupported_options_are_refused_plainly() -> None:
-    with pytest.raises(TypeError, match=r"unsupported options \['slots'\]; use dataclass\(\)"):
-        lazy_dataclass(slots=True)
+    with pytest.raises(TypeError, match=r"unsupported options \['weakref_slot'\]; use dataclass\(\)"):
+        lazy_dataclass(weakref_slot=True)
     with pytest.raises(TypeError, match="does not support InitVar"):
 
         @lazy_dataclass

@@ -12,9 +12,11 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from enum import Enum
 from typing import Any
+
+from trainmedic.lazyclass import lazy_dataclass
 
 
 class Severity(str, Enum):
@@ -37,7 +39,7 @@ _SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 DOC_SECTIONS = ("what", "why", "example", "fix")
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class FindingSpec:
     """One catalogue entry. Its four doc fields are what `trainmedic explain` prints."""
 
@@ -84,7 +86,7 @@ class FindingSpec:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class Finding:
     """One problem found, with its evidence. Field names are the stable JSON API."""
 

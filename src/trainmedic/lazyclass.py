@@ -11,16 +11,16 @@ them has `dataclass()` compile the real methods on a twin class with the same fi
 and puts them on the class, so behaviour is dataclass()'s own, compiled later.
 
 Why not a library: attrs and pydantic also generate their methods at class creation.
-Limits: no `slots=True` and no `InitVar` (use `dataclass` there: such classes are
-few and not on start-up paths); frozen classes get `__setattr__`/`__delattr__` that
-refuse every field, as dataclass()'s do.
+Limits: no `InitVar` (use `dataclass` there); frozen classes get `__setattr__`/
+`__delattr__` that refuse every field, as dataclass()'s do, and with `slots=True` the
+same `__getstate__`/`__setstate__` for pickling.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 _C = TypeVar("_C", bound=type)
 
@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 else:
 
     def lazy_dataclass(cls: Any = None, /, **options: bool) -> Any:
-        """`dataclass` with the same options (no `slots`, `match_args`, `weakref_slot`)."""
-        unknown = set(options) - {"init", "repr", "eq", "order", "unsafe_hash", "frozen", "kw_only"}
+        """`dataclass` with the same options (not `match_args`, `weakref_slot`)."""
+        unknown = set(options) - {"init", "repr", "eq", "order", "unsafe_hash", "frozen", "kw_only", "slots"}
         if unknown:
             raise TypeError(f"lazy_dataclass() got unsupported options {sorted(unknown)}; use dataclass()")
 
@@ -68,7 +68,9 @@ def _make(cls: _C, options: dict[str, bool]) -> _C:
         generated.extend(_ORDER)
     if unsafe_hash or (eq and frozen and not explicit_hash):
         generated.append("__hash__")
-    _process_fields(cls, frozen=frozen, kw_only=options.get("kw_only", False))
+    cls = _process_fields(
+        cls, frozen=frozen, kw_only=options.get("kw_only", False), slots=options.get("slots", False)
+    )
     if any(_is_initvar(f.type) for f in cls.__dict__["__dataclass_fields__"].values()):
         raise TypeError(f"{cls.__qualname__}: lazy_dataclass does not support InitVar; use dataclass()")
     params = cls.__dict__["__dataclass_params__"]
@@ -81,11 +83,24 @@ def _make(cls: _C, options: dict[str, bool]) -> _C:
         cls.__hash__ = None  # type: ignore[assignment]  # as dataclass(eq=True): mutable, unhashable
     if frozen:
         _freeze(cls)
+        if options.get("slots", False):  # what dataclass(frozen=True, slots=True) adds for pickle and copy
+            cls.__getstate__ = _slots_getstate  # type: ignore[attr-defined]
+            cls.__setstate__ = _slots_setstate  # type: ignore[attr-defined]
     return cls
 
 
-def _process_fields(cls: type, *, frozen: bool, kw_only: bool) -> None:
-    """dataclass() without its methods: the fields, `__dataclass_fields__`, `__match_args__`.
+def _slots_getstate(self: Any) -> list[Any]:
+    return [getattr(self, f.name) for f in dataclasses.fields(self)]
+
+
+def _slots_setstate(self: Any, state: list[Any]) -> None:
+    for f, value in zip(dataclasses.fields(self), state, strict=True):
+        object.__setattr__(self, f.name, value)
+
+
+def _process_fields(cls: _C, *, frozen: bool, kw_only: bool, slots: bool) -> _C:
+    """dataclass() without its methods: the fields, `__dataclass_fields__`, `__match_args__`
+    (with `slots`, the new class dataclass() makes).
 
     dataclass() checks that a class is frozen exactly when its dataclass bases are; it runs
     here unfrozen (frozen's methods come from `_freeze`), so the check is done here and
@@ -100,7 +115,8 @@ def _process_fields(cls: type, *, frozen: bool, kw_only: bool) -> None:
     for p in frozen_bases:
         p.frozen = False
     try:
-        _dataclass(cls, init=False, repr=False, eq=False, kw_only=kw_only)
+        made: Any = _dataclass(cls, init=False, repr=False, eq=False, kw_only=kw_only, slots=slots)
+        return cast("_C", made)
     finally:
         for p in frozen_bases:
             p.frozen = True

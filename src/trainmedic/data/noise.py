@@ -16,8 +16,6 @@ extrapolated; the evidence says so. Regression targets are not checked.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
@@ -26,6 +24,7 @@ from trainmedic.data.context import Dataset
 from trainmedic.data.parity import kind
 from trainmedic.data.predictability import is_classification
 from trainmedic.findings import Finding
+from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.rules.data import LABEL_NOISE, LABEL_NOISE_FRACTION
 
 NOISE_MAX_ROWS = 50_000
@@ -36,7 +35,7 @@ _MAX_CATEGORIES = 250
 _SEED = 0
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class NoiseScores:
     """Per scored row: its position in train, given and suspected label, self-confidence."""
 

@@ -9,14 +9,13 @@ why a feature is reported only when the shift is both significant and large
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
 from trainmedic.data.context import Dataset, Split
 from trainmedic.findings import Finding, Severity
+from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.rules.data import (
     DRIFT_EFFECT,
     DRIFT_P_VALUE,
@@ -128,7 +127,7 @@ def _unseen_categories(train: Split, other: Split, common: list[str]) -> list[Fi
     ]
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class Drift:
     """One feature's distribution shift between two splits: the test used, its p-value and effect size."""
 
