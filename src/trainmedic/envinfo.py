@@ -488,14 +488,16 @@ def git_state(where: Path) -> dict[str, Any] | None:
     """Commit and dirty state of the repository holding `where`; None outside git (or without git).
 
     One git process (git is most of the supervisor's environment capture): `status
-    --porcelain=v2 --branch` gives the commit, the branch and every change. The root is the
-    nearest folder holding `.git` (a folder, or the file of a worktree or submodule), as git
-    finds it; rev-parse is asked only where GIT_DIR / GIT_WORK_TREE move it.
+    --porcelain=v2 --branch` gives the commit, the branch and every change. Untracked
+    entries are counted as git lists them by default, a new folder once: walking every file
+    of an untracked `data/` or `runs/` (`--untracked-files=all`) can cost seconds per run.
+    The root is the nearest folder holding `.git` (a folder, or the file of a worktree or
+    submodule), as git finds it; rev-parse is asked only where GIT_DIR / GIT_WORK_TREE move it.
     """
     found = _worktree_root(where)
     # run at the root: porcelain v2 gives paths relative to the folder git runs in
     status = _git(
-        Path(found) if found else where, "status", "--porcelain=v2", "--branch", "--untracked-files=all"
+        Path(found) if found else where, "status", "--porcelain=v2", "--branch", "--untracked-files=normal"
     )
     if status is None:
         return None

@@ -93,19 +93,19 @@ def test_env_command_reports_a_dirty_worktree(repo: Path, tmp_path: Path) -> Non
     assert run_cli("env", "--fail-on", "info", cwd=repo).returncode == 1
 
 
-def test_git_state_counts_untracked_files_and_reads_a_repository_without_commits(
+def test_git_state_counts_untracked_entries_and_reads_a_repository_without_commits(
     repo: Path, tmp_path: Path
 ) -> None:
     (repo / "notes").mkdir()
     (repo / "notes" / "a.txt").write_text("a")
-    (repo / "notes" / "b.txt").write_text("b")  # files in an untracked folder count one by one
+    (repo / "notes" / "b.txt").write_text("b")  # an untracked folder counts once, however full
     (repo / ".gitignore").write_text("*.log\n")
     (repo / "run.log").write_text("ignored")
     state = git_state(repo)
     assert state is not None
     assert state["root"] == str(repo.resolve())
     assert state["branch"] not in (None, "", "HEAD")
-    assert (state["dirty"], state["modified"], state["untracked"]) == (False, [], 3)  # a, b, .gitignore
+    assert (state["dirty"], state["modified"], state["untracked"]) == (False, [], 2)  # notes/, .gitignore
     empty = tmp_path / "empty"
     empty.mkdir()
     git(empty, "init", "-q")
