@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,3 +39,17 @@ def run_cli(*args: str, timeout: float = 120, **kwargs: object) -> subprocess.Co
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@contextlib.contextmanager
+def ready_child(code: str) -> Iterator[subprocess.Popen[bytes]]:
+    """`python -c code`, once it has printed "ready" (whatever it holds is in place), killed after."""
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()

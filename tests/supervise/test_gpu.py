@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, ready_child, run_cli
 from trainmedic.supervise import gpu
 
 pytestmark = pytest.mark.gpu
@@ -44,13 +44,8 @@ def cuda_child():
         "import time, torch; x = torch.ones(1 << 28, device='cuda'); torch.cuda.synchronize(); "
         "print('ready', flush=True); time.sleep(60)"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
-    assert proc.stdout is not None
-    assert proc.stdout.readline() == b"ready\n"
-    yield proc
-    proc.kill()
-    proc.wait()
-    proc.stdout.close()
+    with ready_child(code) as proc:
+        yield proc
 
 
 @needs_cuda

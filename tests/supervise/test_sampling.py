@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from tests.conftest import ready_child
 from trainmedic.supervise import gpu
 from trainmedic.supervise.sampler import HangWatch, TreeSampler
 from trainmedic.supervise.tree import snapshot
@@ -15,14 +16,10 @@ from trainmedic.supervise.tree import snapshot
 @pytest.fixture
 def child():
     # bytearray(n) zero-fills: all 64 MiB are touched before "ready"
-    code = "import time; x = bytearray(64 << 20); print('ready', flush=True); time.sleep(30)"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
-    assert proc.stdout is not None
-    assert proc.stdout.readline() == b"ready\n"
-    yield proc
-    proc.kill()
-    proc.wait()
-    proc.stdout.close()
+    with ready_child(
+        "import time; x = bytearray(64 << 20); print('ready', flush=True); time.sleep(30)"
+    ) as proc:
+        yield proc
 
 
 def test_sample_measures_rss_cpu_and_gpu_per_process(child) -> None:
