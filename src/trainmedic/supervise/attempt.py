@@ -125,8 +125,8 @@ class Attempt:
             echo_out = functools.partial(terminal.echo, terminal.out_fd)
             echo_err = functools.partial(terminal.echo, terminal.err_fd)
         self.tees = [
-            StreamTee("stdout", self.popen.stdout, echo_out, self.output, self.logs.on_line),
-            StreamTee("stderr", self.popen.stderr, echo_err, self.output, self.logs.on_line),
+            StreamTee("stdout", self.popen.stdout, echo_out, self.output, self.logs),
+            StreamTee("stderr", self.popen.stderr, echo_err, self.output, self.logs),
         ]
         for tee in self.tees:
             tee.start()

@@ -7,6 +7,10 @@ chatty trainer cannot flood the event log while the rules still see the end.
 "Epoch 3/12", "Evaluating ...", "Saving checkpoint to ..." lines open phases
 (train / eval / checkpoint) on the supervisor's PID, which lets memory be
 attributed to phases for trainers without in-process instrumentation.
+
+Once the budget is spent, the output stream (`logstream.LineScanner`) hands over only
+the lines its byte pattern picks out (`on_match`), and each stream's last lines when it
+ends (`end_of_stream`), so a flood of ordinary lines costs no Python work per line.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from trainmedic.events import Event, LogLine, PhaseEnd, PhaseStart
 from trainmedic.rules import _logtext
@@ -34,13 +38,16 @@ class LogInterpreter:
         self.epoch: int | None = None
         self.epochs_total: int | None = None
         self.checkpoint: str | None = None
-        self.lines = 0
         self.phases_started = 0  # the supervisor samples at once when this moves
         self.on_phase: Callable[[], None] | None = None  # called (from a tee thread) when it does
 
+    @property
+    def wants_every_line(self) -> bool:
+        """While the budget lasts every line is an event, so the stream hands over every line."""
+        return self._budget > 0
+
     def on_line(self, stream: str, text: str) -> None:
         with self._lock:
-            self.lines += 1
             line = LogLine(stream=stream, text=text)
             if _logtext.is_significant(text) or self._budget > 0:
                 if not _logtext.is_significant(text):
@@ -49,6 +56,25 @@ class LogInterpreter:
             else:
                 self._tail.append(line)
             self._track(text, line.t)
+
+    def on_match(self, stream: str, text: str, t: float) -> None:
+        """A line the stream's byte pattern picked out once the budget was spent: an event when
+        significant, a phase when it opens one (the ordinary ones reach the tail at the end)."""
+        with self._lock:
+            if _logtext.is_significant(text):
+                self._emit(LogLine(t=t, stream=stream, text=text))
+            self._track(text, t)
+
+    def end_of_stream(self, stream: str, recent: Sequence[tuple[float, str]]) -> None:
+        """The last lines of a stream read after the budget was spent: the ordinary ones join
+        the tail, in time order with the other stream's."""
+        ordinary = [
+            LogLine(t=t, stream=stream, text=text) for t, text in recent if not _logtext.is_significant(text)
+        ]
+        with self._lock:
+            merged = sorted([*self._tail, *ordinary], key=lambda line: line.t)
+            self._tail.clear()
+            self._tail.extend(merged)  # keeps the last _TAIL
 
     def _track(self, text: str, t: float) -> None:
         found = _logtext.phase_of_line(text)

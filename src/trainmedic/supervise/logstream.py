@@ -1,8 +1,16 @@
-"""Tee the trainer's output to the terminal and `output.log` unchanged, and read it as lines.
+"""Tee the trainer's output to the terminal and `output.log` unchanged, and read the lines that matter.
 
-Bytes pass through exactly as written (progress bars with `\\r` included);
-for parsing, a line ends at `\\n`, and of a run of `\\r` updates only the last
-one counts, so a tqdm bar is one line, not thousands.
+The bytes path is a straight copy: each chunk read from the pipe (up to 64 KiB) goes to
+the terminal and to output.log as it is, progress bars with `\\r` included. Lines cost
+only where they can matter. While the interpreter still takes every line (its budget of
+ordinary lines at the start of an attempt), each line is decoded and handed over; after
+that, one compiled pattern (`_logtext.MAY_MATTER`) searches the chunk's complete lines
+and only the lines it hits are decoded and parsed. The last lines of each stream are
+kept raw and handed over when the stream ends, so the rules still see how a run ended.
+
+For parsing, a line ends at `\\n`, and of a run of `\\r` updates only the last one
+counts, so a tqdm bar is one line, not thousands. A line that does not end (a bar
+without `\\n`, a binary dump) is held to its last update and at most 8 KiB.
 """
 
 from __future__ import annotations
@@ -11,13 +19,17 @@ import contextlib
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-LineCallback = Callable[[str, str], None]  # (stream, text)
+from trainmedic.rules._logtext import MAY_MATTER
+from trainmedic.supervise.loginterp import LogInterpreter
+
 _CHUNK = 65536
 _MAX_LINE = 8192
+_RECENT_LINES = 80  # raw lines kept per stream for the tail (2 x the interpreter's, for its events)
 
 
 class OutputLog:
@@ -37,8 +49,78 @@ class OutputLog:
             self._file.close()
 
 
+def line_text(raw: bytes) -> str:
+    """The text of one line as the log parsing reads it: its last `\\r` update, decoded."""
+    last = raw.rstrip(b"\r").rsplit(b"\r", 1)[-1]
+    return last.decode("utf-8", errors="replace").rstrip()
+
+
+class LineScanner:
+    """Cuts one stream's bytes into lines for the interpreter, decoding only those it needs."""
+
+    def __init__(self, stream: str, logs: LogInterpreter) -> None:
+        self.stream = stream
+        self._logs = logs
+        self._pending = b""  # the line not ended yet
+        self._recent: deque[tuple[float, bytes, int]] = deque()  # (time, raw lines, how many)
+        self._recent_count = 0
+
+    def feed(self, chunk: bytes) -> None:
+        data = self._pending + chunk if self._pending else chunk
+        end = data.rfind(b"\n") + 1  # data[:end] holds the complete lines
+        self._pending = data[end:]
+        if len(self._pending) > _MAX_LINE:  # a bar that never ends its line: keep the last update
+            self._pending = self._pending.rsplit(b"\r", 1)[-1][-_MAX_LINE:]
+        if not end:
+            return
+        if self._logs.wants_every_line:
+            for raw in data[:end].split(b"\n")[:-1]:
+                self._hand_over(raw)
+        else:
+            self._scan(data, end)
+
+    def close(self) -> None:
+        """The stream ended: its unfinished line counts as a line, its last lines go to the tail."""
+        if self._pending:
+            self.feed(b"\n")
+        lines = [(t, raw) for t, block, _ in self._recent for raw in block.split(b"\n")[:-1]]
+        recent = [(t, text) for t, raw in lines if (text := line_text(raw))]
+        self._logs.end_of_stream(self.stream, recent)
+
+    def _hand_over(self, raw: bytes) -> None:
+        text = line_text(raw)
+        if text:
+            self._logs.on_line(self.stream, text)
+
+    def _scan(self, data: bytes, end: int) -> None:
+        """Parse only the complete lines in data[:end] that the pattern hits; remember the last ones."""
+        t = time.time()
+        pos = 0
+        while (hit := MAY_MATTER.search(data, pos, end)) is not None:
+            start = data.rfind(b"\n", 0, hit.start()) + 1
+            stop = data.index(b"\n", hit.end())
+            text = line_text(data[start:stop])
+            if text:
+                self._logs.on_match(self.stream, text, t)
+            pos = stop + 1
+        self._remember(t, data, end)
+
+    def _remember(self, t: float, data: bytes, end: int) -> None:
+        """Keep the last `_RECENT_LINES` lines of the stream, raw, for its tail."""
+        start = end
+        for _ in range(_RECENT_LINES):
+            if start == 0:
+                break
+            start = data.rfind(b"\n", 0, start - 1) + 1
+        count = data.count(b"\n", start, end)
+        self._recent.append((t, data[start:end], count))
+        self._recent_count += count
+        while self._recent_count - self._recent[0][2] >= _RECENT_LINES:
+            self._recent_count -= self._recent.popleft()[2]
+
+
 class StreamTee(threading.Thread):
-    """Reads one pipe of the child until EOF: echo, log, and hand complete lines to `on_line`."""
+    """Reads one pipe of the child until EOF: echo, log, and hand its lines to the interpreter."""
 
     def __init__(
         self,
@@ -46,7 +128,7 @@ class StreamTee(threading.Thread):
         pipe: IO[bytes],
         echo: Callable[[bytes], None] | None,
         log: OutputLog,
-        on_line: LineCallback,
+        logs: LogInterpreter,
     ) -> None:
         super().__init__(name=f"trainmedic-tee-{name}", daemon=True)
         self.stream = name
@@ -54,42 +136,30 @@ class StreamTee(threading.Thread):
         self._pipe = pipe
         self._echo = echo
         self._log = log
-        self._on_line = on_line
-        self._pending = b""
+        self._lines = LineScanner(name, logs)
         self.last_output = time.monotonic()
         self.bytes_seen = 0
 
     def run(self) -> None:
         try:
-            while True:
-                chunk = os.read(self._fd, _CHUNK)
-                if not chunk:
-                    break
+            while chunk := os.read(self._fd, _CHUNK):
                 self.last_output = time.monotonic()
                 self.bytes_seen += len(chunk)
                 if self._echo is not None:
                     self._echo(chunk)
                 self._log.write(chunk)
-                self._split(chunk)
-            if self._pending:
-                self._emit(self._pending)
+                try:
+                    self._lines.feed(chunk)
+                except Exception as exc:  # parsing must never stop the tee
+                    _parsing_failed(exc)
+            try:
+                self._lines.close()
+            except Exception as exc:
+                _parsing_failed(exc)
         finally:
             with contextlib.suppress(OSError):
                 self._pipe.close()
 
-    def _split(self, chunk: bytes) -> None:
-        data = self._pending + chunk
-        *lines, self._pending = data.split(b"\n")
-        for line in lines:
-            self._emit(line)
-        if len(self._pending) > _MAX_LINE:  # a bar that never ends its line: keep the last update
-            self._pending = self._pending.rsplit(b"\r", 1)[-1][-_MAX_LINE:]
 
-    def _emit(self, raw: bytes) -> None:
-        last = raw.rstrip(b"\r").rsplit(b"\r", 1)[-1]
-        text = last.decode("utf-8", errors="replace").rstrip()
-        if text:
-            try:
-                self._on_line(self.stream, text)
-            except Exception as exc:  # parsing must never stop the tee
-                os.write(2, f"trainmedic: log parsing failed: {exc!r}\n".encode())
+def _parsing_failed(exc: Exception) -> None:
+    os.write(2, f"trainmedic: log parsing failed: {exc!r}\n".encode())

@@ -1,0 +1,166 @@
+"""The output stream's line scanner finds what reading every line finds.
+
+The reference is the per-line reading: every line split at `\\n` (the unfinished line
+held to its last `\\r` update and 8 KiB after each chunk), decoded, and handed to the
+interpreter. The scanner must give the same events, for the same chunks, while it
+decodes only the lines its byte pattern picks out once the budget is spent.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from trainmedic.events import Event
+from trainmedic.rules import _logtext
+from trainmedic.supervise.loginterp import LogInterpreter
+from trainmedic.supervise.logstream import LineScanner, line_text
+
+# Lines each of the log patterns exists for (Keras, Lightning, HF, tqdm, PyTorch, TensorFlow,
+# Ray Train, torchrun, faulthandler), and ordinary lines that look a little like them.
+FRAMEWORK_LINES = [
+    "Epoch 1/3",
+    "epoch 2 / 3",
+    "EPOCH 3/3",
+    "VALIDATING",
+    "SAVING MODEL TO out/final",
+    "Restoring weights. EarlyStopping: patience 3 exhausted",
+    "Epoch 0:  10%|#         | 10/100 [00:01<00:09, 9.50it/s, loss=0.7]",
+    "Validation DataLoader 0: 100%|##########| 8/8 [00:00<00:00]",
+    "***** Running Evaluation *****",
+    "Evaluating: 100%|##########| 50/50",
+    "{'loss': 0.6931, 'grad_norm': 1.2, 'learning_rate': 5e-05, 'epoch': 0.5}",
+    "{'eval_loss': 0.52, 'eval_runtime': 0.3, 'epoch': 1.0}",
+    "Saving model checkpoint to out/checkpoint-500",
+    "saved checkpoint: ckpt/epoch_3.pt",
+    "Epoch 00005: early stopping",
+    "Your input ran out of data; interrupting training.",
+    "OUT_OF_RANGE: End of sequence",
+    "StopIteration",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+    "capacity of 79.25 GiB of which 1.06 GiB is free.",
+    "RESOURCE_EXHAUSTED: OOM when allocating tensor with shape[4096,4096]",
+    "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+    "(RayTrainWorker pid=4242, ip=10.0.0.7) world_rank=1, local_rank=1",
+    "[Rank 1 Error Snippet]:",
+    "    class_name: RayTrainWorker",
+    "    actor_id: 9f1c2b3a4d5e6f70",
+    "    pid: 4242",
+    "The actor died unexpectedly, pid=4242,",
+    "  rank      : 1 (local_rank: 1)",
+    "  exitcode  : -9 (pid: 4242)",
+    "Root Cause (first observed failure):",
+    "*** SIGSEGV received at time=1700000000 on cpu 3 ***",
+    "Fatal Python error: Segmentation fault",
+    "Traceback (most recent call last):",
+    '  File "train.py", line 12, in <module>',
+    "    main()",
+    '  File "/usr/lib/python3/dist-packages/x.py", line 3, in main',
+    "    raise MyFailure('boom')",
+    "MyFailure: boom",
+    "KeyboardInterrupt",
+    "{'a': 1, 'b': 2}",
+    "step 7 loss 0.3125 lr 3e-4",
+    "validation accuracy is computed below",
+    "",
+    "   ",
+    "\u3000",
+    "caf\u00e9 \u00a0 done\u00a0",
+]
+
+
+def stream_bytes(seed: int) -> bytes:
+    """A long output: past the budget of ordinary lines, then every kind of line, bars,
+    binary garbage, a line longer than a chunk, CRLF, and a bar left unfinished."""
+    rng = random.Random(seed)
+    out: list[bytes] = [f"step {i} loss {rng.random():.4f}\n".encode() for i in range(2200)]
+    for _ in range(3):
+        lines = list(FRAMEWORK_LINES)
+        rng.shuffle(lines)
+        out += [line.encode() + b"\n" for line in lines]
+        out.append(b"".join(f"\r{p:3d}%|{'#' * (p // 10):10s}| {p}/100".encode() for p in range(101)) + b"\n")
+        out.append(b"Epoch 3:  50%|#####     |\rEpoch 3: 100%|##########|\rdone\n")  # the last update counts
+        out.append(b"Epoch 4: 10%\r\r\n")
+        out.append(rng.randbytes(3000))
+        out.append(b"\n")
+        out.append(b"an Error in a line longer than a chunk " + b"x" * 100_000 + b" Error again\n")
+        out.append(b"\xff\xfe broken utf-8 Traceback \xc3\n")
+        out.append(b"windows line\r\nEpoch 2/3\r\n")
+        out += [f"ordinary line {i}\n".encode() for i in range(rng.randrange(50, 300))]
+    out += ['  File "t.py", line 9, in <module>\n'.encode(), b"MyFailure: at the end\n"]
+    out += [f"last words {i}\n".encode() for i in range(30)]
+    out.append(b"".join(f"\r{p}%".encode() for p in range(5000)))  # never ends its line
+    return b"".join(out)
+
+
+def chunks(data: bytes, seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    out, pos = [], 0
+    while pos < len(data):
+        size = rng.choice([1, 7, 100, 4096, 65536])
+        out.append(data[pos : pos + size])
+        pos += size
+    return out
+
+
+def by_every_line(parts: list[bytes]) -> list[Event]:
+    events: list[Event] = []
+    logs = LogInterpreter(events.append)
+    pending = b""
+    for chunk in parts:
+        *lines, pending = (pending + chunk).split(b"\n")
+        for raw in lines:
+            if text := line_text(raw):
+                logs.on_line("stdout", text)
+        if len(pending) > 8192:
+            pending = pending.rsplit(b"\r", 1)[-1][-8192:]
+    if text := line_text(pending):
+        logs.on_line("stdout", text)
+    logs.flush_tail()
+    return events
+
+
+def by_scanner(parts: list[bytes]) -> list[Event]:
+    events: list[Event] = []
+    logs = LogInterpreter(events.append)
+    scanner = LineScanner("stdout", logs)
+    for chunk in parts:
+        scanner.feed(chunk)
+    scanner.close()
+    logs.flush_tail()
+    return events
+
+
+def summary(events: list[Event]) -> list[tuple[object, ...]]:
+    keys = ("kind", "stream", "text", "phase", "epoch")
+    return [tuple(getattr(e, key, None) for key in keys) for e in events]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_scanner_finds_what_every_line_finds(seed: int) -> None:
+    parts = chunks(stream_bytes(seed), seed)
+    expected = summary(by_every_line(parts))
+    assert len(expected) > 2000 + 100  # the budget, then the scan's share
+    assert summary(by_scanner(parts)) == expected
+
+
+def test_every_pattern_has_its_literal_in_the_byte_pattern() -> None:
+    for line in FRAMEWORK_LINES:
+        if _logtext.is_significant(line) or _logtext.phase_of_line(line):
+            assert _logtext.MAY_MATTER.search(line.encode()), line
+    for line in ("step 7 loss 0.3125 lr 3e-4", "[rank0]: step 7", "{'a': 1}", "100%|####|"):
+        assert not _logtext.MAY_MATTER.search(line.encode()), line  # a flood costs nothing
+
+
+def test_memory_is_bounded_for_bars_and_floods() -> None:
+    logs = LogInterpreter(lambda event: None)
+    scanner = LineScanner("stdout", logs)
+    bar = b"".join(f"\r{p % 100:3d}%|{'#' * (p % 10):10s}|".encode() for p in range(4000))
+    flood = b"".join(f"step {i}\n".encode() for i in range(4000))
+    for _ in range(100):
+        scanner.feed(bar)  # a bar that never ends its line
+        assert len(scanner._pending) <= 8192
+        scanner.feed(flood[:-1])
+        scanner.feed(b"\n")
+    assert scanner._recent_count < 3 * 80
