@@ -88,7 +88,7 @@ def stream_bytes(seed: int) -> bytes:
         out.append(b"\xff\xfe broken utf-8 Traceback \xc3\n")
         out.append(b"windows line\r\nEpoch 2/3\r\n")
         out += [f"ordinary line {i}\n".encode() for i in range(rng.randrange(50, 300))]
-    out += ['  File "t.py", line 9, in <module>\n'.encode(), b"MyFailure: at the end\n"]
+    out += [b'  File "t.py", line 9, in <module>\n', b"MyFailure: at the end\n"]
     out += [f"last words {i}\n".encode() for i in range(30)]
     out.append(b"".join(f"\r{p}%".encode() for p in range(5000)))  # never ends its line
     return b"".join(out)

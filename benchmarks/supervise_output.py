@@ -1,0 +1,225 @@
+"""A trainer that floods its output: bare (to a file) vs `tee` vs `trainmedic run`, interleaved.
+
+The trainer is a Python process that writes records as fast as it can, of four kinds:
+short log lines (~45 B), long lines (~900 B: a dict of 40 metrics), tqdm-style `\\r`
+progress updates (a `\\n` every 1,000 updates) and binary garbage (100-byte random
+records). Two writers:
+`print` (one `write` call per record on `sys.stdout`: block-buffered when the output is
+a file or a pipe, unbuffered under `run`, which sets PYTHONUNBUFFERED so that lines
+arrive when they are printed) and `block` (8 KiB `os.write` calls everywhere, a
+buffered writer whatever the environment).
+
+For each kind, writer and variant, per round (the variants' order rotates, so drift on
+a shared machine hits all alike), medians over rounds:
+
+- records per second: the second half of the records / the time the trainer spent
+  writing them (what a flooding trainer is slowed to, once the supervisor's start is
+  over; the consumer's backlog after that is at most a pipe);
+- consumer CPU per record: `tee`'s CPU (wait4), or the supervisor process's own CPU (read
+  by a wrapper at its exit, every thread), as the marginal cost (a run of a tenth of the
+  records subtracted: the fixed part, start, the budget of 2,000 lines kept as events,
+  the findings and the report, cancels out) and all in (only a `run` whose trainer
+  writes nothing subtracted). Runs of the same round.
+
+    python benchmarks/supervise_output.py --rounds 5
+    python benchmarks/supervise_output.py --rounds 3 --kinds short --writers print --no-paced
+
+Last, a trainer that prints a line per 1 ms step (flushed, as logging's StreamHandler
+does): `tee`'s and the supervisor's CPU per line and share of a core (the supervisor's
+minus that of a run that sleeps the same steps without printing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+WRAPPER = """
+import atexit, os, resource
+def report():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    with open(os.environ["SUPERVISOR_CPU_FILE"], "w") as out:
+        out.write(str(usage.ru_utime + usage.ru_stime))
+atexit.register(report)
+from trainmedic.cli.main import entry
+entry()
+"""
+TRAINER = """
+import os, random, sys, time
+kind, writer, n, report = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+rng = random.Random(0)
+if kind == "short":
+    records = [f"step {i} loss {rng.random():.6f} lr 3.0e-04 grad 1.23\\n".encode() for i in range(n)]
+elif kind == "long":
+    keys = [f"{split}/{name}" for split in ("train", "val") for name in ("loss", "acc", "f1", "auc")] * 5
+    line = lambda: str({k + str(j): round(rng.random(), 6) for j, k in enumerate(keys)}) + "\\n"
+    records = [line().encode() for _ in range(n)]
+elif kind == "bars":
+    def bar(i):
+        p = i % 1000 // 10
+        text = f"\\r{p:3d}%|{'#' * (p // 10):10s}| {i % 1000}/1000 [00:01<00:02, 812.34it/s]"
+        return text.encode() + (b"\\n" if i % 1000 == 999 else b"")
+    records = [bar(i) for i in range(n)]
+elif kind in ("paced", "idle"):
+    records = [f"step {i} loss {rng.random():.6f} lr 3.0e-04 grad 1.23\\n".encode() for i in range(n)]
+else:
+    noise = rng.randbytes(1 << 20)
+    records = [noise[i * 100 % (1 << 20) :][:100] for i in range(n)]
+out = sys.stdout.buffer
+def write(records):
+    if writer == "print":
+        for record in records:
+            out.write(record)
+        out.flush()
+    else:
+        data = b"".join(records)
+        for start in range(0, len(data), 8192):
+            os.write(1, data[start : start + 8192])
+if kind in ("paced", "idle"):  # a line per 1 ms step, flushed (logging's StreamHandler does)
+    t0 = time.perf_counter()
+    for i, record in enumerate(records):
+        if kind == "paced":
+            out.write(record)
+            out.flush()
+        time.sleep(max(0.0, t0 + (i + 1) * 0.001 - time.perf_counter()))
+    with open(report, "w") as f:
+        f.write(str(time.perf_counter() - t0))
+    sys.exit()
+write(records[: n // 2])  # the first half meets the supervisor's start (manifest, budget)
+t0 = time.perf_counter()
+write(records[n // 2 :])
+with open(report, "w") as f:
+    f.write(str(time.perf_counter() - t0))
+"""
+RECORDS = {"short": 400_000, "long": 40_000, "bars": 400_000, "binary": 200_000}
+
+
+def wait_cpu(proc: subprocess.Popen[bytes]) -> float:
+    """Wait for `proc` and return its CPU seconds (its own and its waited-for children's)."""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return usage.ru_utime + usage.ru_stime
+
+
+def trainer_cmd(tmp: Path, kind: str, writer: str, n: int) -> list[str]:
+    return [sys.executable, str(tmp / "trainer.py"), kind, writer, str(n), str(tmp / "trainer.txt")]
+
+
+def run_variant(variant: str, tmp: Path, kind: str, writer: str, n: int) -> tuple[float, float]:
+    """(the trainer's writing seconds, the consumer's CPU seconds)."""
+    trainer = trainer_cmd(tmp, kind, writer, n)
+    with (tmp / "echo.out").open("wb") as echo:
+        if variant == "bare":
+            subprocess.run(trainer, stdout=echo, check=True)
+            cpu = 0.0
+        elif variant == "tee":
+            producer = subprocess.Popen(trainer, stdout=subprocess.PIPE)
+            assert producer.stdout is not None
+            tee = subprocess.Popen(["tee", str(tmp / "tee.log")], stdin=producer.stdout, stdout=echo)
+            producer.stdout.close()
+            cpu = wait_cpu(tee)
+            producer.wait()
+        else:
+            env = dict(os.environ, SUPERVISOR_CPU_FILE=str(tmp / "supervisor.txt"))
+            env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
+            cmd = [sys.executable, str(tmp / "wrapper.py"), "run", "--quiet", "--out", str(tmp / "run")]
+            subprocess.run(
+                [*cmd, "--", *trainer], stdout=echo, stderr=subprocess.DEVNULL, env=env, check=True, cwd=tmp
+            )
+            cpu = float((tmp / "supervisor.txt").read_text())
+            subprocess.run(["rm", "-rf", str(tmp / "run")], check=True)
+    seconds = float((tmp / "trainer.txt").read_text())
+    return seconds, cpu
+
+
+def paced(tmp: Path, rounds: int) -> None:
+    """A trainer that prints a line per 1 ms step: the consumer's CPU per line and share of a
+    core, in steady state (the supervisor's figure: 9,000 lines minus 3,000, each minus a run
+    that sleeps as long without printing, so start, sampling and the line budget cancel out)."""
+    short, long = 3000, 9000
+    cpu: dict[str, list[float]] = {"tee": [], "run": []}
+    for _ in range(rounds):
+        _, used = run_variant("tee", tmp, "paced", "print", long)
+        cpu["tee"].append(used / long)
+        extra = {}
+        for n in (short, long):
+            _, idle = run_variant("run", tmp, "idle", "print", n)
+            _, used = run_variant("run", tmp, "paced", "print", n)
+            extra[n] = used - idle
+        cpu["run"].append((extra[long] - extra[short]) / (long - short))
+    tee_cpu, run_cpu = (statistics.median(cpu[v]) * 1e6 for v in ("tee", "run"))
+    print("\n| a line per 1 ms step (steady state) | tee | run |\n|---|---|---|")
+    print(f"| CPU per line | {tee_cpu:.1f} µs | {run_cpu:.1f} µs |")
+    print(f"| share of a core | {tee_cpu / 1e3:.2%} | {run_cpu / 1e3:.2%} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--kinds", nargs="+", default=list(RECORDS), choices=list(RECORDS))
+    parser.add_argument("--writers", nargs="+", default=["print", "block"], choices=["print", "block"])
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply the record counts")
+    parser.add_argument("--no-paced", dest="paced", action="store_false", help="skip the 1 ms step trainer")
+    args = parser.parse_args()
+    variants = ["bare", "tee", "run"]
+    rates: dict[tuple[str, str, str], list[float]] = {}
+    cpus: dict[tuple[str, str, str], list[float]] = {}
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        (tmp / "trainer.py").write_text(TRAINER)
+        (tmp / "wrapper.py").write_text(WRAPPER)
+        for r in range(args.rounds):
+            _, fixed = run_variant("run", tmp, "short", "print", 0)
+            for kind in args.kinds:
+                n = int(RECORDS[kind] * args.scale)
+                for writer in args.writers:
+                    _, tenth = run_variant("run", tmp, kind, writer, n // 10)
+                    for variant in variants[r % 3 :] + variants[: r % 3]:
+                        seconds, cpu = run_variant(variant, tmp, kind, writer, n)
+                        key = (kind, writer, variant)
+                        rates.setdefault(key, []).append((n - n // 2) / seconds)
+                        cpus.setdefault(key, []).append(cpu / n)
+                        if variant == "run":
+                            cpus.setdefault((kind, writer, "run marginal"), []).append(
+                                (cpu - tenth) / (n - n // 10)
+                            )
+                            cpus[key][-1] = (cpu - fixed) / n
+            print(f"round {r + 1}/{args.rounds} done (a run's fixed CPU: {fixed:.3f} s)", file=sys.stderr)
+        table(args, rates, cpus)
+        if args.paced:
+            paced(tmp, args.rounds)
+
+
+def table(
+    args: argparse.Namespace,
+    rates: dict[tuple[str, str, str], list[float]],
+    cpus: dict[tuple[str, str, str], list[float]],
+) -> None:
+    variants = ["bare", "tee", "run"]
+    print(
+        "| records | writer | bare rec/s | tee rec/s | run rec/s | run / tee "
+        "| CPU per record: tee | run, marginal | run, all in |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for kind in args.kinds:
+        for writer in args.writers:
+            rate = {v: statistics.median(rates[(kind, writer, v)]) for v in variants}
+            cpu = {v: statistics.median(cpus[(kind, writer, v)]) * 1e6 for v in [*variants, "run marginal"]}
+            print(
+                f"| {kind} | {writer} | {rate['bare'] / 1e3:.0f} k | {rate['tee'] / 1e3:.0f} k | "
+                f"{rate['run'] / 1e3:.0f} k | {rate['run'] / rate['tee']:.2f} | "
+                f"{cpu['tee']:.2f} µs | {cpu['run marginal']:.2f} µs | {cpu['run']:.2f} µs |"
+            )
+
+
+if __name__ == "__main__":
+    started = time.time()
+    main()
+    print(f"({time.time() - started:.0f} s)", file=sys.stderr)
