@@ -8,14 +8,21 @@ decodes only the lines its byte pattern picks out once the budget is spent.
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from trainmedic.events import Event
+from trainmedic.events import Event, read_events
 from trainmedic.rules import _logtext
 from trainmedic.supervise.loginterp import LogInterpreter
 from trainmedic.supervise.logstream import LineScanner, line_text
+
+from ..conftest import trainmedic_cmd
 
 # Lines each of the log patterns exists for (Keras, Lightning, HF, tqdm, PyTorch, TensorFlow,
 # Ray Train, torchrun, faulthandler), and ordinary lines that look a little like them.
@@ -164,3 +171,45 @@ def test_memory_is_bounded_for_bars_and_floods() -> None:
         scanner.feed(flood[:-1])
         scanner.feed(b"\n")
     assert scanner._recent_count < 3 * 80
+
+
+# A trainer that floods its output past the budget, then prints an epoch marker, a bar and a
+# traceback whose exception names no "Error", on stdout and stderr as Python does.
+FLOODING_TRAINER = """
+import sys
+for i in range(30_000):
+    print(f"step {i} loss {1 / (i + 1):.6f}")
+print("Epoch 2/4")
+for i in range(500):
+    print(f"step {i} of epoch 2")
+sys.stdout.write("".join(f"\\r{p}%|{'#' * (p // 10)}" for p in range(101)) + "\\n")
+sys.stdout.flush()
+class Diverged(Exception):
+    pass
+def train():
+    raise Diverged("loss is nan at step 512")
+train()
+"""
+
+
+def test_a_flooding_trainer_under_run_keeps_what_matters(tmp_path: Path) -> None:
+    script = tmp_path / "flood.py"
+    script.write_text(FLOODING_TRAINER)
+    out = tmp_path / "run"
+    env = {**os.environ, "NO_COLOR": "1", "TRAINMEDIC_STATE_DIR": str(tmp_path / "state")}
+    command = [*trainmedic_cmd(), "run", "--quiet", "--out", str(out), "--", sys.executable, str(script)]
+    result = subprocess.run(command, capture_output=True, env=env, cwd=tmp_path, timeout=120, check=False)
+    assert result.returncode == 1
+    assert result.stdout.count(b"\n") == 30_000 + 1 + 500 + 1  # the echo is every byte
+    log = (out / "output.log").read_bytes().splitlines()
+    assert sum(line.startswith(b"step ") for line in log) == 30_500
+    events = read_events(out / "events.jsonl").events
+    texts = [e.text for e in events if e.kind == "log"]
+    assert len(texts) < 2000 + 100  # the budget, the lines that matter, the tail
+    assert "Epoch 2/4" in texts
+    assert "100%|##########" in texts  # the bar's last update, from the tail
+    assert [(e.phase, e.epoch) for e in events if e.kind == "phase_start"] == [("train", 1)]
+    crashed = json.loads((out / "findings.json").read_text())["findings"]
+    evidence = next(f["evidence"] for f in crashed if f["slug"] == "crashed")
+    assert evidence["exception"] == "Diverged"
+    assert evidence["user_frame"].endswith("flood.py:13 in train")

@@ -2,7 +2,7 @@
 
 Every "significant" line (progress, errors, tracebacks, checkpoints: see
 `rules._logtext.is_significant`) becomes a `LogLine` event; ordinary lines do
-too up to a budget per attempt, and the last ones are always kept, so a
+too up to a budget per attempt, and the last 40 of each stream are always kept, so a
 chatty trainer cannot flood the event log while the rules still see the end.
 "Epoch 3/12", "Evaluating ...", "Saving checkpoint to ..." lines open phases
 (train / eval / checkpoint) on the supervisor's PID, which lets memory be
@@ -33,7 +33,8 @@ class LogInterpreter:
         self._emit = emit
         self._lock = threading.Lock()
         self._budget = _BUDGET
-        self._tail: deque[LogLine] = deque(maxlen=_TAIL)
+        # per stream: a chatty stdout cannot push the end of a traceback on stderr out
+        self._tails: dict[str, deque[LogLine]] = {}
         self.phase: str | None = None
         self.epoch: int | None = None
         self.epochs_total: int | None = None
@@ -54,7 +55,7 @@ class LogInterpreter:
                     self._budget -= 1
                 self._emit(line)
             else:
-                self._tail.append(line)
+                self._tail(stream).append(line)
             self._track(text, line.t)
 
     def on_match(self, stream: str, text: str, t: float) -> None:
@@ -67,14 +68,12 @@ class LogInterpreter:
 
     def end_of_stream(self, stream: str, recent: Sequence[tuple[float, str]]) -> None:
         """The last lines of a stream read after the budget was spent: the ordinary ones join
-        the tail, in time order with the other stream's."""
+        the stream's tail."""
         ordinary = [
             LogLine(t=t, stream=stream, text=text) for t, text in recent if not _logtext.is_significant(text)
         ]
         with self._lock:
-            merged = sorted([*self._tail, *ordinary], key=lambda line: line.t)
-            self._tail.clear()
-            self._tail.extend(merged)  # keeps the last _TAIL
+            self._tail(stream).extend(ordinary)  # keeps the last _TAIL
 
     def _track(self, text: str, t: float) -> None:
         found = _logtext.phase_of_line(text)
@@ -114,6 +113,11 @@ class LogInterpreter:
         with self._lock:
             self._flush_tail()
 
+    def _tail(self, stream: str) -> deque[LogLine]:
+        return self._tails.setdefault(stream, deque(maxlen=_TAIL))
+
     def _flush_tail(self) -> None:
-        while self._tail:
-            self._emit(self._tail.popleft())
+        held = sorted((line for tail in self._tails.values() for line in tail), key=lambda line: line.t)
+        self._tails.clear()
+        for line in held:
+            self._emit(line)
