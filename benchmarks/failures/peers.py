@@ -113,6 +113,9 @@ DEEPCHECKS = {
     "Multivariate Drift": "DAT011",
     "Percent Of Nulls": "DAT008",  # not in data_integrity: added with its default condition (5 %)
 }
+# deepchecks/tabular/context.py: train_test_validation stops with this DatasetValidationError when
+# the splits' columns differ; the user is told the cause, so it counts as finding DAT010.
+SCHEMA_REFUSAL = "train and test requires to share the same features columns"
 # Not used: its Class Imbalance check (not in the default suites) warns, with its default
 # condition `add_condition_class_ratio_less_than(0.1)`, when the least/most frequent label ratio
 # is *at least* 0.1 (balanced labels) and passes a 2 % minority: DAT009 is n/a for deepchecks.
@@ -203,14 +206,19 @@ def ensure_venv(path: Path, pins: list[str]) -> Path | None:
 
 
 def _verdict(
-    outcome: Outcome, peer: str, codes: Iterable[str], flagged: bool, raw: object
+    outcome: Outcome,
+    peer: str,
+    codes: Iterable[str],
+    flagged: bool,
+    raw: object,
+    unread: Iterable[str] = (),
 ) -> dict[str, object]:
     """Scored per required finding: hit, miss, or n/a where the peer has no equivalent of it.
     The case's verdict: detected (every applicable code hit), partial, missed, or n/a (none applies)."""
     mapped = sorted(set(codes))
     if outcome.case.control:
         return {"verdict": "false-positive" if flagged else "clean", "mapped": mapped, "raw": raw}
-    can_find = CAN_FIND[peer]
+    can_find = CAN_FIND[peer] - set(unread)  # `unread`: codes whose input this run did not give it
     per_code = {
         code: ("hit" if code in mapped else "miss") if code in can_find else "n/a"
         for code in outcome.case.must
@@ -337,7 +345,7 @@ def guarftrain(outcome: Outcome, bin_dir: Path) -> dict[str, object]:
         watch = [*cgroup, "--out", str(folder / "guarftrain-cgroup"), "--", *watch]
     transcript = folder / "guarftrain.txt"
     if REUSE_TRANSCRIPTS and transcript.exists():  # an earlier run of this case (--reuse): read, not rerun
-        return _guarftrain_verdict(outcome, transcript.read_text(errors="replace"), None)
+        return _guarftrain_verdict(outcome, transcript.read_text(errors="replace"), None, project)
     env = child_env(case.env)
     timeout = case.timeout
     if "--hang-timeout" in case.run_args:
@@ -371,10 +379,12 @@ def guarftrain(outcome: Outcome, bin_dir: Path) -> dict[str, object]:
     if "--memory-limit" in case.run_args:  # guarftrain's own output, not the cgroup wrapper's diagnosis
         text = (folder / "guarftrain-cgroup" / "output.log").read_text(errors="replace")
     transcript.write_text(text)
-    return _guarftrain_verdict(outcome, text, returncode)
+    return _guarftrain_verdict(outcome, text, returncode, project)
 
 
-def _guarftrain_verdict(outcome: Outcome, text: str, returncode: int | None) -> dict[str, object]:
+def _guarftrain_verdict(
+    outcome: Outcome, text: str, returncode: int | None, project: Path
+) -> dict[str, object]:
     kinds = set(re.findall(r"kind=(\w+)", text)) | set(re.findall(r"失败原因: (\w+)", text))
     if "疑似无进展" in text:
         kinds.add("no_progress")
@@ -382,7 +392,12 @@ def _guarftrain_verdict(outcome: Outcome, text: str, returncode: int | None) -> 
         kinds.add("nan")
     codes = [GUARFTRAIN.get(kind, GUARFTRAIN_FAILED) for kind in kinds]
     flagged = bool(kinds) or "状态: 失败" in text or returncode not in (0, None)  # "status: failed"
-    return _verdict(outcome, "guarftrain", codes, flagged, {"exit": returncode, "kinds": sorted(kinds)})
+    # Its NaN alert reads the metrics log file of its contract; `watch` does not write the trainer's
+    # output there (guardian/cli.py writes logs/train.log only when attaching to a PID): without
+    # that file it had no metric to read, and TRN001 is n/a for it, not a miss.
+    unread = () if (project / "logs" / "train.log").exists() else ("TRN001",)
+    raw = {"exit": returncode, "kinds": sorted(kinds)}
+    return _verdict(outcome, "guarftrain", codes, flagged, raw, unread)
 
 
 def deepchecks(outcome: Outcome, python: Path) -> dict[str, object]:
@@ -408,6 +423,8 @@ def deepchecks(outcome: Outcome, python: Path) -> dict[str, object]:
     try:
         failed = json.loads(done.stdout.strip().splitlines()[-1])["failed"]
     except (ValueError, IndexError, KeyError):
+        if SCHEMA_REFUSAL in done.stderr:  # it refuses splits whose columns differ, and says so
+            return _verdict(outcome, "deepchecks", ["DAT010"], True, [f"refused: {SCHEMA_REFUSAL}"])
         return NA(f"deepchecks failed to run (exit {done.returncode}): {done.stderr.strip()[-300:]}")
     codes = [code for name in failed if (code := DEEPCHECKS.get(name))]
     return _verdict(outcome, "deepchecks", codes, bool(failed), failed)
