@@ -1,10 +1,13 @@
 """Generate the data sets of the DAT cases: `python -m benchmarks.failures.make_data OUT`.
 
-Each case is a folder of CSV splits (train/val/test, sometimes serving) written
-from one clean synthetic table with ONE problem planted the way it happens in
-real pipelines (a copy-paste of rows across splits, a joined refund column, a
-scaler fitted before the split...). The clean folder is the control: it must
-give no warning and no error. Deterministic (fixed seeds), a few seconds.
+Each failure case is a folder of CSV splits (train/val/test, sometimes serving)
+written from one clean synthetic table with ONE problem planted the way it
+happens in real pipelines (a copy-paste of rows across splits, a joined refund
+column, a scaler fitted before the split...), sized so that the peers' documented
+defaults can see it. The controls are that clean table and real tables: the data
+sets scikit-learn ships, split as users split them (`train_test_split`, stratified,
+70/15/15). A control must give no warning and no error. Deterministic (fixed
+seeds), a few seconds.
 """
 
 from __future__ import annotations
@@ -95,9 +98,10 @@ def conflicting_labels() -> Splits:
 
 
 def duplicate_rows() -> Splits:
-    """A shard appended twice."""
+    """A shard appended twice: 200 of 2,200 rows (9 %), above the 5 % that deepchecks' Data
+    Duplicates condition allows by default (deepchecks/utils/abstracts/data_duplicates.py)."""
     train = table(2000, 0)
-    return {"train": pd.concat([train, train.iloc[500:600]], ignore_index=True)}
+    return {"train": pd.concat([train, train.iloc[500:700]], ignore_index=True)}
 
 
 def missing_values() -> Splits:
@@ -155,6 +159,29 @@ def preprocessing_before_split() -> Splits:
     return data
 
 
+def sklearn_table(name: str) -> Callable[[], Splits]:
+    """A data set bundled with scikit-learn (no download), split 70/15/15 with train_test_split
+    (stratified on a class label), the way its user guide splits data."""
+
+    def make() -> Splits:
+        from sklearn import datasets
+        from sklearn.model_selection import train_test_split
+
+        frame = getattr(datasets, f"load_{name}")(as_frame=True).frame.rename(columns={"target": "y"})
+        classes = frame["y"].nunique() <= 20
+        train, rest = train_test_split(
+            frame, test_size=0.3, random_state=0, stratify=frame["y"] if classes else None
+        )
+        val, test = train_test_split(
+            rest, test_size=0.5, random_state=0, stratify=rest["y"] if classes else None
+        )
+        return {"train": train, "val": val, "test": test}
+
+    return make
+
+
+REAL_TABLES = ("breast_cancer", "wine", "digits", "diabetes")
+
 CASES: dict[str, Callable[[], Splits]] = {
     "clean": clean,
     "split_overlap": split_overlap,
@@ -170,6 +197,7 @@ CASES: dict[str, Callable[[], Splits]] = {
     "feature_drift": feature_drift,
     "label_noise": label_noise,
     "preprocessing_before_split": preprocessing_before_split,
+    **{f"real_{name}": sklearn_table(name) for name in REAL_TABLES},
 }
 
 

@@ -16,8 +16,11 @@ names to our codes is in the tables below and in docs/failure-benchmark.md.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterable
@@ -67,39 +70,62 @@ TRAINPROOF = {
     "TP-GRAD-SPIKE": "TRN007",
     "TP-ZERO-GRAD": "TRN008",
 }
-# guarftrain's crash kinds (its watchdog classifies the exit) -> our codes
-GUARFTRAIN = {"oom": "RUN001", "sigkill": "RUN008", "no_progress": "RUN007", "nan": "TRN001"}
+# guarftrain's crash kinds (guardian/watchdog.py: RECOVERABLE_PATTERNS, SIGNAL_EXIT_CODES) -> our codes.
+# Its `oom` is an allocator error in the trainer's stderr ("CUDA out of memory",
+# "DefaultCPUAllocator: can't allocate memory"): the framework's own OOM (RUN002), not the
+# kernel's OOM kill, which it sees as `sigkill` (exit -9/137) like any other SIGKILL. So it has
+# no equivalent of RUN001.
+GUARFTRAIN = {
+    "oom": "RUN002",
+    "sigkill": "RUN008",
+    "sigterm": "RUN008",
+    "no_progress": "RUN007",
+    "nan": "TRN001",
+}
 GUARFTRAIN_FAILED = "RUN009"  # any other classified failure: it saw the run crash
-# deepchecks check names (as in its suite results) -> our codes
+# deepchecks check names (`check.name()`, as its suites list them) -> our codes. Read in
+# deepchecks/tabular/suites/default_suites.py (the checks of data_integrity and
+# train_test_validation and their default conditions) and each check's module.
 DEEPCHECKS = {
-    "Train Test Samples Mix": "DAT001",
-    "Data Duplicates": "DAT007",
-    "Conflicting Labels": "DAT006",
-    "Percent Of Nulls": "DAT008",
+    "Is Single Value": None,
+    "Special Characters": None,
     "Mixed Nulls": "DAT008",
+    "Mixed Data Types": "DAT010",
+    "String Mismatch": None,
+    "Data Duplicates": "DAT007",
+    "String Length Out Of Bounds": None,
+    "Conflicting Labels": "DAT006",
+    "Outlier Sample Detection": None,
     "Feature Label Correlation": "DAT005",
+    "Feature Feature Correlation": None,
+    "Identifier Label Correlation": "DAT005",
+    "Datasets Size Comparison": None,
+    "New Label Train Test": None,
+    "New Category Train Test": "DAT010",
+    "String Mismatch Comparison": None,
+    "Date Train Test Leakage Duplicates": "DAT004",
+    "Date Train Test Leakage Overlap": "DAT004",
+    "Index Train Test Leakage": "DAT003",  # the case's group column is given as its index column
+    "Train Test Samples Mix": "DAT001",
     "Feature Label Correlation Change": "DAT005",
     "Feature Drift": "DAT011",
-    "Multivariate Drift": "DAT011",
     "Label Drift": "DAT011",
-    "New Category": "DAT010",
-    "Datasets Size Comparison": None,
-    "Mixed Data Types": "DAT010",
-    "Date Train-Test Leakage (overlap)": "DAT004",
-    "Date Train-Test Leakage (duplicates)": "DAT004",
-    "New Category Train Test": "DAT010",
-    "Index Train Test Leakage": "DAT001",
-    "Class Imbalance": "DAT009",
-    "Outlier Sample Detection": None,
-    "String Mismatch": None,
-    "String Mismatch Comparison": None,
-    "Special Characters": None,
-    "Single Value In Column": None,
-    "Identifier Label Correlation": "DAT005",
-    "New Label": None,
-    "Is Single Value": None,
-    "String Length Out Of Bounds": None,
-    "Columns Info": None,
+    "Multivariate Drift": "DAT011",
+    "Percent Of Nulls": "DAT008",  # not in data_integrity: added with its default condition (5 %)
+}
+# deepchecks/tabular/context.py: train_test_validation stops with this DatasetValidationError when
+# the splits' columns differ; the user is told the cause, so it counts as finding DAT010.
+SCHEMA_REFUSAL = "train and test requires to share the same features columns"
+# Not used: its Class Imbalance check (not in the default suites) warns, with its default
+# condition `add_condition_class_ratio_less_than(0.1)`, when the least/most frequent label ratio
+# is *at least* 0.1 (balanced labels) and passes a 2 % minority: DAT009 is n/a for deepchecks.
+
+# What each peer can find at all: a required code outside its set is "n/a" for it, not a miss.
+CAN_FIND = {
+    "runmedic": frozenset(RUNMEDIC.values()),
+    "trainproof": frozenset(TRAINPROOF.values()),
+    "guarftrain": frozenset({*GUARFTRAIN.values(), GUARFTRAIN_FAILED}),
+    "deepchecks": frozenset(code for code in DEEPCHECKS.values() if code),
 }
 
 REUSE_TRANSCRIPTS = False  # set by run_peers(reuse=True): guarftrain verdicts re-read from its transcripts
@@ -129,6 +155,7 @@ import json, sys, warnings
 warnings.filterwarnings("ignore")
 import pandas as pd
 from deepchecks.tabular import Dataset
+from deepchecks.tabular.checks import PercentOfNulls
 from deepchecks.tabular.suites import data_integrity, train_test_validation
 folder, label, extra = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 from pathlib import Path
@@ -140,17 +167,19 @@ others = [Path(folder) / f"{n}.csv" for n in ("val", "test", "serving")]
 others = [path for path in others if path.exists()]
 def dataset(frame):
     has_label = label in frame.columns
-    skip = (label, extra.get("datetime_name"))
+    skip = (label, extra.get("datetime_name"), extra.get("index_name"))
     cat = [c for c in frame.columns if frame[c].dtype == object and c not in skip]
     kwargs = {k: v for k, v in extra.items() if v in frame.columns}
     return Dataset(frame, label=label if has_label else None, cat_features=cat, **kwargs)
 failed = []
-results = [data_integrity().run(dataset(train))]
+# the data_integrity suite, plus the missing-values check it leaves out, with its default condition
+nulls = PercentOfNulls().add_condition_percent_of_nulls_not_greater_than()
+results = [data_integrity().add(nulls).run(dataset(train))]
 for other in others:  # the suite takes two datasets: train against each other split
     results.append(train_test_validation().run(dataset(train), dataset(read(other))))
 for suite in results:
     for result in suite.get_not_passed_checks():
-        failed.append(result.get_header().split(" - ")[0])  # "Conflicting Labels - Train Dataset"
+        failed.append(result.check.name())
 print(json.dumps({"failed": sorted(set(failed))}))
 """
 
@@ -176,12 +205,36 @@ def ensure_venv(path: Path, pins: list[str]) -> Path | None:
     return python
 
 
-def _verdict(outcome: Outcome, codes: Iterable[str], flagged: bool, raw: object) -> dict[str, object]:
+def _verdict(
+    outcome: Outcome,
+    peer: str,
+    codes: Iterable[str],
+    flagged: bool,
+    raw: object,
+    unread: Iterable[str] = (),
+) -> dict[str, object]:
+    """Scored per required finding: hit, miss, or n/a where the peer has no equivalent of it.
+    The case's verdict: detected (every applicable code hit), partial, missed, or n/a (none applies)."""
     mapped = sorted(set(codes))
     if outcome.case.control:
         return {"verdict": "false-positive" if flagged else "clean", "mapped": mapped, "raw": raw}
-    detected = all(code in mapped for code in outcome.case.must)
-    return {"verdict": "detected" if detected else "missed", "mapped": mapped, "raw": raw}
+    can_find = CAN_FIND[peer] - set(unread)  # `unread`: codes whose input this run did not give it
+    per_code = {
+        code: ("hit" if code in mapped else "miss") if code in can_find else "n/a"
+        for code in outcome.case.must
+    }
+    applicable = [v for v in per_code.values() if v != "n/a"]
+    hits = applicable.count("hit")
+    if not applicable:
+        verdict = "n/a"
+    elif hits == len(applicable):
+        verdict = "detected"
+    else:
+        verdict = "partial" if hits else "missed"
+    result: dict[str, object] = {"verdict": verdict, "codes": per_code, "mapped": mapped, "raw": raw}
+    if verdict == "n/a":
+        result["reason"] = f"{peer} has no equivalent of {', '.join(outcome.case.must)}"
+    return result
 
 
 def NA(reason: str) -> dict[str, object]:
@@ -222,7 +275,7 @@ def runmedic(outcome: Outcome, bin_dir: Path) -> dict[str, object]:
     checks = [str(f["check"]) for f in findings]
     codes = [RUNMEDIC[c] for c in checks if c in RUNMEDIC]
     flagged = any(f.get("severity") in ("critical", "warning") for f in findings)
-    return _verdict(outcome, codes, flagged, checks)
+    return _verdict(outcome, "runmedic", codes, flagged, checks)
 
 
 def _trainproof_ids(node: object) -> Iterable[tuple[str, str]]:
@@ -256,7 +309,7 @@ def trainproof(outcome: Outcome, bin_dir: Path) -> dict[str, object]:
         return NA(f"trainproof judged nothing: {report.get('worst_verdict')} with not_judged {not_judged}")
     found = [(i, level) for i, level in _trainproof_ids(report.get("reports")) if level in ("FAIL", "WARN")]
     codes = [TRAINPROOF[i] for i, _ in found if i in TRAINPROOF]
-    return _verdict(outcome, codes, bool(found), sorted({f"{i}:{level}" for i, level in found}))
+    return _verdict(outcome, "trainproof", codes, bool(found), sorted({f"{i}:{level}" for i, level in found}))
 
 
 def guarftrain(outcome: Outcome, bin_dir: Path) -> dict[str, object]:
@@ -292,28 +345,46 @@ def guarftrain(outcome: Outcome, bin_dir: Path) -> dict[str, object]:
         watch = [*cgroup, "--out", str(folder / "guarftrain-cgroup"), "--", *watch]
     transcript = folder / "guarftrain.txt"
     if REUSE_TRANSCRIPTS and transcript.exists():  # an earlier run of this case (--reuse): read, not rerun
-        return _guarftrain_verdict(outcome, transcript.read_text(errors="replace"), None)
+        return _guarftrain_verdict(outcome, transcript.read_text(errors="replace"), None, project)
+    env = child_env(case.env)
+    timeout = case.timeout
+    if "--hang-timeout" in case.run_args:
+        # the case's hang timeout, as trainmedic gets it (guardian/config.py: watchdog.no_progress_timeout,
+        # default 1800 s, set through its GUARDIAN_WATCHDOG__* environment overrides). It only warns
+        # (no_progress_kill_after unset): the run ends at the case's timeout, its transcript is read then.
+        hang = float(case.run_args[case.run_args.index("--hang-timeout") + 1])
+        env["GUARDIAN_WATCHDOG__NO_PROGRESS_TIMEOUT"] = str(hang)
+        timeout = min(timeout, 60 + 6 * hang)
+    # its own session: at the timeout the whole tree (guarftrain and the trainer it started) is ended
+    proc = subprocess.Popen(
+        watch,
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
-        done = subprocess.run(
-            watch,
-            cwd=project,
-            env=child_env(case.env),
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=case.timeout,
-            stdin=subprocess.DEVNULL,
-        )
+        stdout, stderr = proc.communicate(timeout=timeout)
+        returncode: int | None = proc.returncode
     except subprocess.TimeoutExpired:
-        return _verdict(outcome, [], False, "timed out (guarftrain did not end the run)")
-    text = done.stdout + done.stderr
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        returncode = None  # ended by the benchmark, not by itself
+    text = stdout + stderr
     if "--memory-limit" in case.run_args:  # guarftrain's own output, not the cgroup wrapper's diagnosis
         text = (folder / "guarftrain-cgroup" / "output.log").read_text(errors="replace")
     transcript.write_text(text)
-    return _guarftrain_verdict(outcome, text, done.returncode)
+    return _guarftrain_verdict(outcome, text, returncode, project)
 
 
-def _guarftrain_verdict(outcome: Outcome, text: str, returncode: int | None) -> dict[str, object]:
+def _guarftrain_verdict(
+    outcome: Outcome, text: str, returncode: int | None, project: Path
+) -> dict[str, object]:
     kinds = set(re.findall(r"kind=(\w+)", text)) | set(re.findall(r"失败原因: (\w+)", text))
     if "疑似无进展" in text:
         kinds.add("no_progress")
@@ -321,7 +392,12 @@ def _guarftrain_verdict(outcome: Outcome, text: str, returncode: int | None) -> 
         kinds.add("nan")
     codes = [GUARFTRAIN.get(kind, GUARFTRAIN_FAILED) for kind in kinds]
     flagged = bool(kinds) or "状态: 失败" in text or returncode not in (0, None)  # "status: failed"
-    return _verdict(outcome, codes, flagged, {"exit": returncode, "kinds": sorted(kinds)})
+    # Its NaN alert reads the metrics log file of its contract; `watch` does not write the trainer's
+    # output there (guardian/cli.py writes logs/train.log only when attaching to a PID): without
+    # that file it had no metric to read, and TRN001 is n/a for it, not a miss.
+    unread = () if (project / "logs" / "train.log").exists() else ("TRN001",)
+    raw = {"exit": returncode, "kinds": sorted(kinds)}
+    return _verdict(outcome, "guarftrain", codes, flagged, raw, unread)
 
 
 def deepchecks(outcome: Outcome, python: Path) -> dict[str, object]:
@@ -335,6 +411,8 @@ def deepchecks(outcome: Outcome, python: Path) -> dict[str, object]:
     extra = {}
     if "--time" in args:
         extra["datetime_name"] = args[args.index("--time") + 1]
+    if "--group" in args:  # deepchecks has no group notion: its index leakage check on the group column
+        extra["index_name"] = args[args.index("--group") + 1]
     done = subprocess.run(
         [str(python), "-c", DEEPCHECKS_CHILD, str(folder), "y", json.dumps(extra)],
         check=False,
@@ -345,9 +423,11 @@ def deepchecks(outcome: Outcome, python: Path) -> dict[str, object]:
     try:
         failed = json.loads(done.stdout.strip().splitlines()[-1])["failed"]
     except (ValueError, IndexError, KeyError):
+        if SCHEMA_REFUSAL in done.stderr:  # it refuses splits whose columns differ, and says so
+            return _verdict(outcome, "deepchecks", ["DAT010"], True, [f"refused: {SCHEMA_REFUSAL}"])
         return NA(f"deepchecks failed to run (exit {done.returncode}): {done.stderr.strip()[-300:]}")
     codes = [code for name in failed if (code := DEEPCHECKS.get(name))]
-    return _verdict(outcome, codes, bool(failed), failed)
+    return _verdict(outcome, "deepchecks", codes, bool(failed), failed)
 
 
 def _has_transcript(name: str, outcome: Outcome) -> bool:

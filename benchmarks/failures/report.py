@@ -16,8 +16,19 @@ MARK = {
 }
 
 
+def info_only(outcome: Outcome) -> bool:
+    """A failure case trainmedic detected only through info-level findings (no warning, no error
+    among its must-findings): found, but easy to overlook; the tables mark it."""
+    if outcome.case.control or outcome.status != "detected":
+        return False
+    levels = {str(f["code"]): str(f.get("severity")) for f in outcome.found if f.get("severity") != "info"}
+    return not any(code in levels for code in outcome.case.must)
+
+
 def _ours(outcome: Outcome) -> str:
     text = MARK[outcome.status]
+    if info_only(outcome):
+        text += " (info only)"
     if outcome.missed:
         text += " " + ", ".join(outcome.missed)
     if outcome.false_positives:
@@ -26,16 +37,21 @@ def _ours(outcome: Outcome) -> str:
 
 
 def summary(outcomes: Sequence[Outcome]) -> dict[str, dict[str, int]]:
-    """Per category: failure cases detected / missed, controls clean, cases with a false positive."""
+    """Per category: failure cases detected / missed, required findings found, controls clean,
+    cases with a false positive."""
     table: dict[str, dict[str, int]] = {}
     for category in (*CATEGORIES, "all"):
         chosen = [o for o in outcomes if category in ("all", o.case.category)]
         if not chosen:
             continue
+        failures = [o for o in chosen if not o.case.control]
         table[category] = {
-            "cases": sum(not o.case.control for o in chosen),
+            "cases": len(failures),
             "detected": sum(o.status == "detected" for o in chosen),
+            "info_only": sum(info_only(o) for o in chosen),
             "missed": sum(o.status == "missed" for o in chosen),
+            "codes": sum(len(o.case.must) for o in failures),
+            "codes_found": sum(len(o.case.must) - len(o.missed) for o in failures if o.status != "error"),
             "controls": sum(o.case.control for o in chosen),
             "controls_clean": sum(o.status == "clean" for o in chosen),
             "false_positives": sum(bool(o.false_positives) for o in chosen),
@@ -44,25 +60,39 @@ def summary(outcomes: Sequence[Outcome]) -> dict[str, dict[str, int]]:
     return table
 
 
+UNREAD = (None, "n/a", "not run")
+
+
+def _code_counts(outcomes: Sequence[Outcome], verdicts: Mapping[str, dict[str, object]]) -> dict[str, int]:
+    """A peer's required findings over failure cases: hits, applicable (hit or miss), and n/a
+    (it has no equivalent, or could not read the case's input)."""
+    counts = {"codes": 0, "applicable": 0, "hits": 0}
+    for o in outcomes:
+        if o.case.control:
+            continue
+        counts["codes"] += len(o.case.must)
+        per_code = verdicts.get(o.case.id, {}).get("codes")
+        if not isinstance(per_code, dict):
+            continue
+        counts["applicable"] += sum(v != "n/a" for v in per_code.values())
+        counts["hits"] += sum(v == "hit" for v in per_code.values())
+    return counts
+
+
 def peer_summary(
     outcomes: Sequence[Outcome], peers: Mapping[str, Mapping[str, dict[str, object]]]
 ) -> dict[str, dict[str, int]]:
-    """Per peer: failure cases it could read, how many it detected, controls it flagged."""
+    """Per peer: required findings it could look for and how many it found; controls it flagged."""
     result = {}
     for name, verdicts in peers.items():
-        failures = [o for o in outcomes if not o.case.control]
-        read = [
-            o for o in failures if verdicts.get(o.case.id, {}).get("verdict") not in (None, "n/a", "not run")
-        ]
         controls = [
-            o
-            for o in outcomes
-            if o.case.control and verdicts.get(o.case.id, {}).get("verdict") not in (None, "n/a", "not run")
+            o for o in outcomes if o.case.control and verdicts.get(o.case.id, {}).get("verdict") not in UNREAD
         ]
+        failures = [o for o in outcomes if not o.case.control]
         result[name] = {
+            **_code_counts(outcomes, verdicts),
             "cases": len(failures),
-            "readable": len(read),
-            "detected": sum(verdicts[o.case.id]["verdict"] == "detected" for o in read),
+            "cases_not_run": sum(verdicts.get(o.case.id, {}).get("verdict") == "not run" for o in failures),
             "controls_read": len(controls),
             "controls_flagged": sum(verdicts[o.case.id]["verdict"] == "false-positive" for o in controls),
         }
@@ -71,13 +101,20 @@ def peer_summary(
 
 PEER_MARK = {
     "not run": "not run",
-    "detected": "✅",
-    "missed": "❌",
     "n/a": "n/a",
     "clean": "✅ clean",
     "false-positive": "⚠️ flagged",
     "error": "💥",
 }
+CODE_MARK = {"hit": "✅", "miss": "❌", "n/a": "n/a"}
+
+
+def _peer_cell(verdict: Mapping[str, object]) -> str:
+    """A control's verdict, or one mark per required finding (in the order of "must find")."""
+    per_code = verdict.get("codes")
+    if isinstance(per_code, dict) and verdict.get("verdict") != "n/a":
+        return " ".join(CODE_MARK[str(v)] for v in per_code.values())
+    return PEER_MARK.get(str(verdict["verdict"]), str(verdict["verdict"]))
 
 
 def markdown(
@@ -86,30 +123,32 @@ def markdown(
     peers = peers or {}
     names = list(peers)
     lines = [
-        "| category | cases | trainmedic detected | controls clean | false positives |",
-        "|---|---|---|---|---|",
+        "| category | cases | trainmedic detected | of which info only | controls clean | false positives |",
+        "|---|---|---|---|---|---|",
     ]
     for category, row in summary(outcomes).items():
         lines.append(
-            f"| {category} | {row['cases']} | {row['detected']}/{row['cases']} | "
+            f"| {category} | {row['cases']} | {row['detected']}/{row['cases']} | {row['info_only']} | "
             f"{row['controls_clean']}/{row['controls']} | {row['false_positives']} |"
         )
     if names:
+        ours = summary(outcomes)["all"]
         lines += [
             "",
-            "| tool | failure cases it can read | detected (of all failure cases) "
-            "| controls read | controls flagged |",
-            "|---|---|---|---|---|",
+            "Required findings, scored one by one: found / applicable (n/a: the tool has no equivalent"
+            " of the finding, or cannot read the case's input).",
+            "",
+            "| tool | required findings | applicable | found (of applicable) | controls read "
+            "| controls flagged |",
+            "|---|---|---|---|---|---|",
+            f"| trainmedic | {ours['codes']} | {ours['codes']} | {ours['codes_found']}/{ours['codes']} "
+            f"| {ours['controls']} | {ours['controls'] - ours['controls_clean']} |",
         ]
-        ours = summary(outcomes)["all"]
-        lines.append(
-            f"| trainmedic | {ours['cases']}/{ours['cases']} | {ours['detected']}/{ours['cases']} "
-            f"| {ours['controls']} | {ours['controls'] - ours['controls_clean']} |"
-        )
         for name, row in peer_summary(outcomes, peers).items():
+            not_run = f" ({row['cases_not_run']} cases not run)" if row["cases_not_run"] else ""
             lines.append(
-                f"| {name} | {row['readable']}/{row['cases']} | {row['detected']}/{row['cases']} "
-                f"| {row['controls_read']} | {row['controls_flagged']} |"
+                f"| {name} | {row['codes']} | {row['applicable']}{not_run} "
+                f"| {row['hits']}/{row['applicable']} | {row['controls_read']} | {row['controls_flagged']} |"
             )
         lines += [
             "",
@@ -117,17 +156,13 @@ def markdown(
             "|---|---|" + "---|" * len(names),
         ]
         for category, row in summary(outcomes).items():
-            chosen = [o for o in outcomes if not o.case.control and category in ("all", o.case.category)]
-            cells = [f"{row['detected']}/{row['cases']}"]
+            chosen = [o for o in outcomes if category in ("all", o.case.category)]
+            cells = [f"{row['codes_found']}/{row['codes']}"]
             for name in names:
-                read = [
-                    o
-                    for o in chosen
-                    if peers[name].get(o.case.id, {}).get("verdict") not in (None, "n/a", "not run")
-                ]
-                hits = sum(peers[name][o.case.id]["verdict"] == "detected" for o in read)
+                counts = _code_counts(chosen, peers[name])
+                na = counts["codes"] - counts["applicable"]
                 cells.append(
-                    f"{hits}/{len(chosen)} ({len(chosen) - len(read)} n/a or not run)" if read else "n/a"
+                    f"{counts['hits']}/{counts['applicable']} ({na} n/a)" if counts["applicable"] else "n/a"
                 )
             lines.append(f"| {category} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -147,8 +182,7 @@ def cases_markdown(
         must = "control" if case.control else ", ".join(case.must)
         row = f"| `{case.id}` | {case.category} | {must} | {_ours(outcome)} |"
         for name in names:
-            verdict = peers[name].get(case.id, {"verdict": "n/a"})
-            row += f" {PEER_MARK.get(str(verdict['verdict']), str(verdict['verdict']))} |"
+            row += f" {_peer_cell(peers[name].get(case.id, {'verdict': 'n/a'}))} |"
         lines.append(row)
     return "\n".join(lines) + "\n"
 

@@ -12,8 +12,9 @@ import shlex
 from pathlib import Path
 
 import pytest
+from benchmarks.failures import peers, report
 from benchmarks.failures.manifest import Case, load
-from benchmarks.failures.runner import REPO, run_cases
+from benchmarks.failures.runner import REPO, Outcome, run_cases
 
 from trainmedic import registry
 
@@ -32,6 +33,46 @@ def test_controls_cover_every_framework_and_clean_data() -> None:
     controls = [" ".join(case.command + case.args) for case in MANIFEST.cases if case.control]
     for needle in ("examples/keras/", "examples/torch/", "examples/lightning/", "examples/hf/", "/clean/"):
         assert any(needle in command for command in controls), needle
+    assert sum("/real_" in command for command in controls) >= 3  # scikit-learn's bundled tables
+
+
+def test_no_case_reads_a_curve_made_from_a_formula() -> None:
+    """Log cases read the logs of real trainings: make_logs.py trains; it writes no loss by formula."""
+    make_logs = (REPO / "tests" / "diagnose" / "make_logs.py").read_text()
+    assert "math.exp" not in make_logs
+    assert "np.exp" not in make_logs
+    for case in MANIFEST.cases:
+        assert "write_tb.py" not in " ".join(case.command + case.args), case.id
+
+
+def _case(case_id: str) -> Case:
+    return next(case for case in MANIFEST.cases if case.id == case_id)
+
+
+def test_peers_are_scored_per_required_finding() -> None:
+    """A peer without an equivalent of a finding gets n/a for it, not a miss; a hit on one of two
+    applicable findings is partial."""
+    oom = Outcome(_case("run-oom-at-epoch-end-eval"), "detected")  # RUN001 + RUN003
+    seen_as_sigkill = peers._verdict(oom, "guarftrain", ["RUN008"], True, None)
+    assert seen_as_sigkill["codes"] == {"RUN001": "n/a", "RUN003": "n/a"}
+    assert seen_as_sigkill["verdict"] == "n/a"
+    leaky = Outcome(_case("dat-sklearn-leaky-in-process"), "detected")  # DAT014, DAT001, DAT009
+    verdict = peers._verdict(leaky, "deepchecks", ["DAT001"], True, None)
+    assert verdict["codes"] == {"DAT014": "n/a", "DAT001": "hit", "DAT009": "n/a"}
+    assert verdict["verdict"] == "detected"
+    bash = Outcome(_case("run-silent-early-exit-behind-bash"), "detected")  # RUN004, RUN006
+    assert peers._verdict(bash, "guarftrain", [], False, None)["verdict"] == "n/a"
+    crash = Outcome(_case("run-crash-shape-bug"), "detected")  # RUN009
+    missed = peers._verdict(crash, "guarftrain", [], False, None)
+    table = report.markdown([oom, leaky, crash], {"guarftrain 0.3.0": {"run-crash-shape-bug": missed}})
+    assert "| guarftrain 0.3.0 | 6 | 1 | 0/1 |" in table
+
+
+def test_guarftrain_oom_is_the_framework_allocator_error() -> None:
+    """guarftrain's `oom` kind matches allocator errors in stderr (guardian/watchdog.py), not the
+    kernel's OOM kill, which it reports as `sigkill`."""
+    assert peers.GUARFTRAIN["oom"] == "RUN002"
+    assert "RUN001" not in peers.CAN_FIND["guarftrain"]
 
 
 def test_every_case_names_its_source_and_its_scripts_exist() -> None:

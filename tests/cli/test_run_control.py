@@ -251,3 +251,50 @@ def test_silent_stretch_is_reported_as_hang_and_the_run_goes_on(tmp_path: Path) 
     hang = findings(out)["hang"]
     assert hang["evidence"]["action"] == "wait"
     assert "wait_for_data (slow_loader.py:" in hang["message"]
+
+
+@pytest.mark.slow
+def test_supervisor_killed_during_a_hang_leaves_the_diagnosis(tmp_path: Path) -> None:
+    """A scheduler's time limit: SIGKILL to the supervisor's whole process group while the hang
+    it found is still going (`--on-hang wait`). findings.json and report.html, written when the
+    hang was found, stay; `report` and `diagnose` say the run did not end under supervision."""
+    out = tmp_path / "run"
+    script = tmp_path / "stuck_loader.py"
+    script.write_text(
+        "import time\n\ndef wait_for_batch():\n    time.sleep(3600)\n\n"
+        "print('Epoch 1/3', flush=True)\nwait_for_batch()\n"
+    )
+    options = ["--quiet", "--hang-timeout", "1", "--on-hang", "wait", "--out", str(out)]
+    supervisor = subprocess.Popen(
+        [*trainmedic_cmd(), "run", *options, PY, str(script)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        env=tm_env(tmp_path),
+        start_new_session=True,  # its own process group, as a batch job's
+    )
+    _started.append(supervisor)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not (out / "findings.json").exists():
+        time.sleep(0.1)
+    trainer = int(json.loads((out / "supervisor.json").read_text())["root_pid"])
+    os.killpg(supervisor.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(trainer, signal.SIGKILL)  # the scheduler ends every process of the job
+    supervisor.wait(timeout=30)
+
+    assert supervisor.returncode == -signal.SIGKILL
+    hang = findings(out)["hang"]
+    assert hang["code"] == "RUN007"
+    assert hang["evidence"]["action"] == "wait"
+    assert "wait_for_batch (stuck_loader.py:" in hang["message"]
+    assert "wait_for_batch" in next(iter(hang["evidence"]["stacks"].values()))
+    assert "RUN007" in (out / "report.html").read_text()
+    for command in (["report", str(out)], ["diagnose", "--format", "json", str(out)]):
+        result = subprocess.run(
+            [*trainmedic_cmd(), *command], capture_output=True, text=True, env=tm_env(tmp_path), check=False
+        )
+        assert "did not end under supervision" in result.stderr, command
+    doc = json.loads(result.stdout)
+    assert "did not end under supervision" in doc["sources"][0]["notes"][0]
+    assert "RUN007" in {f["code"] for f in doc["findings"]}

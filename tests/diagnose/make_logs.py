@@ -163,29 +163,51 @@ def hf_logs(scenario: str, out: Path) -> None:
 
 
 def tensorboard_logs(scenario: str, out: Path) -> None:
-    """torch's SummaryWriter; "diverge" is a run and its restart in two folders (steps 0-119, 120-239)."""
-    import math
-    import random
-
+    """A tiny PyTorch classifier logging to TensorBoard with torch's SummaryWriter, as in the
+    PyTorch TensorBoard tutorial. "healthy": Adam at lr=0.01 for 240 steps. "diverge": the same run
+    stopped at step 120 (checkpoint saved), restarted from the checkpoint into a second folder with
+    `--lr 1` typed for `--lr 1e-2`: its warm-up ramps the learning rate to 1.0 and the loss climbs."""
     from torch.utils.tensorboard import SummaryWriter
 
-    rng = random.Random(0)
-    parts = (
-        [(out, range(240))]
-        if scenario == "healthy"
-        else [(out / "run1", range(120)), (out / "run2", range(120, 240))]
-    )
-    for folder, steps in parts:
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    x, y = (torch.tensor(a) for a in data(n=512, d=8, seed=3))
+    xv, yv = (torch.tensor(a) for a in data(n=256, d=8, seed=4))
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 2))
+    loss_fn = nn.CrossEntropyLoss()
+
+    def train(folder: Path, steps: range, lr: float, warmup: int = 0) -> None:
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        ramp = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0
+        )
+        batches = torch.Generator().manual_seed(steps.start)
         writer = SummaryWriter(log_dir=str(folder))
         for step in steps:
-            loss = (2.0 * math.exp(-step / 40) + 0.2) * (1 + 0.1 * rng.gauss(0, 1))
-            if scenario == "diverge" and step >= 130:
-                loss = 0.25 + (step - 130) * 0.05
-            writer.add_scalar("train/loss", loss, step)
-            writer.add_scalar("train/lr", 0.001, step)
+            model.train()
+            idx = torch.randint(0, len(x), (32,), generator=batches)
+            loss = loss_fn(model(x[idx]), y[idx])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            writer.add_scalar("train/loss", loss.item(), step)
+            writer.add_scalar("train/lr", optimizer.param_groups[0]["lr"], step)
+            ramp.step()
             if step % 20 == 19:
-                writer.add_scalar("val/loss", loss * 1.1, step)
+                model.eval()
+                with torch.no_grad():
+                    writer.add_scalar("val/loss", loss_fn(model(xv), yv).item(), step)
         writer.close()
+
+    if scenario == "healthy":
+        train(out, range(240), lr=0.01)
+        return
+    train(out / "run1", range(120), lr=0.01)
+    torch.save(model.state_dict(), out / "checkpoint.pt")
+    model.load_state_dict(torch.load(out / "checkpoint.pt"))
+    train(out / "run2", range(120, 240), lr=1.0, warmup=120)
 
 
 SCENARIOS = {

@@ -1,4 +1,7 @@
-"""`trainmedic diff A B`: environment differences (ENV001) and where B's curve leaves A's."""
+"""`trainmedic diff A B`: environment differences (ENV001) and where B's curve leaves A's.
+
+The curves here are formulas (a known point of departure), not benchmark cases.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""TRN001-TRN004 on hand-checked curves: each broken shape fires once, healthy noisy ones never do."""
+"""TRN001-TRN004 on hand-checked curves: each broken shape fires once, healthy noisy ones never do.
+
+The curves are formulas, on purpose (a rule's unit test needs a known shape); none is a
+failure-benchmark case, whose curves all come from real trainings.
+"""
 
 from __future__ import annotations
 

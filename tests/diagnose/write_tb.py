@@ -7,6 +7,10 @@ writer per split folder as CLU users lay them out), `tensorboardx` (simple_value
 per scenario under OUT: `healthy`, `nan` (the training loss turns NaN at step 60) and
 `overfit` (the held-out loss turns at step 30 while the training loss keeps falling). Runs in
 its own process: TensorFlow/JAX stay out of the test process.
+
+The curves are formulas (`curves`), on purpose: this tests the readers of each writer's file
+format, where known values must come back exactly. It is never a failure-benchmark case; the
+benchmark's TensorBoard cases come from a real training (make_logs.py).
 """
 
 from __future__ import annotations

@@ -43,6 +43,9 @@ def command(
         raise UsageError(f"nothing readable in {', '.join(paths)} ({notes})")
     for note in loaded.skipped:
         click.echo(f"trainmedic: warning: skipped {note}", err=True)
+    for read in loaded.reads:
+        for note in read.notes:
+            click.echo(f"trainmedic: note: {note}", err=True)
     findings = run_rules(loaded.record)
     if write_ci_format(findings, fmt):
         return findings_exit_code(findings, fail_on)

@@ -33,11 +33,14 @@ def command(run_dir: Path, output: Path | None, open_page: bool, fmt: str) -> in
     (json, github, sarif) with the path on stderr, so CI can annotate and keep the page.
     """
     path = write_report(run_dir, output=output)
+    folder = load_run_folder(run_dir)
+    if folder.note is not None:  # the run did not end under supervision
+        click.echo(f"trainmedic: note: {folder.note}", err=True)
     chosen = OutputFormat(fmt)
     if chosen is OutputFormat.TEXT:
         click.echo(str(path))
     else:
-        findings = load_run_folder(run_dir).findings
+        findings = folder.findings
         if chosen is OutputFormat.JSON:
             doc = {"report": str(path), "findings": [f.to_dict() for f in findings]}
             sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")

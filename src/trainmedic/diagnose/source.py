@@ -31,6 +31,7 @@ class LogRead:
     points: int = 0
     epochs: int | None = None  # epochs requested, when the log states it
     finished: bool = False  # the log itself records that the training loop returned
+    notes: list[str] = field(default_factory=list)  # what a reader must know (a run that did not end)
 
     def summary(self) -> dict[str, object]:
         return {
@@ -40,6 +41,7 @@ class LogRead:
             "events": len(self.events),
             "points": self.points,
             "skipped": list(self.skipped),
+            "notes": list(self.notes),
         }
 
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from trainmedic.diagnose.run_folder import unfinished_note
 from trainmedic.errors import UsageError
 from trainmedic.events import read_events
 from trainmedic.findings import Finding
@@ -44,6 +45,7 @@ class RunFolder:
     findings: list[Finding]
     manifest: dict[str, Any]
     log_tail: list[str]
+    note: str | None = None  # set when the run did not end under supervision
 
 
 def load_run_folder(run_dir: str | os.PathLike[str]) -> RunFolder:
@@ -55,12 +57,14 @@ def load_run_folder(run_dir: str | os.PathLike[str]) -> RunFolder:
     if not events_file.is_file():
         raise UsageError(f"{path}: no {EVENTS} here; expected a run folder written by `trainmedic run`")
     record = RunRecord.of(read_events(events_file).events)
+    note = unfinished_note(path, record.events)
     return RunFolder(
         path=path,
         record=record,
-        findings=_findings(path / FINDINGS, record),
+        findings=_findings(path / FINDINGS, record, ended=note is None),
         manifest=_manifest(path / MANIFEST),
         log_tail=_log_tail(path / LOG, record),
+        note=note,
     )
 
 
@@ -71,9 +75,10 @@ def _load_json(path: Path, expected: str) -> Any:
         raise UsageError(f"{path}: not readable as JSON ({exc}); expected {expected}") from exc
 
 
-def _findings(path: Path, record: RunRecord) -> list[Finding]:
-    """findings.json when present; else what the rules find in the events (as `diagnose` would)."""
-    if not path.exists():
+def _findings(path: Path, record: RunRecord, *, ended: bool = True) -> list[Finding]:
+    """findings.json of an ended run; else what the rules find in the events (as `diagnose` would):
+    a run that did not end may have events after the findings.json written during it."""
+    if not ended or not path.exists():
         from trainmedic.registry import run_rules
 
         return run_rules(record)

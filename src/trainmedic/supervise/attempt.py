@@ -34,6 +34,7 @@ from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.supervise import platform, rundir, tree
 from trainmedic.supervise.cgroup import LimitedCgroup
 from trainmedic.supervise.eventtail import EventTail
+from trainmedic.supervise.finish import LiveDiagnosis
 from trainmedic.supervise.loginterp import LogInterpreter
 from trainmedic.supervise.logstream import OutputLog, StreamTee
 from trainmedic.supervise.sampler import HangWatch, TreeSampler
@@ -82,8 +83,10 @@ class Attempt:
         logs: LogInterpreter,
         output: OutputLog,
         tail: EventTail,
+        diagnosis: LiveDiagnosis | None = None,
     ) -> None:
         self.cfg = config
+        self.diagnosis = diagnosis
         self.emit = emit
         self.sampler = sampler
         self.logs = logs
@@ -209,6 +212,8 @@ class Attempt:
         )
         if idle is not None:
             self._on_hang(idle, sample)
+        if self.diagnosis is not None:  # findings.json as soon as an error-level finding appears
+            self.diagnosis.refresh()
         if self.cfg.status is not None:
             self.cfg.status.maybe_print(sample, self.logs, self.tail.progress, self.trainers())
 

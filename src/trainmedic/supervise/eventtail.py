@@ -10,6 +10,7 @@ status.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import field
 from pathlib import Path
 
@@ -30,8 +31,11 @@ class TrainerProgress:
 
 
 class EventTail:
-    def __init__(self, path: Path, own_pid: int | None = None) -> None:
+    def __init__(
+        self, path: Path, own_pid: int | None = None, on_event: Callable[[Event], None] | None = None
+    ) -> None:
         self.path = path
+        self.on_event = on_event  # every event of the trainers, as read (the live diagnosis)
         self.own_pid = os.getpid() if own_pid is None else own_pid
         # How the supervisor's own lines begin (events.encode: `t`, then `pid`, compact JSON):
         # they are most of the file while a quiet trainer runs, and are skipped undecoded.
@@ -65,6 +69,8 @@ class EventTail:
             if event.pid != self.own_pid:
                 foreign = True
                 self._note(event)
+                if self.on_event is not None:
+                    self.on_event(event)
         return foreign
 
     def _note(self, event: Event) -> None:

@@ -38,7 +38,7 @@ from trainmedic.supervise.attempt import Attempt, AttemptConfig, AttemptResult
 from trainmedic.supervise.cgroup import CgroupInfo, LimitedCgroup, effective_limit, host_oom_kills
 from trainmedic.supervise.environment import EnvironmentCapture
 from trainmedic.supervise.eventtail import EventTail
-from trainmedic.supervise.finish import diagnose_run_dir, write_outputs
+from trainmedic.supervise.finish import LiveDiagnosis, diagnose_run_dir, write_outputs
 from trainmedic.supervise.gpu import GpuProbe, default_probe
 from trainmedic.supervise.loginterp import LogInterpreter
 from trainmedic.supervise.logstream import OutputLog
@@ -120,6 +120,7 @@ class Supervisor:
         self._early_signals: list[int] = []  # received before the first attempt started
         self._wake = threading.Event()
         self._logs: LogInterpreter | None = None
+        self._live: LiveDiagnosis | None = None
         live = not options.quiet and os.isatty(2) and os.environ.get("TERM", "") != "dumb"
         self.terminal = Terminal(live=live) if options.echo else None
 
@@ -155,6 +156,7 @@ class Supervisor:
             ),
         )
         environment = EnvironmentCapture(self.command, Path.cwd())
+        self._live = LiveDiagnosis(run_dir)
         platform.become_subreaper()
         self._say(f"trainmedic: supervising {' '.join(self.command)}; run folder {run_dir}")
         result: AttemptResult | None = None
@@ -227,6 +229,7 @@ class Supervisor:
         if self._logs is not None and self._logs.checkpoint:
             env["TRAINMEDIC_RESUME_FROM"] = self._logs.checkpoint
         node = os.environ.get("TRAINMEDIC_NODE") or hostname()
+        live = self._live or LiveDiagnosis(run_dir)
 
         def emit(event: Event) -> None:
             """The supervisor's events carry its node, like the trainers' (several nodes may
@@ -234,6 +237,7 @@ class Supervisor:
             if event.node is None:
                 event.node = node
             writer.emit(event)
+            live.note(event)
 
         emit(
             RunStart(
@@ -277,7 +281,13 @@ class Supervisor:
         )
         t0 = time.time()
         self.attempt = Attempt(
-            config, emit=emit, sampler=sampler, logs=self._logs, output=output, tail=EventTail(events_path)
+            config,
+            emit=emit,
+            sampler=sampler,
+            logs=self._logs,
+            output=output,
+            tail=EventTail(events_path, on_event=live.note),
+            diagnosis=live,
         )
         for signum in self._early_signals:
             self.attempt.request_signal(signum)
