@@ -311,6 +311,32 @@ class OrphanEnded(Event):
 
 
 @lazy_dataclass(kw_only=True, eq=False, repr=False)
+class CellStart(Event):
+    """A notebook kernel began executing a cell: its execution count (the `[12]` the notebook
+    shows), its first line, and the kernel's RSS then."""
+
+    kind: ClassVar[str] = "cell_start"
+    execution_count: int | None = None
+    first_line: str = ""
+    rss_bytes: int | None = None
+
+
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
+class CellEnd(Event):
+    """A notebook cell finished (`error`: the exception type it raised, if any). `peak_rss_bytes`
+    is the kernel's own peak during the cell, where the OS can reset it at the cell's start."""
+
+    kind: ClassVar[str] = "cell_end"
+    execution_count: int | None = None
+    first_line: str = ""
+    duration_s: float = 0.0
+    rss_start_bytes: int | None = None
+    rss_end_bytes: int | None = None
+    peak_rss_bytes: int | None = None
+    error: str | None = None
+
+
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class UnknownEvent(Event):
     """An event type this version does not know (written by a newer trainmedic): kept, not lost."""
 
@@ -343,6 +369,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         StopRequest,
         HangDetected,
         OrphanEnded,
+        CellStart,
+        CellEnd,
     )
 }
 

@@ -67,7 +67,12 @@ def start() -> None:
     if _started or not channel.is_supervised():
         return
     _started = True
-    channel.emit(ProcessSpawn(ppid=os.getppid(), cmdline=_argv(), role="python", source="announce"))
+    argv = _argv()
+    channel.emit(ProcessSpawn(ppid=os.getppid(), cmdline=argv, role="python", source="announce"))
+    from trainmedic.notebook import boot as notebook_boot  # stdlib only until a kernel is seen
+
+    if notebook_boot.is_kernel(argv):
+        notebook_boot.arm()
     for framework, target in FRAMEWORK_HOOKS.items():
         callback = _installer(target)
         if callback is not None:
