@@ -337,6 +337,15 @@ class CellEnd(Event):
 
 
 @lazy_dataclass(kw_only=True, eq=False, repr=False)
+class KernelShutdown(Event):
+    """A notebook kernel was asked to shut down (or restart) by its frontend. Jupyter then
+    waits a few seconds and sends SIGTERM: a signal after this is the normal end of a kernel."""
+
+    kind: ClassVar[str] = "kernel_shutdown"
+    restart: bool = False
+
+
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class UnknownEvent(Event):
     """An event type this version does not know (written by a newer trainmedic): kept, not lost."""
 
@@ -371,6 +380,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         OrphanEnded,
         CellStart,
         CellEnd,
+        KernelShutdown,
     )
 }
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from trainmedic.events import CellEnd, CellStart, Event, PhaseEnd, PhaseStart
+from trainmedic.events import CellEnd, CellStart, Event, KernelShutdown, PhaseEnd, PhaseStart
 from trainmedic.instrument import channel
 
 FIRST_LINE_CHARS = 80
@@ -83,7 +83,22 @@ class CellRecorder:
     def register(self) -> None:
         self.shell.events.register("pre_run_cell", self.pre_run_cell)
         self.shell.events.register("post_run_cell", self.post_run_cell)
+        self._watch_shutdown(getattr(self.shell, "kernel", None))
         self.emit(PhaseStart(phase="idle"))
+
+    def _watch_shutdown(self, kernel: Any) -> None:
+        """Tell the supervisor when the frontend asks the kernel to end: Jupyter's SIGTERM a few
+        seconds later (a slow teardown) is then the normal end, not a kill."""
+        original = getattr(kernel, "do_shutdown", None)
+        if original is None:
+            return
+        emit = self.emit
+
+        def do_shutdown(restart: bool, *args: Any, **kwargs: Any) -> Any:
+            emit(KernelShutdown(restart=bool(restart)))
+            return original(restart, *args, **kwargs)
+
+        kernel.do_shutdown = do_shutdown
 
     def pre_run_cell(self, info: Any) -> None:
         self.emit(PhaseEnd(phase="idle"))

@@ -19,6 +19,7 @@ from trainmedic.events import (
     Epoch,
     Event,
     HangDetected,
+    KernelShutdown,
     LogLine,
     MemoryLimit,
     MemorySample,
@@ -785,6 +786,8 @@ def killed_by_signal(record: RunRecord) -> list[Finding]:
             continue
         if sig == _signal.SIGKILL and view.oom_kills and not stops:
             continue  # RUN001
+        if view.of(KernelShutdown):
+            continue  # a notebook kernel asked to shut down, then hurried by Jupyter's SIGTERM
         evidence: dict[str, object] = {
             "exit_code": view.end.exit_code,
             "signal": signal_name(sig) if sig else None,

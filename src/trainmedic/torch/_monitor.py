@@ -778,6 +778,13 @@ class Monitor:
         return "<parameter>"
 
     @_never_breaks
+    def settle(self) -> None:
+        """Check the losses kept since the last check now (a notebook cell ended: its last steps
+        would otherwise wait for the next cell's training)."""
+        if not self._closed:
+            self._drain_losses()
+
+    @_never_breaks
     def close(self) -> None:
         """End of the process or of the guard: send what the last window measured."""
         if self._closed:
