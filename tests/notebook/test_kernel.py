@@ -1,0 +1,189 @@
+"""The trainmedic kernel with real Jupyter parts: nbclient runs notebooks on the installed
+kernelspec; the kernel is a real ipykernel under `trainmedic run` (a real cgroup OOM kill)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+from .conftest import execute, findings_of
+
+pytest.importorskip("ipykernel")
+
+LOAD = "%load_ext trainmedic"
+DATA = """import torch
+from torch import nn
+from sklearn.datasets import load_diabetes
+
+X, y = load_diabetes(return_X_y=True)
+X = torch.tensor(X, dtype=torch.float32)
+y = torch.tensor(y, dtype=torch.float32).unsqueeze(1)
+X = (X - X.mean(0)) / X.std(0)
+y = (y - y.mean()) / y.std()
+"""
+MISSING_VALUE = "X[300, 2] = float('nan')  # one missing value in the table"
+TRAIN = """class Regressor(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 1))
+
+    def forward(self, x):
+        return self.net(x)
+
+torch.manual_seed(0)
+loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=32)
+model = Regressor()
+optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+loss_fn = nn.MSELoss()
+for epoch in range(2):
+    for xb, yb in loader:
+        optimizer.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+print(f"last loss {loss.item():.4f}")
+"""
+GROW = """import numpy as np
+blocks = []
+for _ in range(40):
+    blocks.append(np.ones(25_000_000))  # 200 MB each, past the 300 MiB limit
+"""
+
+
+@pytest.fixture(scope="module")
+def nan_notebook(jupyter: Path):
+    return execute([LOAD, DATA + MISSING_VALUE, TRAIN], "tm", jupyter / "nan")
+
+
+def test_kernel_cli_round_trip(jupyter: Path) -> None:
+    listed = run_cli("kernel", "list", "--format", "json")
+    assert listed.returncode == 0, listed.stderr
+    kernels = {k["name"]: k for k in json.loads(listed.stdout)["kernels"]}
+    assert kernels["tm-300m"]["memory_limit"] == "300M"
+    spec = json.loads((Path(kernels["tm"]["resource_dir"]) / "kernel.json").read_text())
+    assert spec["argv"][1:4] == ["-m", "trainmedic", "run"]
+    assert spec["argv"][-4:] == ["-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    assert spec["interrupt_mode"] == "message"
+    assert run_cli("kernel", "install", "--name", "tm-gone").returncode == 0
+    removed = run_cli("kernel", "uninstall", "tm-gone")
+    assert removed.returncode == 0, removed.stderr
+    assert "tm-gone" not in run_cli("kernel", "list").stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["uninstall", "no-such-kernel"], "unknown kernel 'no-such-kernel'"),
+        (["uninstall", "python3"], "not installed by trainmedic"),
+        (["install", "--prefix", "/proc/1/trainmedic"], "cannot install the kernel into /proc/1/trainmedic"),
+        (["install", "--name", "two words"], "--name: Invalid kernel name"),
+        (["install", "--memory-limit", "lots"], "--memory-limit: 'lots' is not a size"),
+    ],
+)
+def test_kernel_bad_input_is_one_line_and_exit_2(jupyter: Path, args: list[str], expected: str) -> None:
+    result = run_cli("kernel", *args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and expected in result.stderr, result.stderr
+
+
+@pytest.mark.cgroup
+def test_oom_kill_names_the_cell_and_last_shows_it(jupyter: Path) -> None:
+    dead = execute(["x = 1", GROW], "tm-300m", jupyter / "oom")
+    assert dead.error is not None and type(dead.error).__name__ == "DeadKernelError"
+    (run,) = dead.run_dirs()
+    findings = findings_of(run)
+    oom = next(f for f in findings if f["code"] == "RUN001")
+    assert oom["evidence"]["oom_kill_scope"] == "cgroup"
+    assert oom["evidence"]["cell"]["execution_count"] == 2
+    assert oom["evidence"]["cell"]["first_line"] == "import numpy as np"
+    assert "during cell [2] `import numpy as np`" in oom["message"]
+    assert not any(f["code"] == "RUN008" for f in findings)
+
+    # the next kernel, started beside it, says why the previous one died
+    after = execute([LOAD, "%trainmedic last"], "tm", jupyter / "oom")
+    assert after.error is None
+    (shown,) = after.html_outputs(1)
+    assert "RUN001" in shown and "cell [2] `import numpy as np`" in shown
+    assert str(run.name) in shown
+    assert len(after.run_dirs()) == 2
+
+
+def test_nan_loss_is_shown_in_the_cell_that_trains(nan_notebook) -> None:
+    assert nan_notebook.error is None
+    shown = nan_notebook.html_outputs(2)
+    assert any("data-code='TRN001'" in h for h in shown), nan_notebook.cells[2]["outputs"]
+    first = next(h for h in shown if "TRN001" in h)
+    assert "Loss became nan at step 10" in first and "cell [3]" in first
+    # shown while the loop ran: before the cell's own print
+    kinds = [o.get("name") or o["output_type"] for o in nan_notebook.cells[2]["outputs"]]
+    assert kinds.index("display_data") < kinds.index("stdout")
+
+
+def test_healthy_notebook_shows_nothing_and_ends_clean(jupyter: Path) -> None:
+    healthy = execute([LOAD, DATA, TRAIN], "tm", jupyter / "healthy")
+    assert healthy.error is None
+    for index in range(3):
+        assert healthy.html_outputs(index) == []
+    (run,) = healthy.run_dirs()
+    assert [f["code"] for f in findings_of(run) if f["severity"] != "info"] == []
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    cells = [e for e in events if e["kind"] == "cell_end"]
+    assert [c["execution_count"] for c in cells] == [1, 2, 3]
+    assert all(c["peak_rss_bytes"] >= c["rss_start_bytes"] for c in cells)
+    assert not any(e["kind"] == "hang" for e in events)
+
+
+def test_restart_starts_a_new_run_folder(jupyter: Path) -> None:
+    from jupyter_client.manager import start_new_kernel
+
+    folder = jupyter / "restart"
+    folder.mkdir()
+    km, kc = start_new_kernel(kernel_name="tm", cwd=str(folder))
+    try:
+        kc.execute_interactive("a = 1", timeout=60)
+        km.restart_kernel()
+        kc.wait_for_ready(timeout=60)
+        reply = kc.execute_interactive("import os; b = os.environ['TRAINMEDIC_RUN_DIR']", timeout=60)
+        assert reply["content"]["status"] == "ok"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel()
+    runs = sorted(p.parent for p in (folder / "runs").glob("*/manifest.json"))
+    assert len(runs) == 2
+    for run in runs:
+        assert [f["code"] for f in findings_of(run) if f["severity"] != "info"] == []
+
+
+def test_inline_finding_renders_in_chromium(nan_notebook, tmp_path: Path) -> None:
+    from tests.report.browser import CHROMIUM, Browser
+
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/ensure-chromium (make test does)")
+    html = next(h for h in nan_notebook.html_outputs(2) if "TRN001" in h)
+    page_path = tmp_path / "cell.html"
+    page_path.write_text(f"<!doctype html><meta charset=utf-8><body style='margin:8px'>{html}</body>")
+    browser = Browser()
+    try:
+        page = browser.load(page_path, width=900, height=300)
+        assert page.errors == []
+        assert page.requests == [page.url]  # nothing fetched: works offline
+        box = browser.evaluate(
+            page.session,
+            "(() => { const b = document.querySelector('.trainmedic-finding').getBoundingClientRect();"
+            " return [b.width, b.height]; })()",
+        )
+        assert box[0] > 400 and 30 < box[1] < 200
+        text = browser.evaluate(page.session, "document.querySelector('.trainmedic-message').innerText")
+        assert text.startswith("Loss became nan at step 10")
+        colour = browser.evaluate(
+            page.session, "getComputedStyle(document.querySelector('.trainmedic-finding')).borderLeftColor"
+        )
+        assert colour == "rgb(179, 38, 30)"  # an error's red edge
+    finally:
+        browser.close()
