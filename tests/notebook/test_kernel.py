@@ -3,15 +3,17 @@ kernelspec; the kernel is a real ipykernel under `trainmedic run` (a real cgroup
 
 from __future__ import annotations
 
+import html
 import json
 import os
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 
 from .conftest import execute, findings_of
+from .page import notebook_page
 
 pytest.importorskip("ipykernel")
 
@@ -48,11 +50,10 @@ for epoch in range(2):
         optimizer.step()
 print(f"last loss {loss.item():.4f}")
 """
-GROW = """import numpy as np
-blocks = []
-for _ in range(40):
-    blocks.append(np.ones(25_000_000))  # 200 MB each, past the 300 MiB limit
+GROW = """blocks = [np.ones(25_000_000) for _ in range(40)]  # 200 MB each
+print(len(blocks))  # past the kernel's 300 MiB limit: never reached
 """
+GROWS = f"cell [2] `{GROW.splitlines()[0]}`"
 
 
 @pytest.fixture(scope="module")
@@ -89,29 +90,32 @@ def test_kernel_bad_input_is_one_line_and_exit_2(jupyter: Path, args: list[str],
     result = run_cli("kernel", *args)
     assert result.returncode == 2
     assert result.stdout == ""
-    assert result.stderr.count("\n") == 1 and expected in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert expected in result.stderr
 
 
 @pytest.mark.cgroup
 def test_oom_kill_names_the_cell_and_last_shows_it(jupyter: Path) -> None:
-    dead = execute(["x = 1", GROW], "tm-300m", jupyter / "oom")
-    assert dead.error is not None and type(dead.error).__name__ == "DeadKernelError"
+    dead = execute(["import numpy as np", GROW], "tm-300m", jupyter / "oom")
+    assert type(dead.error).__name__ == "DeadKernelError"
     (run,) = dead.run_dirs()
     findings = findings_of(run)
     oom = next(f for f in findings if f["code"] == "RUN001")
     assert oom["evidence"]["oom_kill_scope"] == "cgroup"
     assert oom["evidence"]["cell"]["execution_count"] == 2
-    assert oom["evidence"]["cell"]["first_line"] == "import numpy as np"
-    assert "during cell [2] `import numpy as np`" in oom["message"]
+    assert oom["evidence"]["cell"]["first_line"] == GROW.splitlines()[0]
+    assert f"during {GROWS}" in oom["message"]
     assert not any(f["code"] == "RUN008" for f in findings)
 
     # the next kernel, started beside it, says why the previous one died
     after = execute([LOAD, "%trainmedic last"], "tm", jupyter / "oom")
     assert after.error is None
     (shown,) = after.html_outputs(1)
-    assert "RUN001" in shown and "cell [2] `import numpy as np`" in shown
+    assert "RUN001" in shown
+    assert html.escape(GROWS, quote=False) in shown
     assert str(run.name) in shown
     assert len(after.run_dirs()) == 2
+    _check_dead_kernel_report(run)
 
 
 def test_nan_loss_is_shown_in_the_cell_that_trains(nan_notebook) -> None:
@@ -119,7 +123,8 @@ def test_nan_loss_is_shown_in_the_cell_that_trains(nan_notebook) -> None:
     shown = nan_notebook.html_outputs(2)
     assert any("data-code='TRN001'" in h for h in shown), nan_notebook.cells[2]["outputs"]
     first = next(h for h in shown if "TRN001" in h)
-    assert "Loss became nan at step 10" in first and "cell [3]" in first
+    assert "Loss became nan at step 10" in first
+    assert "cell [3]" in first
     # shown while the loop ran: before the cell's own print
     kinds = [o.get("name") or o["output_type"] for o in nan_notebook.cells[2]["outputs"]]
     assert kinds.index("display_data") < kinds.index("stdout")
@@ -160,30 +165,56 @@ def test_restart_starts_a_new_run_folder(jupyter: Path) -> None:
         assert [f["code"] for f in findings_of(run) if f["severity"] != "info"] == []
 
 
-def test_inline_finding_renders_in_chromium(nan_notebook, tmp_path: Path) -> None:
+def _browser():
     from tests.report.browser import CHROMIUM, Browser
 
     if not os.access(CHROMIUM, os.X_OK):
         pytest.fail(f"{CHROMIUM} is missing: run scripts/ensure-chromium (make test does)")
-    html = next(h for h in nan_notebook.html_outputs(2) if "TRN001" in h)
-    page_path = tmp_path / "cell.html"
-    page_path.write_text(f"<!doctype html><meta charset=utf-8><body style='margin:8px'>{html}</body>")
-    browser = Browser()
+    return Browser()
+
+
+def test_inline_finding_renders_in_chromium(nan_notebook, tmp_path: Path) -> None:
+    page_path = tmp_path / "notebook.html"
+    page_path.write_text(notebook_page(nan_notebook.cells[1:]))
+    browser = _browser()
     try:
-        page = browser.load(page_path, width=900, height=300)
+        page = browser.load(page_path, width=900, height=700)
         assert page.errors == []
         assert page.requests == [page.url]  # nothing fetched: works offline
         box = browser.evaluate(
             page.session,
             "(() => { const b = document.querySelector('.trainmedic-finding').getBoundingClientRect();"
-            " return [b.width, b.height]; })()",
+            " return [b.width, b.height, b.bottom]; })()",
         )
-        assert box[0] > 400 and 30 < box[1] < 200
+        assert box[0] > 400
+        assert 30 < box[1] < 200
         text = browser.evaluate(page.session, "document.querySelector('.trainmedic-message').innerText")
         assert text.startswith("Loss became nan at step 10")
         colour = browser.evaluate(
             page.session, "getComputedStyle(document.querySelector('.trainmedic-finding')).borderLeftColor"
         )
         assert colour == "rgb(179, 38, 30)"  # an error's red edge
+        if os.environ.get("TRAINMEDIC_UPDATE_SCREENSHOT") == "1":
+            bottom = browser.evaluate(page.session, "document.body.scrollHeight")
+            png = browser.screenshot(page.session, width=900, height=int(bottom) + 12)
+            (REPO / "docs" / "notebook-inline.png").write_bytes(png)
+    finally:
+        browser.close()
+
+
+def _check_dead_kernel_report(run: Path) -> None:
+    """The dead kernel's report.html shows RUN001 with the cell; docs/notebook-report.png."""
+    browser = _browser()
+    try:
+        page = browser.load(run / "report.html", width=1000, height=900)
+        assert page.errors == []
+        text = browser.evaluate(page.session, "document.body.innerText")
+        assert "RUN001" in text
+        assert " ".join(GROWS.split()) in " ".join(text.split())  # innerText folds spaces
+        if os.environ.get("TRAINMEDIC_UPDATE_SCREENSHOT") == "1":
+            chart = "document.querySelector('figure[data-chart=memory]')"
+            bottom = browser.evaluate(page.session, f"{chart}.getBoundingClientRect().bottom + scrollY")
+            png = browser.screenshot(page.session, width=1000, height=int(bottom) + 16)
+            (REPO / "docs" / "notebook-report.png").write_bytes(png)
     finally:
         browser.close()

@@ -8,7 +8,11 @@ from collections.abc import Sequence
 
 from trainmedic.findings import Finding
 
-_COLOURS = {"error": ("#b3261e", "#fdecea"), "warning": ("#8a5a00", "#fff4e0"), "info": ("#1f5f99", "#eaf2fb")}
+_COLOURS = {
+    "error": ("#b3261e", "#fdecea"),
+    "warning": ("#8a5a00", "#fff4e0"),
+    "info": ("#1f5f99", "#eaf2fb"),
+}
 _BOX = (
     "border-left:4px solid {edge};background:{fill};color:#1d1d1f;padding:6px 10px;margin:4px 0;"
     "font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:13px;line-height:1.45"
@@ -27,7 +31,7 @@ def finding_html(finding: Finding, where: str = "") -> str:
     fix = f"<div style='color:#333'><b>Fix:</b> {e(finding.fix)}</div>" if finding.fix else ""
     return (
         f"<div class='trainmedic-finding' data-code='{e(finding.code)}' "
-        f"style=\"{_BOX.format(edge=edge, fill=fill)}\">"
+        f'style="{_BOX.format(edge=edge, fill=fill)}">'
         f"<div>{head}</div><div class='trainmedic-message'>{e(finding.message)}</div>{fix}</div>"
     )
 
@@ -46,7 +50,9 @@ def note_html(title: str, lines: Sequence[str]) -> str:
     return f"<div class='trainmedic-note' style=\"{box}\"><b>{e(title)}</b>{body}</div>"
 
 
-def bundle(findings: Sequence[Finding], where: str = "", header: tuple[str, list[str]] | None = None) -> dict[str, str]:
+def bundle(
+    findings: Sequence[Finding], where: str = "", header: tuple[str, list[str]] | None = None
+) -> dict[str, str]:
     """The MIME bundle (`text/html`, `text/plain`) IPython's `display(..., raw=True)` takes."""
     parts_html = [note_html(*header)] if header else []
     parts_text = [header[0], *header[1]] if header else []

@@ -15,6 +15,7 @@ Each finding is shown once per kernel; info-level findings stay in the run folde
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -40,7 +41,7 @@ from trainmedic.record import cell_label
 
 RUN_DIR_ENV = "TRAINMEDIC_RUN_DIR"
 RUNS_DIR_ENV = "TRAINMEDIC_RUNS_DIR"
-USAGE = "usage: %trainmedic last   (why the previous kernel ended)   |   %trainmedic   (this kernel's run folder)"
+USAGE = "usage: %trainmedic last (why the previous kernel ended) | %trainmedic (this kernel's run folder)"
 
 
 def _trains(event: Event) -> bool:
@@ -70,10 +71,8 @@ class InlineFindings:
     def unregister(self) -> None:
         channel.remove_listener(self.on_event)
         for name, callback in (("pre_run_cell", self.pre_run_cell), ("post_run_cell", self.post_run_cell)):
-            try:
+            with contextlib.suppress(ValueError):  # not registered
                 self.shell.events.unregister(name, callback)
-            except ValueError:
-                pass
 
     # -- as they happen --------------------------------------------------------------------
     def on_event(self, event: Event) -> None:
@@ -145,7 +144,7 @@ class InlineFindings:
 def _display(bundle: dict[str, str]) -> None:
     from IPython.display import display as ipython_display
 
-    ipython_display(bundle, raw=True)
+    ipython_display(bundle, raw=True)  # type: ignore[no-untyped-call]
 
 
 def _size(path: str | None) -> int:
