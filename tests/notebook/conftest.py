@@ -62,13 +62,18 @@ def execute(sources: list[str], kernel: str, folder: Path, timeout: float = 120)
 
 @pytest.fixture(scope="module")
 def jupyter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A private Jupyter data folder with the kernels `tm` and `tm-300m` (300 MiB limit)."""
+    """A private Jupyter data folder with the kernels `tm`, `tm-300m` (300 MiB limit) and
+    `tm-hang` (a 2 s hang timeout)."""
     root = tmp_path_factory.mktemp("jupyter")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("JUPYTER_DATA_DIR", str(root / "data"))
         mp.setenv("TRAINMEDIC_STATE_DIR", str(root / "state"))
         mp.delenv("TRAINMEDIC_RUNS_DIR", raising=False)
-        for args in (["--name", "tm"], ["--name", "tm-300m", "--memory-limit", "300M"]):
+        for args in (
+            ["--name", "tm"],
+            ["--name", "tm-300m", "--memory-limit", "300M"],
+            ["--name", "tm-hang", "--hang-timeout", "2"],
+        ):
             result = run_cli("kernel", "install", "--user", *args)
             assert result.returncode == 0, result.stderr
         yield root

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from .conftest import execute, findings_of
 from .page import notebook_page
 
 pytest.importorskip("ipykernel")
+pytestmark = pytest.mark.slow  # real kernels: seconds each
 
 LOAD = "%load_ext trainmedic"
 DATA = """import torch
@@ -152,6 +154,14 @@ def test_restart_starts_a_new_run_folder(jupyter: Path) -> None:
     km, kc = start_new_kernel(kernel_name="tm", cwd=str(folder))
     try:
         kc.execute_interactive("a = 1", timeout=60)
+        # Jupyter's interrupt reaches the cell (interrupt_mode "message"), not the supervisor
+        msg_id = kc.execute("import time\ntime.sleep(30)")
+        time.sleep(1.0)
+        km.interrupt_kernel()
+        interrupted = kc.get_shell_msg(timeout=20)
+        assert interrupted["parent_header"]["msg_id"] == msg_id
+        assert interrupted["content"]["ename"] == "KeyboardInterrupt"
+        assert kc.execute_interactive("a", timeout=60)["content"]["status"] == "ok"  # the same kernel
         km.restart_kernel()
         kc.wait_for_ready(timeout=60)
         reply = kc.execute_interactive("import os; b = os.environ['TRAINMEDIC_RUN_DIR']", timeout=60)
@@ -163,6 +173,26 @@ def test_restart_starts_a_new_run_folder(jupyter: Path) -> None:
     assert len(runs) == 2
     for run in runs:
         assert [f["code"] for f in findings_of(run) if f["severity"] != "info"] == []
+
+
+def test_hang_is_reported_only_while_a_cell_runs(jupyter: Path) -> None:
+    from jupyter_client.manager import start_new_kernel
+
+    folder = jupyter / "hang"
+    folder.mkdir()
+    km, kc = start_new_kernel(kernel_name="tm-hang", cwd=str(folder))  # --hang-timeout 2
+    try:
+        kc.execute_interactive("x = 1", timeout=60)
+        time.sleep(5)  # the kernel waits for its user: not a hang
+        kc.execute_interactive("import time\ntime.sleep(7)  # no output, no CPU", timeout=60)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel()
+    (run,) = sorted(p.parent for p in (folder / "runs").glob("*/manifest.json"))
+    hangs = [f for f in findings_of(run) if f["code"] == "RUN007"]
+    assert len(hangs) == 1, hangs
+    assert hangs[0]["evidence"]["cell"] == {"execution_count": 2, "first_line": "import time"}
+    assert "in cell [2] `import time`" in hangs[0]["message"]
 
 
 def _browser():

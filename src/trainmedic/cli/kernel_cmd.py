@@ -23,13 +23,25 @@ def command() -> None:
 @click.option(
     "--memory-limit", metavar="SIZE", help="Run each kernel under this memory limit (cgroup), e.g. 8G."
 )
+@click.option(
+    "--hang-timeout",
+    metavar="SECONDS",
+    type=click.FloatRange(min=0),
+    help="Seconds a cell may run without progress and CPU before a hang is reported (default 1800).",
+)
 @click.option("--user", "scope", flag_value="user", default=True, help="Install for this user (default).")
 @click.option(
     "--sys-prefix", "scope", flag_value="sys-prefix", help=f"Install into this environment ({sys.prefix})."
 )
 @click.option("--prefix", metavar="DIR", help="Install under DIR/share/jupyter/kernels.")
 def install_command(
-    name: str, display_name: str | None, memory_limit: str | None, scope: str, prefix: str | None
+    *,
+    name: str,
+    display_name: str | None,
+    memory_limit: str | None,
+    hang_timeout: float | None,
+    scope: str,
+    prefix: str | None,
 ) -> int:
     """Install the kernelspec: `trainmedic run -- python -m ipykernel_launcher` for every kernel start."""
     if prefix is not None and scope == "sys-prefix":
@@ -37,7 +49,12 @@ def install_command(
     if scope == "sys-prefix":
         prefix = sys.prefix
     folder = kernelspec.install(
-        name=name, display_name=display_name, memory_limit=memory_limit, user=prefix is None, prefix=prefix
+        name=name,
+        display_name=display_name,
+        memory_limit=memory_limit,
+        hang_timeout=hang_timeout,
+        user=prefix is None,
+        prefix=prefix,
     )
     click.echo(f"installed kernel {name!r} in {folder}")
     return 0

@@ -180,16 +180,23 @@ def runs_base() -> Path:
 
 
 def previous_run(base: Path, current: Path | None) -> Path | None:
-    """The latest run folder under `base` other than `current`, by the time its manifest was written."""
+    """The latest run folder under `base` other than `current`, by the time its manifest was last
+    written; one that ended wins over one still running (another notebook's kernel, say)."""
+    from trainmedic.supervise import rundir
+
     if not base.is_dir():
         return None
     own = current.resolve() if current is not None else None
     candidates = [
-        d for d in base.iterdir() if (d / "manifest.json").is_file() and (own is None or d.resolve() != own)
+        d for d in base.iterdir() if (d / rundir.MANIFEST).is_file() and (own is None or d.resolve() != own)
     ]
-    if not candidates:
-        return None
-    return max(candidates, key=lambda d: ((d / "manifest.json").stat().st_mtime, d.name))
+
+    def key(folder: Path) -> tuple[bool, float, str]:
+        manifest = rundir.read_json(folder / rundir.MANIFEST) or {}
+        ended = manifest.get("end") is not None
+        return ended, (folder / rundir.MANIFEST).stat().st_mtime, folder.name
+
+    return max(candidates, key=key) if candidates else None
 
 
 def last_run_bundle() -> dict[str, str]:

@@ -46,28 +46,36 @@ class InstalledKernel:
         }
 
 
-def kernel_argv(name: str, memory_limit: str | None, python: str = sys.executable) -> list[str]:
-    """`python -m trainmedic run --quiet --name NAME [--memory-limit SIZE] -- python -m
-    ipykernel_launcher -f {connection_file}`: Jupyter fills in {connection_file}."""
+def kernel_argv(
+    name: str, memory_limit: str | None, hang_timeout: float | None = None, python: str = sys.executable
+) -> list[str]:
+    """`python -m trainmedic run --quiet --name NAME [--memory-limit SIZE] [--hang-timeout S] --
+    python -m ipykernel_launcher -f {connection_file}`: Jupyter fills in {connection_file}."""
     supervisor = [python, "-m", "trainmedic", "run", "--quiet", "--name", name]
     if memory_limit is not None:
         supervisor += ["--memory-limit", memory_limit]
+    if hang_timeout is not None:
+        supervisor += ["--hang-timeout", f"{hang_timeout:g}"]
     return [*supervisor, "--", python, "-m", KERNEL_MODULE, "-f", "{connection_file}"]
 
 
-def kernel_json(name: str, display_name: str | None, memory_limit: str | None) -> dict[str, Any]:
-    """The kernelspec's `kernel.json` (the memory limit is checked first: bad input, exit 2)."""
+def kernel_json(
+    name: str, display_name: str | None, memory_limit: str | None, hang_timeout: float | None = None
+) -> dict[str, Any]:
+    """The kernelspec's `kernel.json` (the options are checked first: bad input, exit 2)."""
     if memory_limit is not None:
         from trainmedic.supervise.cgroup import parse_size
 
         parse_size(memory_limit)
+    if hang_timeout is not None and not hang_timeout >= 0:
+        raise UsageError(f"--hang-timeout: expected a number of seconds >= 0, got {hang_timeout:g}")
     limit = f", {memory_limit} limit" if memory_limit else ""
     return {
-        "argv": kernel_argv(name, memory_limit),
+        "argv": kernel_argv(name, memory_limit, hang_timeout),
         "display_name": display_name or f"Python 3 (trainmedic{limit})",
         "language": "python",
         "interrupt_mode": "message",
-        "metadata": {METADATA_KEY: {"memory_limit": memory_limit}},
+        "metadata": {METADATA_KEY: {"memory_limit": memory_limit, "hang_timeout": hang_timeout}},
     }
 
 
@@ -86,12 +94,13 @@ def install(
     name: str = DEFAULT_NAME,
     display_name: str | None = None,
     memory_limit: str | None = None,
+    hang_timeout: float | None = None,
     user: bool = True,
     prefix: str | None = None,
 ) -> Path:
     """Install the kernelspec (replacing one of the same name) and return its folder."""
     manager = _manager()
-    spec = kernel_json(name, display_name, memory_limit)
+    spec = kernel_json(name, display_name, memory_limit, hang_timeout)
     with tempfile.TemporaryDirectory(prefix="trainmedic-kernelspec-") as source:
         (Path(source) / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n")
         try:
