@@ -77,3 +77,25 @@ def test_hang_names_the_cell_it_happened_in() -> None:
     events = [*kernel_events(), HangDetected(t=1015.0, pid=SUPERVISOR, idle_s=5.0, cpu_percent=0.1)]
     (hang,) = [f for f in run_rules(RunRecord.of(events)) if f.code == "RUN007"]
     assert "in cell [2] `model.fit(...)`" in hang.message
+
+
+def test_two_fits_in_one_kernel_are_two_trainings_not_one_curve() -> None:
+    """fit(epochs=3) then fit(epochs=2) on the same model (the loss keeps falling): epochs 0, 1
+    come twice from the kernel; merged by epoch they looked like a loss that stopped falling."""
+    from trainmedic.events import Epoch, TrainingPlan
+    from trainmedic.rules.curves import train_loss
+
+    first = [2.254, 2.072, 1.917]
+    second = [1.754, 1.581]
+    events = [TrainingPlan(t=1.0, pid=KERNEL, framework="keras", epochs=3)]
+    events += [Epoch(t=2.0 + i, pid=KERNEL, epoch=i, metrics={"loss": v}) for i, v in enumerate(first)]
+    events += [TrainingPlan(t=6.0, pid=KERNEL, framework="keras", epochs=2)]
+    events += [Epoch(t=7.0 + i, pid=KERNEL, epoch=i, metrics={"loss": v}) for i, v in enumerate(second)]
+    record = RunRecord.of(events)
+    curve = train_loss(record)
+    assert curve is not None
+    assert curve.y.tolist() == second
+    assert [f.code for f in run_rules(record) if f.code.startswith("TRN")] == []
+    # the same epochs from two processes (ranks, restarted attempts) stay one curve
+    other = [Epoch(t=e.t + 0.5, pid=KERNEL + 1, epoch=e.epoch, metrics=e.metrics) for e in events[1:4]]
+    assert len(train_loss(RunRecord.of([*events[:4], *other]))) == 6

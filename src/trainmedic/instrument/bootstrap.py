@@ -69,10 +69,11 @@ def start() -> None:
     _started = True
     argv = _argv()
     channel.emit(ProcessSpawn(ppid=os.getppid(), cmdline=argv, role="python", source="announce"))
-    from trainmedic.notebook import boot as notebook_boot  # stdlib only until a kernel is seen
+    if any("ipykernel" in arg for arg in argv[1:4]):  # a notebook kernel: record its cells
+        from trainmedic.notebook import boot as notebook_boot
 
-    if notebook_boot.is_kernel(argv):
-        notebook_boot.arm()
+        if notebook_boot.is_kernel(argv):
+            notebook_boot.arm()
     for framework, target in FRAMEWORK_HOOKS.items():
         callback = _installer(target)
         if callback is not None:

@@ -80,8 +80,13 @@ def kernel_json(
 
 
 def _manager() -> Any:
+    import importlib.util
+
     try:
         from jupyter_client.kernelspec import KernelSpecManager
+
+        if importlib.util.find_spec("ipykernel") is None:
+            raise ImportError("ipykernel")
     except ImportError:
         raise UsageError(
             "trainmedic kernel needs jupyter_client and ipykernel: pip install 'trainmedic[notebook]'"

@@ -463,6 +463,12 @@ def oom_killed(record: RunRecord) -> list[Finding]:
             )
         elif phase == "train":
             fix = "Lower the batch size or the data kept in memory, or raise the limit."
+        elif cell is not None:
+            fix = (
+                f"The kernel ran out of memory in cell [{cell['execution_count']}]: free what earlier "
+                "cells keep (`del` large arrays and models, then gc.collect()), process the data in "
+                "chunks, or give the kernel more memory (`trainmedic kernel install --memory-limit`)."
+            )
         victim = "Killed" if view.signal == _signal.SIGKILL else "A process of the trainer tree was killed"
         then = (
             ""
