@@ -52,6 +52,25 @@ for epoch in range(2):
         optimizer.step()
 print(f"last loss {loss.item():.4f}")
 """
+SLOW_INPUT = """import time
+
+class SlowTable(torch.utils.data.Dataset):
+    \"\"\"The same rows, each read from slow storage (2 ms a row).\"\"\"
+
+    def __len__(self):
+        return len(X)
+
+    def __getitem__(self, i):
+        time.sleep(0.002)
+        return torch.nan_to_num(X[i]), y[i]
+
+model = Regressor()
+optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+for xb, yb in torch.utils.data.DataLoader(SlowTable(), batch_size=8):
+    optimizer.zero_grad()
+    loss_fn(model(xb), yb).backward()
+    optimizer.step()
+"""
 GROW = """blocks = [np.ones(25_000_000) for _ in range(40)]  # 200 MB each
 print(len(blocks))  # past the kernel's 300 MiB limit: never reached
 """
@@ -60,7 +79,7 @@ GROWS = f"cell [2] `{GROW.splitlines()[0]}`"
 
 @pytest.fixture(scope="module")
 def nan_notebook(jupyter: Path):
-    return execute([LOAD, DATA + MISSING_VALUE, TRAIN], "tm", jupyter / "nan")
+    return execute([LOAD, DATA + MISSING_VALUE, TRAIN, SLOW_INPUT], "tm", jupyter / "nan")
 
 
 def test_kernel_cli_round_trip(jupyter: Path) -> None:
@@ -130,6 +149,14 @@ def test_nan_loss_is_shown_in_the_cell_that_trains(nan_notebook) -> None:
     # shown while the loop ran: before the cell's own print
     kinds = [o.get("name") or o["output_type"] for o in nan_notebook.cells[2]["outputs"]]
     assert kinds.index("display_data") < kinds.index("stdout")
+    # after the cell, the rules over its events: the gradient norm went NaN too
+    assert any("data-code='TRN007'" in h for h in shown)
+
+
+def test_input_bound_training_is_shown_under_its_cell(nan_notebook) -> None:
+    shown = nan_notebook.html_outputs(3)
+    assert [h.split("data-code='")[1][:6] for h in shown] == ["TRN005"], nan_notebook.cells[3]["outputs"]
+    assert "of each training step was spent waiting for the next batch" in shown[0]
 
 
 def test_healthy_notebook_shows_nothing_and_ends_clean(jupyter: Path) -> None:
