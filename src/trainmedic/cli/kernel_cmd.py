@@ -17,7 +17,7 @@ def command() -> None:
     """A Jupyter kernel that says why it died: ipykernel under trainmedic's supervisor."""
 
 
-@command.command("install")
+@command.command("install", short_help="Install a trainmedic kernel (a kernelspec Jupyter starts).")
 @click.option("--name", default=kernelspec.DEFAULT_NAME, show_default=True, help="Kernelspec name.")
 @click.option("--display-name", metavar="TEXT", help="Name shown in Jupyter's kernel picker.")
 @click.option(
