@@ -7,3 +7,17 @@ from trainmedic.findings import Finding, FindingSpec, Severity
 __version__ = "0.1.0"
 
 __all__ = ["Finding", "FindingSpec", "Severity", "__version__"]
+
+
+def load_ipython_extension(ipython: object) -> None:
+    """`%load_ext trainmedic`: findings shown in the notebook as they happen; `%trainmedic last`.
+    Imported here only when IPython asks, so `import trainmedic` stays light."""
+    from trainmedic.notebook import extension
+
+    extension.load(ipython)
+
+
+def unload_ipython_extension(ipython: object) -> None:
+    from trainmedic.notebook import extension
+
+    extension.unload(ipython)

@@ -311,6 +311,41 @@ class OrphanEnded(Event):
 
 
 @lazy_dataclass(kw_only=True, eq=False, repr=False)
+class CellStart(Event):
+    """A notebook kernel began executing a cell: its execution count (the `[12]` the notebook
+    shows), its first line, and the kernel's RSS then."""
+
+    kind: ClassVar[str] = "cell_start"
+    execution_count: int | None = None
+    first_line: str = ""
+    rss_bytes: int | None = None
+
+
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
+class CellEnd(Event):
+    """A notebook cell finished (`error`: the exception type it raised, if any). `peak_rss_bytes`
+    is the kernel's own peak during the cell, where the OS can reset it at the cell's start."""
+
+    kind: ClassVar[str] = "cell_end"
+    execution_count: int | None = None
+    first_line: str = ""
+    duration_s: float = 0.0
+    rss_start_bytes: int | None = None
+    rss_end_bytes: int | None = None
+    peak_rss_bytes: int | None = None
+    error: str | None = None
+
+
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
+class KernelShutdown(Event):
+    """A notebook kernel was asked to shut down (or restart) by its frontend. Jupyter then
+    waits a few seconds and sends SIGTERM: a signal after this is the normal end of a kernel."""
+
+    kind: ClassVar[str] = "kernel_shutdown"
+    restart: bool = False
+
+
+@lazy_dataclass(kw_only=True, eq=False, repr=False)
 class UnknownEvent(Event):
     """An event type this version does not know (written by a newer trainmedic): kept, not lost."""
 
@@ -343,6 +378,9 @@ EVENT_TYPES: dict[str, type[Event]] = {
         StopRequest,
         HangDetected,
         OrphanEnded,
+        CellStart,
+        CellEnd,
+        KernelShutdown,
     )
 }
 

@@ -14,6 +14,8 @@ from functools import cached_property
 from typing import TypeVar
 
 from trainmedic.events import (
+    CellEnd,
+    CellStart,
     Epoch,
     Event,
     FindingRaised,
@@ -201,6 +203,27 @@ class RunRecord:
 
 
 Rule = Callable[[RunRecord], list[Finding]]
+
+
+def cell_running(events: Iterable[Event], until: float | None = None) -> CellStart | None:
+    """The notebook cell still executing at the end of these events (or at time `until`): the
+    last `CellStart` with no `CellEnd` after it in the same kernel. A kernel that dies mid-cell
+    leaves exactly this behind; a finished cell never counts."""
+    running: dict[int, CellStart] = {}
+    for e in events:
+        if until is not None and e.t > until:
+            break
+        if isinstance(e, CellStart):
+            running[e.pid] = e
+        elif isinstance(e, CellEnd):
+            running.pop(e.pid, None)
+    return max(running.values(), key=lambda c: c.t) if running else None
+
+
+def cell_label(cell: CellStart) -> str:
+    """ "cell [12] `model.fit(...)`", as the notebook numbers it."""
+    number = f"[{cell.execution_count}]" if cell.execution_count is not None else "[ ]"
+    return f"cell {number} `{cell.first_line}`" if cell.first_line else f"cell {number}"
 
 
 def median(values: Sequence[float]) -> float:

@@ -24,6 +24,7 @@ from typing import NoReturn
 from trainmedic.errors import ExitCode, UsageError
 
 ON_HANG = ("wait", "stop")
+RUNS_DIR_ENV = "TRAINMEDIC_RUNS_DIR"  # where run folders go without --out (e.g. a notebook kernel's)
 FORMATS = ("text", "json")
 USAGE = "trainmedic run [OPTIONS] -- CMD ARGS..."
 SUMMARY = (
@@ -85,7 +86,11 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=_Formatter,
     )
     add = p.add_argument
-    add("--out", metavar="DIR", help="Run folder (default runs/<time>-<name>/).")
+    add(
+        "--out",
+        metavar="DIR",
+        help=f"Run folder (default runs/<time>-<name>/, or under ${RUNS_DIR_ENV} when set).",
+    )
     add("--name", help="Name of the run (default: the script's name).")
     add(
         "--expect-epochs",
@@ -183,6 +188,7 @@ def _run(opts: argparse.Namespace, command: list[str]) -> int:
         grace=opts.grace,
         quiet=opts.quiet,
         instrument=not opts.no_instrument and os.environ.get("TRAINMEDIC_INSTRUMENT", "1") != "0",
+        runs_base=Path(os.environ.get(RUNS_DIR_ENV) or "runs"),
     )
     try:
         supervisor = Supervisor(options)

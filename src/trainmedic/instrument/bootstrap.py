@@ -67,7 +67,13 @@ def start() -> None:
     if _started or not channel.is_supervised():
         return
     _started = True
-    channel.emit(ProcessSpawn(ppid=os.getppid(), cmdline=_argv(), role="python", source="announce"))
+    argv = _argv()
+    channel.emit(ProcessSpawn(ppid=os.getppid(), cmdline=argv, role="python", source="announce"))
+    if any("ipykernel" in arg for arg in argv[1:4]):  # a notebook kernel: record its cells
+        from trainmedic.notebook import boot as notebook_boot
+
+        if notebook_boot.is_kernel(argv):
+            notebook_boot.arm()
     for framework, target in FRAMEWORK_HOOKS.items():
         callback = _installer(target)
         if callback is not None:

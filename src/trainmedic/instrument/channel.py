@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Callable
 
 from trainmedic.events import Event, EventWriter
 from trainmedic.hostname import hostname
@@ -20,6 +21,8 @@ EVENTS_ENV = "TRAINMEDIC_EVENTS"
 INSTRUMENT_ENV = "TRAINMEDIC_INSTRUMENT"
 
 _lock = threading.Lock()
+# In-process listeners (a notebook's inline display): told of every event this process emits.
+_listeners: list[Callable[[Event], None]] = []
 _writer: EventWriter | None = None
 _writer_pid: int | None = None
 
@@ -67,6 +70,9 @@ def emit(event: Event) -> None:
 
     Never raises: losing an event must not break the user's training.
     """
+    for listener in _listeners:
+        with contextlib.suppress(Exception):
+            listener(event)
     writer = _get_writer()
     if writer is None:
         return
@@ -76,3 +82,14 @@ def emit(event: Event) -> None:
         event.node = NODE
     with contextlib.suppress(OSError):
         writer.emit(event)
+
+
+def add_listener(listener: Callable[[Event], None]) -> None:
+    """Tell `listener` of every event this process emits (before it is written)."""
+    if listener not in _listeners:
+        _listeners.append(listener)
+
+
+def remove_listener(listener: Callable[[Event], None]) -> None:
+    with contextlib.suppress(ValueError):
+        _listeners.remove(listener)

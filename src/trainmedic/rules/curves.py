@@ -12,9 +12,10 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from typing import TYPE_CHECKING, TypeAlias
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
-from trainmedic.events import Epoch, Metric, MetricSeries
+from trainmedic.events import Epoch, Metric, MetricSeries, Step
 from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import RunRecord
 
@@ -92,7 +93,8 @@ def curve(record: RunRecord, name: str, *, prefer: str = "epoch") -> Curve | Non
         by_step = _step_curve(record, name)
         if by_step is not None:
             return by_step
-    epochs = [(e.epoch, e.metrics[name]) for e in record.of_type(Epoch) if name in e.metrics]
+    carrying = last_training([e for e in record.of_type(Epoch) if name in e.metrics], lambda e: e.epoch)
+    epochs = [(e.epoch, e.metrics[name]) for e in carrying]
     if epochs:
         return _from_points(name, epochs, "epoch", None)
     by_step = _step_curve(record, name)
@@ -107,8 +109,36 @@ def curve(record: RunRecord, name: str, *, prefer: str = "epoch") -> Curve | Non
     return _from_series([s for s in record.of_type(MetricSeries) if s.name == name])
 
 
+E = TypeVar("E", Epoch, Step)
+
+
+def last_training(events: list[E], index: Callable[[E], int]) -> list[E]:
+    """The events of each process's last training, where one process trained several times.
+
+    A notebook kernel that runs `model.fit` in two cells (or re-runs a cell) reports epochs
+    0, 1, 2 and then 0, 1 again from the same process: one curve of both would put two
+    trainings' values on one epoch. Going back to the first index of the current training
+    (or before it) in the same process and rank starts a new training, and only the last is
+    kept. Restarted attempts and ranks are other processes; a continued fit (`initial_epoch`)
+    repeats no index, and a resume that replays from a checkpoint's step goes back less far:
+    all of those are kept as one curve.
+    """
+    first: dict[tuple[int, int | None], int] = {}
+    start: dict[tuple[int, int | None], int] = {}
+    for position, event in enumerate(events):
+        key, at = (event.pid, event.rank), index(event)
+        if key not in first:
+            first[key] = at
+        elif at <= first[key]:
+            first[key] = at
+            start[key] = position
+    if not start:
+        return events
+    return [e for position, e in enumerate(events) if position >= start.get((e.pid, e.rank), 0)]
+
+
 def _step_curve(record: RunRecord, name: str) -> Curve | None:
-    steps = [s for s in record.steps if name in s.metrics]
+    steps = last_training([s for s in record.steps if name in s.metrics], lambda s: s.step)
     if not steps:
         return None
     ep = [float(s.epoch) if s.epoch is not None else math.nan for s in steps]

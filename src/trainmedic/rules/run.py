@@ -19,6 +19,7 @@ from trainmedic.events import (
     Epoch,
     Event,
     HangDetected,
+    KernelShutdown,
     LogLine,
     MemoryLimit,
     MemorySample,
@@ -31,7 +32,7 @@ from trainmedic.events import (
 )
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.lazyclass import lazy_dataclass
-from trainmedic.record import Rule, RunRecord, median
+from trainmedic.record import Rule, RunRecord, cell_label, cell_running, median
 from trainmedic.rules import _logtext, _ray
 from trainmedic.units import human_bytes
 
@@ -325,12 +326,26 @@ def _phase_at_end(record: RunRecord, view: AttemptView) -> tuple[str | None, int
     best = None
     for span in record.phase_spans:
         if (
-            span.start <= t
+            span.phase != "idle"  # a notebook kernel between cells: no phase of training
+            and span.start <= t
             and (span.end is None or t <= span.end)
             and (best is None or span.start >= best.start)
         ):
             best = span
     return (best.phase, best.epoch) if best else (None, None)
+
+
+def _cell_evidence(view: AttemptView) -> tuple[str, dict[str, object] | None]:
+    """' in cell [12] `model.fit(...)`' and its evidence, when a notebook kernel died mid-cell."""
+    cell = cell_running(view.events)
+    if cell is None:
+        return "", None
+    return f" in {cell_label(cell)}", {
+        "execution_count": cell.execution_count,
+        "first_line": cell.first_line,
+        "rss_at_start_bytes": cell.rss_bytes,
+        "running_s": round(view.end.t - cell.t, 3),
+    }
 
 
 # -- a worker of a distributed job that died (Ray Train, torchrun) ----------------------------
@@ -423,7 +438,10 @@ def oom_killed(record: RunRecord) -> list[Finding]:
         else:
             which = "the machine's memory (host OOM killer)"
         during = f" during {phase}" + (f" of epoch {epoch}" if epoch is not None else "") if phase else ""
+        in_cell, cell = _cell_evidence(view)
+        during = (during + in_cell) if during else in_cell.replace(" in ", " during ", 1)
         evidence: dict[str, object] = {
+            "cell": cell,
             "limit": which,
             "limit_bytes": limit.limit_bytes if limit else None,
             "limit_source": limit.source if limit else None,
@@ -445,6 +463,12 @@ def oom_killed(record: RunRecord) -> list[Finding]:
             )
         elif phase == "train":
             fix = "Lower the batch size or the data kept in memory, or raise the limit."
+        elif cell is not None:
+            fix = (
+                f"The kernel ran out of memory in cell [{cell['execution_count']}]: free what earlier "
+                "cells keep (`del` large arrays and models, then gc.collect()), process the data in "
+                "chunks, or give the kernel more memory (`trainmedic kernel install --memory-limit`)."
+            )
         victim = "Killed" if view.signal == _signal.SIGKILL else "A process of the trainer tree was killed"
         then = (
             ""
@@ -734,11 +758,16 @@ def hang(record: RunRecord) -> list[Finding]:
     for event in record.of_type(HangDetected):
         tops = {pid: innermost_frames(text) for pid, text in event.stacks.items()}
         waiting = "; ".join(f"pid {pid}: " + ", ".join(t) for pid, t in tops.items() if t)
+        cell = cell_running(record.events, until=event.t)
         found.append(
             HANG.finding(
                 f"No progress and {event.cpu_percent:.1f} % CPU for {event.idle_s:.0f} s"
+                + (f" in {cell_label(cell)}" if cell else "")
                 + (f"; threads wait in {waiting}" if waiting else ""),
                 evidence={
+                    "cell": {"execution_count": cell.execution_count, "first_line": cell.first_line}
+                    if cell
+                    else None,
                     "idle_s": event.idle_s,
                     "cpu_percent": event.cpu_percent,
                     "action": event.action,
@@ -763,6 +792,8 @@ def killed_by_signal(record: RunRecord) -> list[Finding]:
             continue
         if sig == _signal.SIGKILL and view.oom_kills and not stops:
             continue  # RUN001
+        if view.of(KernelShutdown):
+            continue  # a notebook kernel asked to shut down, then hurried by Jupyter's SIGTERM
         evidence: dict[str, object] = {
             "exit_code": view.end.exit_code,
             "signal": signal_name(sig) if sig else None,
@@ -793,6 +824,10 @@ def killed_by_signal(record: RunRecord) -> list[Finding]:
                 f" in {native[1][0]}" if native[1] else ""
             )
             severity = None
+        in_cell, cell = _cell_evidence(view)
+        if cell is not None:
+            evidence["cell"] = cell
+            message += f"; {in_cell.removeprefix(' in ')} was running"
         found.append(KILLED_BY_SIGNAL.finding(message, evidence=evidence, severity=severity, fix=fix))
     return found
 

@@ -206,6 +206,8 @@ class Attempt:
         self.emit(sample)
         output_bytes = sum(t.bytes_seen for t in self.tees)
         progressed = progressed or output_bytes != self._seen_bytes
+        # a notebook kernel between cells waits for its user, not on a lock: never a hang
+        progressed = progressed or self.tail.progress.phase == "idle"
         self._seen_bytes = output_bytes
         idle = self._hang.update(
             progressed=progressed, cpu_percent=sample.cpu_percent, gpu_percent=self.sampler.gpu_percent

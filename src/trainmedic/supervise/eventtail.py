@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import field
 from pathlib import Path
 
-from trainmedic.events import Epoch, Event, PhaseStart, ProcessSpawn, Step, TrainingPlan, decode
+from trainmedic.events import Epoch, Event, PhaseEnd, PhaseStart, ProcessSpawn, Step, TrainingPlan, decode
 from trainmedic.lazyclass import lazy_dataclass
 
 
@@ -88,3 +88,5 @@ class EventTail:
             p.loss = float(loss) if isinstance(loss, (int, float)) else p.loss
         elif isinstance(event, PhaseStart):
             p.phase = event.phase
+        elif isinstance(event, PhaseEnd) and event.phase == p.phase == "idle":
+            p.phase = None  # a notebook kernel began a cell

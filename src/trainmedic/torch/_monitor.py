@@ -192,6 +192,7 @@ class Monitor:
         self._param_norm: tuple[int, float] | None = None  # (step, norm): the jump baseline
         self._names: dict[int, str] = {}
         self._closed = False
+        self._adopt_next = False  # a notebook cell ended: the next optimizer to step may be a new one
         self.broken = False
         # A framework callback (Lightning, HF) reports epochs itself: no loader-based ones then.
         self.framework_epochs = False
@@ -301,6 +302,8 @@ class Monitor:
         state = self._by_id.get(id(optimizer))
         if state is None or state.ref() is not optimizer:
             state = self._new_state(optimizer)
+        if self._adopt_next:
+            self._adopt(optimizer, state)
         if state.pre_done:
             return
         state.pre_done = True
@@ -776,6 +779,38 @@ class Monitor:
                 if id(p) == pid:
                     return self._name(p)
         return "<parameter>"
+
+    @_never_breaks
+    def settle(self) -> None:
+        """A notebook cell ended. Send its last window and check the losses kept since the last
+        check now (they would otherwise wait for the next cell's training, or the kernel's
+        exit, and be counted in the next training's first window), and let the first optimizer to
+        step next become the primary: a later cell often trains a new model with a new one."""
+        if self._closed:
+            return
+        primary = self.primary() if self.primary is not None else None
+        state = self.opts.get(primary) if primary is not None else None
+        step = self.step + (1 if state is not None and state.pre_done else 0)
+        if primary is not None and state is not None and step > self._window_step:
+            with _quiet():
+                self._flush(primary, step)  # the cell's last window, as `close` sends it at exit
+        else:
+            self._drain_losses()
+        self._adopt_next = True
+
+    def _adopt(self, optimizer: Any, state: _OptState) -> None:
+        """The first optimizer to step after a cell: a new one is a new training. It numbers the
+        steps on from the last (the loss curve and the windows stay in order), and the baselines
+        of the last training (loss history, parameter norm) and its one-off reports are reset."""
+        self._adopt_next = False
+        if self._is_primary(optimizer):
+            return
+        self.primary = weakref.ref(optimizer)
+        state.steps = self.step
+        self._loss_history.clear()
+        self._param_norm = None
+        self._epoch_loss = [0.0, 0]
+        self.reported -= {"nonfinite_loss", "update_explosion"}
 
     @_never_breaks
     def close(self) -> None:
