@@ -11,6 +11,12 @@ rounding, about 6 significant digits: a CSV export or a float32 cast), strings
 are stripped, lower-cased and have inner whitespace collapsed. Strings are
 normalised per distinct value (factorize first), so the cost follows the number
 of distinct values, not of rows.
+
+A re-export that rounds to a few decimals (12.3456 -> 12.3) moves a value much further
+than 6 significant digits. `row_decimals` finds the later rows whose every float is
+written with at most `ROUND_DECIMALS` decimals; `rounded_row_hashes` rounds the earlier
+split to that many decimals (and folds text as above), so those rows are compared at the
+precision they were written in.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import pandas as pd
 
 U64 = npt.NDArray[np.uint64]
 NEAR_SIGNIFICANT_BITS = 20
+ROUND_DECIMALS = 3
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -44,6 +51,39 @@ def normalised_row_hashes(frame: pd.DataFrame, columns: Sequence[str]) -> U64:
     for position, column in enumerate(columns):
         combined = _combine(combined, column_hash(normalise(frame[column])), position)
     return combined
+
+
+def rounded_row_hashes(frame: pd.DataFrame, columns: Sequence[str], decimals: int) -> U64:
+    """Hash of each row with floats rounded to `decimals` decimals and text folded."""
+    combined = np.zeros(len(frame), dtype=np.uint64)
+    for position, column in enumerate(columns):
+        series = frame[column]
+        if pd.api.types.is_float_dtype(series.dtype):
+            values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+            hashed = column_hash(pd.Series(np.rint(values * 10.0**decimals), index=series.index))
+        else:
+            hashed = column_hash(normalise(series))
+        combined = _combine(combined, hashed, position)
+    return combined
+
+
+def row_decimals(frame: pd.DataFrame, columns: Sequence[str]) -> npt.NDArray[np.int64]:
+    """Per row, the most decimals any of its floats is written with (ROUND_DECIMALS + 1 for
+    'more'); missing values and rows without floats count 0."""
+    out = np.zeros(len(frame), dtype=np.int64)
+    for column in columns:
+        series = frame[column]
+        if not pd.api.types.is_float_dtype(series.dtype):
+            continue
+        values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+        decimals = np.full(len(values), ROUND_DECIMALS + 1, dtype=np.int64)
+        for d in range(ROUND_DECIMALS, -1, -1):
+            scaled = values * 10.0**d
+            exact = np.abs(scaled - np.rint(scaled)) <= 1e-9 * np.maximum(1.0, np.abs(scaled))
+            decimals[exact] = d
+        decimals[~np.isfinite(values)] = 0
+        np.maximum(out, decimals, out=out)
+    return out
 
 
 def column_hash(series: pd.Series) -> U64:

@@ -18,6 +18,8 @@ DRIFT_P_VALUE = 0.001  # drift must be significant ...
 DRIFT_PSI = 0.2  # ... and large: PSI at least this,
 DRIFT_EFFECT = 0.2  # or KS statistic / Cramér's V at least this
 LABEL_NOISE_FRACTION = 0.01  # share of training labels contradicted by out-of-fold predictions
+IDENTIFIER_UNIQUE_FRACTION = 0.95  # distinct values per non-missing row for a key-like column
+CHANCE_P_VALUE = 1e-3  # identical rows beyond what chance gives: Poisson tail below this
 NEAR_DUPLICATE_HAMMING = 4  # bits of a 64-bit perceptual hash two near-identical images may differ by
 
 SPLIT_OVERLAP = FindingSpec(
@@ -243,6 +245,29 @@ PREPROCESSING_BEFORE_SPLIT = FindingSpec(
     fix="Put preprocessing inside a Pipeline/ColumnTransformer fitted on the training fold.",
 )
 
+IDENTIFIER_COLUMN = FindingSpec(
+    code="DAT015",
+    slug="identifier-column",
+    severity=Severity.INFO,
+    title="An identifier among the columns",
+    what=(
+        "A column is a key, not a feature: nearly unique per row (95 % or more distinct values) "
+        "and named like one (`id`, `customer_id`, `key`, `uuid`), or short text unique per row "
+        "(a name, a code), or a row counter. It is left out of the features, as `--id` would be; "
+        "its values that recur in a later split are counted (warning)."
+    ),
+    why=(
+        "A key cannot generalise: a model that uses it memorises rows. Read as a category, every "
+        "new key looks like an unseen category, which is not schema drift. A key that recurs in "
+        "another split names the same entity twice: a leak to check."
+    ),
+    example=(
+        "A 'passenger_name' column, unique per row: 'passenger_name' is an identifier (100% "
+        "distinct values in train), not a feature: left out of the features."
+    ),
+    fix="Pass it as --id COL (it then names rows in findings), or drop it; split by it when it recurs.",
+)
+
 SPECS: tuple[FindingSpec, ...] = (
     SPLIT_OVERLAP,
     NEAR_DUPLICATE_OVERLAP,
@@ -258,4 +283,5 @@ SPECS: tuple[FindingSpec, ...] = (
     LABEL_NOISE,
     PREPROCESSING_MISMATCH,
     PREPROCESSING_BEFORE_SPLIT,
+    IDENTIFIER_COLUMN,
 )
