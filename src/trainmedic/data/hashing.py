@@ -91,13 +91,11 @@ def column_hash(series: pd.Series) -> U64:
     if isinstance(series.dtype, pd.CategoricalDtype):
         codes = series.cat.codes.to_numpy()
         category_hashes = pd.util.hash_array(series.cat.categories.astype(str).to_numpy(dtype=object))
-        out = np.where(codes >= 0, category_hashes[np.maximum(codes, 0)], np.uint64(0))
-        return np.asarray(out, dtype=np.uint64)
+        return _lookup(codes, category_hashes)
     if _is_text(series):
         codes, uniques = pd.factorize(series, use_na_sentinel=True)
         unique_hashes = pd.util.hash_array(np.asarray(uniques, dtype=object).astype(str).astype(object))
-        out = np.where(codes >= 0, unique_hashes[np.maximum(codes, 0)], np.uint64(0))
-        return np.asarray(out, dtype=np.uint64)
+        return _lookup(codes, unique_hashes)
     if pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype):
         # 3 in an int column and 3.0 in a float one (a split with a NaN) are the same value
         values = series.to_numpy(dtype=np.float64, na_value=np.nan) + 0.0  # -0.0 -> 0.0
@@ -119,9 +117,19 @@ def normalise(series: pd.Series) -> pd.Series:
         folded = pd.Series(np.asarray(uniques, dtype=object)).astype(str)
         folded = folded.str.strip().str.lower().str.replace(r"\s+", " ", regex=True)
         values = np.asarray(folded.to_numpy(dtype=object), dtype=object)
+        if len(values) == 0:
+            return pd.Series(np.full(len(series), None, dtype=object), index=series.index, dtype=object)
         out = np.where(codes >= 0, values[np.maximum(codes, 0)], None)
         return pd.Series(out, index=series.index, dtype=object)
     return series
+
+
+def _lookup(codes: npt.NDArray[np.intp], table: npt.NDArray[np.uint64]) -> U64:
+    """table[code] per row; missing (-1) hashes to 0, also when every value is missing."""
+    if len(table) == 0:
+        return np.zeros(len(codes), dtype=np.uint64)
+    out = np.where(codes >= 0, table[np.maximum(codes, 0)], np.uint64(0))
+    return np.asarray(out, dtype=np.uint64)
 
 
 def _is_text(series: pd.Series) -> bool:
