@@ -29,8 +29,8 @@ from trainmedic.data.hashing import column_hash, row_hashes
 from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.rules.data import CHANCE_P_VALUE
 
-REFERENCE_SAMPLE = 50_000
-ROW_SAMPLE = 10_000
+REFERENCE_SAMPLE = 20_000
+ROW_SAMPLE = 5_000
 COARSE_LEVELS = 64  # a column with at most this many (repeating) values is a band/category, not a measurement
 _SEED = 0
 
@@ -46,9 +46,11 @@ class Chance:
     @property
     def p_value(self) -> float:
         """P(Poisson(expected) >= observed): how surprising the observed count is."""
-        from scipy.stats import poisson
+        from scipy.special import gammainc  # P(X >= k) = P(k, lambda), the regularised gamma
 
-        return float(poisson.sf(self.observed - 1, self.expected)) if self.observed else 1.0
+        if self.observed <= 0:
+            return 1.0
+        return float(gammainc(self.observed, self.expected)) if self.expected > 0 else 0.0
 
     @property
     def expected_text(self) -> str:

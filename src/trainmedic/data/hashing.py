@@ -69,21 +69,24 @@ def rounded_row_hashes(frame: pd.DataFrame, columns: Sequence[str], decimals: in
 
 def row_decimals(frame: pd.DataFrame, columns: Sequence[str]) -> npt.NDArray[np.int64]:
     """Per row, the most decimals any of its floats is written with (ROUND_DECIMALS + 1 for
-    'more'); missing values and rows without floats count 0."""
+    'more'); missing values and rows without floats count 0. Rows with a float of full
+    precision are ruled out column by column, so a table of measurements costs one pass."""
+    floats = [c for c in columns if pd.api.types.is_float_dtype(frame[c].dtype)]
     out = np.zeros(len(frame), dtype=np.int64)
-    for column in columns:
-        series = frame[column]
-        if not pd.api.types.is_float_dtype(series.dtype):
-            continue
-        values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+    rows = np.arange(len(frame))
+    for column in floats:
+        values = frame[column].to_numpy(dtype=np.float64, na_value=np.nan)[rows]
         decimals = np.full(len(values), ROUND_DECIMALS + 1, dtype=np.int64)
         for d in range(ROUND_DECIMALS, -1, -1):
             scaled = values * 10.0**d
             exact = np.abs(scaled - np.rint(scaled)) <= 1e-9 * np.maximum(1.0, np.abs(scaled))
             decimals[exact] = d
         decimals[~np.isfinite(values)] = 0
-        np.maximum(out, decimals, out=out)
-    return out
+        out[rows] = np.maximum(out[rows], decimals)
+        rows = rows[decimals <= ROUND_DECIMALS]
+        if len(rows) == 0:
+            break
+    return out  # rows ruled out keep ROUND_DECIMALS + 1 from the column that ruled them out
 
 
 def column_hash(series: pd.Series) -> U64:

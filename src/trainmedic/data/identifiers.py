@@ -31,6 +31,7 @@ _KEY_NAME = re.compile(
     r"|[a-z](Id|ID|Key)$"  # CustomerID, userKey
 )
 _FREE_TEXT_WORDS = 4
+_SAMPLE = 5_000
 
 
 def looks_like_key_name(name: str) -> bool:
@@ -43,11 +44,14 @@ def identifier_columns(frame: pd.DataFrame, features: list[str]) -> dict[str, fl
     found = {}
     for column in features:
         series = frame[column]
-        if isinstance(series, pd.DataFrame):
+        if isinstance(series, pd.DataFrame) or kind(series) not in ("text", "number"):
+            continue
+        head = series.iloc[:_SAMPLE].dropna()  # cheap first look: most columns repeat early
+        if len(head) < MIN_ROWS or head.nunique() < IDENTIFIER_UNIQUE_FRACTION * len(head):
+            continue
+        if not _is_key(column, head):
             continue
         known = series.dropna()
-        if len(known) < MIN_ROWS:
-            continue
         distinct = known.nunique() / len(known)
         if distinct >= IDENTIFIER_UNIQUE_FRACTION and _is_key(column, known):
             found[column] = round(float(distinct), 6)

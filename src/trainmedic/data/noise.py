@@ -42,7 +42,7 @@ from trainmedic.findings import Finding, Severity
 from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.rules.data import LABEL_NOISE, LABEL_NOISE_FRACTION
 
-NOISE_MAX_ROWS = 50_000
+NOISE_MAX_ROWS = 25_000  # two model passes (fit, refit without flagged rows) on this sample
 SMALL_TABLE_ROWS = 1_000
 MEDIUM_TABLE_ROWS = 10_000
 SELF_CONFIDENCE_MARGIN = 0.5

@@ -195,14 +195,20 @@ LABEL_NOISE = FindingSpec(
     slug="label-noise",
     severity=Severity.WARNING,
     title="Likely label errors",
-    what="Examples whose given label is confidently contradicted by out-of-fold predictions.",
+    what=(
+        "Examples whose given label is confidently contradicted by out-of-fold predictions, more "
+        "of them than the model's own uncertainty explains. When the model is too weak to tell a "
+        "hard example from a wrong label, an info finding says that label quality cannot be judged."
+    ),
     why="Wrong labels cap accuracy, teach the model the errors and mislead evaluation.",
     example=(
-        "5% of labels flipped by an annotation tool bug. A HistGradientBoosting model predicts "
-        "each training row out of fold (3 folds; a seeded 50,000-row sample above that); "
+        "5% of labels flipped by an annotation tool bug. Out-of-fold probabilities (logistic "
+        "regression or gradient boosting, whichever has the lower log loss; 10, 5 or 3 folds by "
+        "size; a seeded 25,000-row sample above that), refitted without the rows they flag; "
         "confident learning flags a row when another class clears its per-class threshold and "
-        "the given label gets under half of its own. Reported above 1% of rows, most "
-        "suspicious first."
+        "the given label gets under half of its own. Reported (warning) above 1% of rows, at "
+        "least 3, and at least twice the rows the model's probabilities would flag by "
+        "themselves; with normalised out-of-fold accuracy under 0.5, labels are not judged (info)."
     ),
     fix="Review the listed rows first (most suspicious first) and relabel or drop them.",
 )
