@@ -99,7 +99,7 @@ def _splits(spec: dict[str, object]) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
 
 
 @pytest.mark.slow
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=tables)
 def test_any_table_shape_gives_findings_or_a_usage_error(spec: dict[str, object]) -> None:
     train, val, serving = _splits(spec)
@@ -113,7 +113,7 @@ def test_any_table_shape_gives_findings_or_a_usage_error(spec: dict[str, object]
 
 
 @pytest.mark.slow
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=tables)
 def test_tz_aware_time_column_and_serving_without_it(spec: dict[str, object]) -> None:
     train, val, _ = _splits(spec)
@@ -126,12 +126,12 @@ def test_tz_aware_time_column_and_serving_without_it(spec: dict[str, object]) ->
 
 def test_very_wide_table_with_unicode_names() -> None:
     rng = np.random.default_rng(0)
-    train = pd.DataFrame(rng.normal(size=(60, 200)), columns=[f"特徴_{i}" for i in range(200)])
+    train = pd.DataFrame(rng.normal(size=(60, 300)), columns=[f"特徴_{i}" for i in range(300)])
     train["y"] = rng.integers(0, 2, size=60)
-    val = pd.DataFrame(rng.normal(size=(20, 200)), columns=[f"特徴_{i}" for i in range(200)])
+    val = pd.DataFrame(rng.normal(size=(20, 300)), columns=[f"特徴_{i}" for i in range(300)])
     val["y"] = rng.integers(0, 2, size=20)
-    findings = check(train, val, label="y")
-    assert {f.code for f in findings} <= {"DAT012", "DAT011"}
+    findings = check(train, val, label="y", label_noise=False)  # the model is covered above
+    assert {f.code for f in findings} <= {"DAT011"}
 
 
 @pytest.mark.slow
