@@ -61,12 +61,14 @@ def cleanlab_flags(frame: pd.DataFrame) -> npt.NDArray[np.intp]:
     from cleanlab.filter import find_label_issues
     from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.model_selection import StratifiedKFold, cross_val_predict
+    from threadpoolctl import threadpool_limits
 
     labels, _ = pd.factorize(frame[LABEL])
     features = model_matrix(frame, [c for c in frame.columns if c != LABEL])
     folds = StratifiedKFold(3, shuffle=True, random_state=0)
     model = HistGradientBoostingClassifier(random_state=0, categorical_features="from_dtype")
-    probs = cross_val_predict(model, features, labels, cv=folds, method="predict_proba")
+    with threadpool_limits(limits=1):  # as trainmedic's own model runs: same CPU conditions
+        probs = cross_val_predict(model, features, labels, cv=folds, method="predict_proba")
     issues = find_label_issues(labels, probs, filter_by="prune_by_noise_rate")
     return np.flatnonzero(issues)
 
