@@ -193,7 +193,7 @@ def feature_drift(data: Dataset) -> list[Finding]:
         ]
         base, sampled_base = _sample(train.frame, common)
         comp, sampled_comp = _sample(other.frame, common)
-        drifts = [d for c in common if (d := measure(_folded(base[c]), _folded(comp[c]))) is not None]
+        drifts = [d for c in common if (d := measure(*_folded(base[c], comp[c]))) is not None]
         drifted = sorted((d for d in drifts if d.drifted), key=lambda d: -d.psi)
         if not drifted:
             continue
@@ -217,12 +217,16 @@ def feature_drift(data: Dataset) -> list[Finding]:
     return found
 
 
-def _folded(series: pd.Series) -> pd.Series:
+def _folded(base: pd.Series, comp: pd.Series) -> tuple[pd.Series, pd.Series]:
     """Text compared case- and whitespace-blind: a spelling variant is reported once, as an
-    encoding inconsistency (DAT010), not again as drift."""
-    if kind(series) in ("text", "category"):
-        return normalise(series).rename(series.name)
-    return series
+    encoding inconsistency (DAT010), not again as drift. Only when two spellings exist is
+    anything rewritten (the usual case costs one pass over the distinct values)."""
+    if kind(base) not in ("text", "category") or kind(comp) not in ("text", "category"):
+        return base, comp
+    spellings = pd.Series(pd.unique(np.concatenate([base.dropna().unique(), comp.dropna().unique()])))
+    if normalise(spellings).nunique() == len(spellings):
+        return base, comp
+    return normalise(base).rename(base.name), normalise(comp).rename(comp.name)
 
 
 def _sample(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, bool]:
