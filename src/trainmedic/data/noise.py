@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from trainmedic.data.context import Dataset
+from trainmedic.data.context import Dataset, Split
 from trainmedic.data.parity import kind
 from trainmedic.data.predictability import is_classification
 from trainmedic.findings import Finding, Severity
@@ -96,7 +96,7 @@ def label_noise(data: Dataset) -> list[Finding]:
         or flagged < UNCERTAINTY_MARGIN * scores.expected
     ):
         return []
-    return [_noisy(scores, train.row_ids, len(train))]
+    return [_noisy(scores, train)]
 
 
 def _not_judged(scores: NoiseScores) -> Finding:
@@ -117,13 +117,13 @@ def _not_judged(scores: NoiseScores) -> Finding:
     )
 
 
-def _noisy(scores: NoiseScores, row_ids: object, total_rows: int) -> Finding:
+def _noisy(scores: NoiseScores, train: Split) -> Finding:
     flagged = int(scores.suspicious.sum())
     scored = len(scores.positions)
     fraction = flagged / scored
     order = np.argsort(scores.self_confidence[scores.suspicious])[:10]
     rows = scores.positions[scores.suspicious][order]
-    ids = row_ids(rows)  # type: ignore[operator]
+    ids = train.row_ids(rows)
     examples = [
         {
             "row": row_id,
@@ -148,6 +148,7 @@ def _noisy(scores: NoiseScores, row_ids: object, total_rows: int) -> Finding:
         f"{flagged:,} of {scored:,} training labels ({fraction:.1%}) are confidently contradicted by "
         f"out-of-fold predictions (the model's own uncertainty accounts for {scores.expected:.1f})"
     )
+    total_rows = len(train)
     if scored < total_rows:
         evidence["sampled"] = f"seeded sample of {scored:,} of {total_rows:,} rows"
         evidence["estimated_rows"] = round(fraction * total_rows)
