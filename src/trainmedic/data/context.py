@@ -64,6 +64,7 @@ class Dataset:
     splits: list[Split]
     roles: Roles
     notes: list[str] = field(default_factory=list)
+    identifiers: dict[str, float] = field(default_factory=dict)  # key columns left out of the features
 
     @property
     def train(self) -> Split:

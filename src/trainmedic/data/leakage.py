@@ -13,7 +13,9 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from trainmedic.data.chance import chance_across
 from trainmedic.data.context import Dataset, Split
+from trainmedic.data.hashing import ROUND_DECIMALS, rounded_row_hashes, row_decimals
 from trainmedic.data.predictability import feature_scores
 from trainmedic.errors import UsageError
 from trainmedic.findings import Finding
@@ -42,7 +44,8 @@ def in_other(later: npt.NDArray[np.uint64], earlier: npt.NDArray[np.uint64]) -> 
 
 
 def split_overlap(data: Dataset) -> list[Finding]:
-    """DAT001: rows of a later split whose features are identical to a row of an earlier one."""
+    """DAT001: rows of a later split whose features are identical to a row of an earlier one,
+    beyond what chance gives in the feature space (different people sharing every attribute)."""
     found = []
     for earlier, later in split_pairs(data):
         if not later.features:
@@ -51,11 +54,24 @@ def split_overlap(data: Dataset) -> list[Finding]:
         count = int(mask.sum())
         if count == 0:
             continue
+        chance = chance_across(earlier.frame, later.frame, later.features, count)
+        if not chance.beyond_chance:
+            data.notes.append(
+                f"{count:,} {later.name} rows share every feature with a {earlier.name} row, as chance "
+                f"predicts (~{chance.expected_text}) in a feature space of ~{chance.combinations:,.0f} "
+                "combinations: different examples with equal attributes, not reported as overlap"
+            )
+            continue
         distinct = int(pd.Series(later.feature_hash[mask]).nunique())
+        message = (
+            f"{count:,} of {len(later):,} {later.name} rows ({count / len(later):.1%}) have "
+            f"features identical to a {earlier.name} row"
+        )
+        if chance.expected >= 0.5:
+            message += f" (chance alone gives about {chance.expected_text})"
         found.append(
             SPLIT_OVERLAP.finding(
-                f"{count:,} of {len(later):,} {later.name} rows ({count / len(later):.1%}) have "
-                f"features identical to a {earlier.name} row",
+                message,
                 evidence={
                     "splits": [earlier.name, later.name],
                     "rows": count,
@@ -63,6 +79,7 @@ def split_overlap(data: Dataset) -> list[Finding]:
                     "distinct_examples": distinct,
                     "example_rows": {later.name: later.example_rows(mask)},
                     "features_compared": len(later.features),
+                    **chance.evidence(),
                 },
             )
         )
@@ -77,6 +94,7 @@ def near_duplicate_overlap(data: Dataset) -> list[Finding]:
             continue
         exact = in_other(later.feature_hash, earlier.feature_hash)
         near = in_other(later.near_hash, earlier.near_hash) & ~exact
+        near |= rounded_overlap(earlier, later, ~(exact | near))
         count = int(near.sum())
         if count == 0:
             continue
@@ -89,10 +107,31 @@ def near_duplicate_overlap(data: Dataset) -> list[Finding]:
                     "rows": count,
                     "fraction": round(count / len(later), 6),
                     "example_rows": {later.name: later.example_rows(near)},
-                    "normalisation": "floats to ~6 significant digits; text stripped, lower-cased",
+                    "normalisation": (
+                        "floats to ~6 significant digits, or to the decimals a row is written "
+                        f"with (up to {ROUND_DECIMALS}); text stripped, lower-cased"
+                    ),
                 },
             )
         )
+    return found
+
+
+def rounded_overlap(earlier: Split, later: Split, candidates: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+    """Later rows written with d <= ROUND_DECIMALS decimals that equal an earlier row rounded
+    to d decimals (text folded). Only the precisions later rows actually use are hashed."""
+    found = np.zeros(len(later), dtype=bool)
+    floats = [c for c in later.features if pd.api.types.is_float_dtype(later.frame[c].dtype)]
+    if not floats or not candidates.any() or not set(later.features) <= set(earlier.frame.columns):
+        return found
+    decimals = row_decimals(later.frame, floats)
+    for d in np.unique(decimals[candidates]):
+        if d > ROUND_DECIMALS:
+            continue
+        rows = candidates & (decimals == d)
+        mine = rounded_row_hashes(later.frame, later.features, int(d))
+        theirs = rounded_row_hashes(earlier.frame, later.features, int(d))
+        found |= rows & in_other(mine, theirs)
     return found
 
 
@@ -103,6 +142,8 @@ def group_overlap(data: Dataset) -> list[Finding]:
         return []
     found = []
     for earlier, later in split_pairs(data):
+        if column not in earlier.frame.columns or column not in later.frame.columns:
+            continue  # the runner notes a split without the column
         groups = later.frame[column]
         mask = np.asarray(groups.isin(earlier.frame[column].dropna()).to_numpy(), dtype=bool)
         mask = mask & np.asarray(groups.notna().to_numpy(), dtype=bool)
@@ -133,9 +174,15 @@ def temporal_overlap(data: Dataset) -> list[Finding]:
     column = data.roles.time
     if column is None:
         return []
-    times = {s.name: as_time(s.frame[column], column=column, split=s.name) for s in data.splits}
+    times = {
+        s.name: as_time(s.frame[column], column=column, split=s.name)
+        for s in data.splits
+        if s.name in EVALUATION_SPLITS and column in s.frame.columns
+    }
     found = []
     for earlier, later in split_pairs(data):
+        if earlier.name not in times or later.name not in times:
+            continue  # the runner notes a split without the column
         latest = times[earlier.name].max()
         if pd.isna(latest):
             continue

@@ -14,6 +14,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from trainmedic.data.context import Dataset, Split
+from trainmedic.data.hashing import normalise
 from trainmedic.findings import Finding, Severity
 from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.rules.data import (
@@ -92,39 +93,65 @@ def schema_mismatch(data: Dataset) -> list[Finding]:
 
 
 def _unseen_categories(train: Split, other: Split, common: list[str]) -> list[Finding]:
-    unseen = {}
+    """Values of text columns never seen in train: a case/whitespace variant of a known
+    category ('Male ' for 'male') is an encoding inconsistency, anything else unseen."""
+    unseen: dict[str, dict[str, object]] = {}
+    variants: dict[str, dict[str, object]] = {}
     for column in common:
         if kind(train.frame[column]) not in ("text", "category"):
             continue
-        known = train.frame[column].dropna()
-        if known.nunique() > CATEGORY_MAX_LEVELS:
-            continue  # free text or an identifier: unseen values are expected
+        known = pd.Series(train.frame[column].dropna().unique())
+        if len(known) > CATEGORY_MAX_LEVELS:
+            continue  # free text: unseen values are expected
         values = other.frame[column]
-        mask = values.notna() & ~values.isin(known.unique())
-        fraction = float(mask.mean())
-        if fraction > UNSEEN_CATEGORY_FRACTION:
-            unseen[column] = {
-                "rows": int(mask.sum()),
-                "fraction": round(fraction, 6),
-                "examples": [str(v) for v in pd.unique(values[mask])[:5]],
-            }
-    if not unseen:
-        return []
-    worst = max(unseen, key=lambda c: unseen[c]["fraction"])  # type: ignore[arg-type,return-value]
-    return [
-        SCHEMA_MISMATCH.finding(
-            f"{len(unseen)} column(s) of {other.name} hold categories never seen in train "
-            f"(worst: {worst!r}, {unseen[worst]['fraction']:.1%} of rows)",
-            severity=Severity.WARNING,
-            evidence={
-                "split": other.name,
-                "unseen_categories": unseen,
-                "threshold": UNSEEN_CATEGORY_FRACTION,
-            },
-            fix="Map unseen categories to an explicit 'other' level in the training pipeline, or retrain "
-            "on data that holds them.",
+        mask = (values.notna() & ~values.isin(known)).to_numpy(dtype=bool)
+        if not mask.any():
+            continue
+        folded_known = set(normalise(known).dropna())
+        variant = mask & normalise(values).isin(folded_known).to_numpy(dtype=bool)
+        if variant.any():
+            variants[column] = _value_evidence(values, variant)
+        rest = mask & ~variant
+        if rest.mean() > UNSEEN_CATEGORY_FRACTION:
+            unseen[column] = _value_evidence(values, rest)
+    found = []
+    if variants:
+        worst = max(variants, key=lambda c: variants[c]["rows"])  # type: ignore[arg-type,return-value]
+        found.append(
+            SCHEMA_MISMATCH.finding(
+                f"{len(variants)} column(s) of {other.name} spell known categories differently "
+                f"(case or whitespace: an encoding inconsistency; worst: {worst!r}, "
+                f"{variants[worst]['rows']:,} rows)",
+                severity=Severity.WARNING,
+                evidence={"split": other.name, "encoding_variants": variants},
+                fix="Normalise text (strip, one case) in the pipeline that feeds both train and this split.",
+            )
         )
-    ]
+    if unseen:
+        worst = max(unseen, key=lambda c: unseen[c]["fraction"])  # type: ignore[arg-type,return-value]
+        found.append(
+            SCHEMA_MISMATCH.finding(
+                f"{len(unseen)} column(s) of {other.name} hold categories never seen in train "
+                f"(worst: {worst!r}, {unseen[worst]['fraction']:.1%} of rows)",
+                severity=Severity.WARNING,
+                evidence={
+                    "split": other.name,
+                    "unseen_categories": unseen,
+                    "threshold": UNSEEN_CATEGORY_FRACTION,
+                },
+                fix="Map unseen categories to an explicit 'other' level in the training pipeline, or "
+                "retrain on data that holds them.",
+            )
+        )
+    return found
+
+
+def _value_evidence(values: pd.Series, mask: npt.NDArray[np.bool_]) -> dict[str, object]:
+    return {
+        "rows": int(mask.sum()),
+        "fraction": round(float(mask.mean()), 6),
+        "examples": [str(v) for v in pd.unique(values[mask])[:5]],
+    }
 
 
 @lazy_dataclass(frozen=True, slots=True)
@@ -166,7 +193,7 @@ def feature_drift(data: Dataset) -> list[Finding]:
         ]
         base, sampled_base = _sample(train.frame, common)
         comp, sampled_comp = _sample(other.frame, common)
-        drifts = [d for c in common if (d := measure(base[c], comp[c])) is not None]
+        drifts = [d for c in common if (d := measure(*_folded(base[c], comp[c]))) is not None]
         drifted = sorted((d for d in drifts if d.drifted), key=lambda d: -d.psi)
         if not drifted:
             continue
@@ -188,6 +215,18 @@ def feature_drift(data: Dataset) -> list[Finding]:
             )
         )
     return found
+
+
+def _folded(base: pd.Series, comp: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """Text compared case- and whitespace-blind: a spelling variant is reported once, as an
+    encoding inconsistency (DAT010), not again as drift. Only when two spellings exist is
+    anything rewritten (the usual case costs one pass over the distinct values)."""
+    if kind(base) not in ("text", "category") or kind(comp) not in ("text", "category"):
+        return base, comp
+    spellings = pd.Series(pd.unique(np.concatenate([base.dropna().unique(), comp.dropna().unique()])))
+    if normalise(spellings).nunique() == len(spellings):
+        return base, comp
+    return normalise(base).rename(base.name), normalise(comp).rename(comp.name)
 
 
 def _sample(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, bool]:

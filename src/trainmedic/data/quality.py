@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from trainmedic.data.chance import chance_within
 from trainmedic.data.context import Dataset, Split
 from trainmedic.data.hashing import U64
 from trainmedic.data.predictability import is_classification
@@ -35,6 +36,16 @@ def conflicting_labels(data: Dataset) -> list[Finding]:
             continue
         mask = pd.Series(split.feature_hash).isin(conflicted).to_numpy() & known
         rows = int(mask.sum())
+        shared = int(pd.Series(split.feature_hash).duplicated(keep=False).sum())
+        chance = chance_within(split.frame, split.features, shared)
+        if not chance.beyond_chance:
+            data.notes.append(
+                f"{split.name}: {rows:,} rows share their features with rows of another label, where "
+                f"chance makes ~{chance.expected_text} rows share features (a feature space of "
+                f"~{chance.combinations:,.0f} combinations): the label is uncertain given these "
+                "features, not conflicting"
+            )
+            continue
         found.append(
             CONFLICTING_LABELS.finding(
                 f"{len(conflicted):,} distinct feature rows in {split.name} carry more than one "
@@ -45,6 +56,7 @@ def conflicting_labels(data: Dataset) -> list[Finding]:
                     "rows": rows,
                     "fraction": round(rows / len(split), 6),
                     "example_rows": split.example_rows(mask),
+                    **chance.evidence(),
                 },
             )
         )
@@ -62,6 +74,15 @@ def duplicate_rows(data: Dataset) -> list[Finding]:
         extra = int(mask.sum())
         if extra == 0:
             continue
+        label = data.roles.label
+        columns = split.features + ([label] if label is not None and split.label_codes is not None else [])
+        chance = chance_within(split.frame, columns, int(pd.Series(full).duplicated(keep=False).sum()))
+        if not chance.beyond_chance:
+            data.notes.append(
+                f"{split.name}: {extra:,} rows repeat an earlier row, as chance predicts in a feature "
+                f"space of ~{chance.combinations:,.0f} combinations: not reported as duplicates"
+            )
+            continue
         found.append(
             DUPLICATE_ROWS.finding(
                 f"{extra:,} rows of {split.name} ({extra / len(split):.1%}) repeat an earlier row",
@@ -71,6 +92,7 @@ def duplicate_rows(data: Dataset) -> list[Finding]:
                     "fraction": round(extra / len(split), 6),
                     "distinct_duplicated": int(pd.Series(full[mask]).nunique()),
                     "example_rows": split.example_rows(mask),
+                    **chance.evidence(),
                 },
             )
         )

@@ -12,7 +12,7 @@ from typing import TypeAlias
 
 import pandas as pd
 
-from trainmedic.data import leakage, noise, parity, preprocessing, quality
+from trainmedic.data import identifiers, leakage, noise, parity, preprocessing, quality
 from trainmedic.data.columns import Roles, validate_roles
 from trainmedic.data.context import Dataset, Split
 from trainmedic.data.readers import read_table
@@ -38,6 +38,7 @@ CHECKS: Mapping[str, Check] = {
     "feature-drift": parity.feature_drift,
     "label-noise": noise.label_noise,
     "preprocessing-before-split": preprocessing.preprocessing_before_split,
+    "identifier-column": identifiers.identifier_findings,
 }
 
 
@@ -108,12 +109,17 @@ def check_report(
         raise UsageError(f"--skip {sorted(unknown)[0]!r} is not a check; expected one of {sorted(CHECKS)}")
     if not label_noise:
         skipped.add("label-noise")
+    features = roles.features(frames[0][1])
+    keys = identifiers.identifier_columns(frames[0][1], features)
+    features = [c for c in features if c not in keys]
     data = Dataset(
-        splits=[Split(name, frame, roles, roles.features(frames[0][1])) for name, frame in frames],
+        splits=[Split(name, frame, roles, features) for name, frame in frames],
         roles=roles,
+        identifiers=keys,
     )
     for split in data.splits[1:]:
-        split.features = [c for c in data.train.features if c in split.frame.columns]
+        split.features = [c for c in features if c in split.frame.columns]
+    data.notes.extend(missing_role_notes(roles, data.splits))
     if "label-noise" in skipped:
         data.notes.append("label-noise skipped")
     elif len(data.train) > noise.NOISE_MAX_ROWS and label is not None:
@@ -125,6 +131,22 @@ def check_report(
         if name not in skipped:
             findings.extend(run(data))
     return DataReport(summarize(data), sort_findings(findings))
+
+
+def missing_role_notes(roles: Roles, splits: list[Split]) -> list[str]:
+    """Serving data normally has no label, group or time: the checks that need one skip that
+    split, and the summary says so."""
+    notes = []
+    for split in splits:
+        lacking = [
+            f"{option} {column!r}"
+            for option, column in (("--label", roles.label), ("--group", roles.group), ("--time", roles.time))
+            if column is not None and column not in split.frame.columns
+        ]
+        if lacking:
+            named = ", ".join(lacking)
+            notes.append(f"{split.name} has no {named} column: checks that need it skip {split.name}")
+    return notes
 
 
 def require_data_extra() -> None:

@@ -18,6 +18,8 @@ DRIFT_P_VALUE = 0.001  # drift must be significant ...
 DRIFT_PSI = 0.2  # ... and large: PSI at least this,
 DRIFT_EFFECT = 0.2  # or KS statistic / Cramér's V at least this
 LABEL_NOISE_FRACTION = 0.01  # share of training labels contradicted by out-of-fold predictions
+IDENTIFIER_UNIQUE_FRACTION = 0.95  # distinct values per non-missing row for a key-like column
+CHANCE_P_VALUE = 1e-3  # identical rows beyond what chance gives: Poisson tail below this
 NEAR_DUPLICATE_HAMMING = 4  # bits of a 64-bit perceptual hash two near-identical images may differ by
 
 SPLIT_OVERLAP = FindingSpec(
@@ -193,14 +195,20 @@ LABEL_NOISE = FindingSpec(
     slug="label-noise",
     severity=Severity.WARNING,
     title="Likely label errors",
-    what="Examples whose given label is confidently contradicted by out-of-fold predictions.",
+    what=(
+        "Examples whose given label is confidently contradicted by out-of-fold predictions, more "
+        "of them than the model's own uncertainty explains. When the model is too weak to tell a "
+        "hard example from a wrong label, an info finding says that label quality cannot be judged."
+    ),
     why="Wrong labels cap accuracy, teach the model the errors and mislead evaluation.",
     example=(
-        "5% of labels flipped by an annotation tool bug. A HistGradientBoosting model predicts "
-        "each training row out of fold (3 folds; a seeded 50,000-row sample above that); "
+        "5% of labels flipped by an annotation tool bug. Out-of-fold probabilities (logistic "
+        "regression or gradient boosting, whichever has the lower log loss; 10, 5 or 3 folds by "
+        "size; a seeded 25,000-row sample above that), refitted without the rows they flag; "
         "confident learning flags a row when another class clears its per-class threshold and "
-        "the given label gets under half of its own. Reported above 1% of rows, most "
-        "suspicious first."
+        "the given label gets under half of its own. Reported (warning) above 1% of rows, at "
+        "least 3, and at least twice the rows the model's probabilities would flag by "
+        "themselves; with normalised out-of-fold accuracy under 0.5, labels are not judged (info)."
     ),
     fix="Review the listed rows first (most suspicious first) and relabel or drop them.",
 )
@@ -243,6 +251,29 @@ PREPROCESSING_BEFORE_SPLIT = FindingSpec(
     fix="Put preprocessing inside a Pipeline/ColumnTransformer fitted on the training fold.",
 )
 
+IDENTIFIER_COLUMN = FindingSpec(
+    code="DAT015",
+    slug="identifier-column",
+    severity=Severity.INFO,
+    title="An identifier among the columns",
+    what=(
+        "A column is a key, not a feature: nearly unique per row (95 % or more distinct values) "
+        "and named like one (`id`, `customer_id`, `key`, `uuid`), or short text unique per row "
+        "(a name, a code), or a row counter. It is left out of the features, as `--id` would be; "
+        "its values that recur in a later split are counted (warning)."
+    ),
+    why=(
+        "A key cannot generalise: a model that uses it memorises rows. Read as a category, every "
+        "new key looks like an unseen category, which is not schema drift. A key that recurs in "
+        "another split names the same entity twice: a leak to check."
+    ),
+    example=(
+        "A 'passenger_name' column, unique per row: 'passenger_name' is an identifier (100% "
+        "distinct values in train), not a feature: left out of the features."
+    ),
+    fix="Pass it as --id COL (it then names rows in findings), or drop it; split by it when it recurs.",
+)
+
 SPECS: tuple[FindingSpec, ...] = (
     SPLIT_OVERLAP,
     NEAR_DUPLICATE_OVERLAP,
@@ -258,4 +289,5 @@ SPECS: tuple[FindingSpec, ...] = (
     LABEL_NOISE,
     PREPROCESSING_MISMATCH,
     PREPROCESSING_BEFORE_SPLIT,
+    IDENTIFIER_COLUMN,
 )

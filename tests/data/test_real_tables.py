@@ -1,0 +1,126 @@
+"""Real tables (scikit-learn's bundled data sets), split as users split them: no warning on the
+clean splits, every planted problem found, hard tables said to be hard."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from trainmedic.data import check, check_report
+from trainmedic.data.noise import score_label_noise
+from trainmedic.findings import Finding, Severity
+
+from .real import (
+    ALL_CLEAN,
+    HARD,
+    LABEL,
+    exact_copies,
+    flip_labels,
+    near_copies,
+    table,
+    user_split,
+)
+
+
+def serious(findings: list[Finding]) -> list[str]:
+    return [f"{f.code} {f.message}" for f in findings if f.severity.at_least(Severity.WARNING)]
+
+
+def codes(findings: list[Finding]) -> dict[str, list[Finding]]:
+    out: dict[str, list[Finding]] = {}
+    for finding in findings:
+        out.setdefault(finding.code, []).append(finding)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ALL_CLEAN)
+def test_clean_real_table_gives_no_warning(name: str) -> None:
+    train, test = user_split(table(name))
+    findings = check(train, test, label=LABEL)
+    assert serious(findings) == []
+    if name in HARD:  # a model reaches ~0.6: its mistakes are not evidence of wrong labels
+        (verdict,) = codes(findings)["DAT012"]
+        assert verdict.severity is Severity.INFO
+        assert verdict.message.startswith("Label quality cannot be judged")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["wine", "breast_cancer"])
+def test_planted_label_flips_found_with_recall_and_precision(name: str) -> None:
+    train, test = user_split(table(name))
+    noisy, flipped = flip_labels(train, 0.05, seed=0)
+    scores = score_label_noise(noisy, [c for c in noisy.columns if c != LABEL], LABEL)
+    assert scores is not None
+    flagged = scores.positions[scores.suspicious]
+    hits = len(np.intersect1d(flagged, flipped))
+    assert hits / len(flipped) >= 0.8  # recall
+    assert hits / len(flagged) >= 0.8  # precision
+    (finding,) = codes(check(noisy, test, label=LABEL))["DAT012"]
+    assert finding.severity is Severity.WARNING
+    assert finding.evidence["suspicious_rows"] == len(flagged)
+
+
+@pytest.mark.slow
+def test_planted_copies_and_conflicts_in_a_real_table() -> None:
+    train, test = user_split(table("breast_cancer"))
+    test = exact_copies(train, test, rows=30)
+    conflicts = train.iloc[:12].copy()
+    conflicts[LABEL] = 1 - conflicts[LABEL]
+    train = pd.concat([train, conflicts], ignore_index=True)
+    found = codes(check(train, test, label=LABEL, label_noise=False))
+    (overlap,) = found["DAT001"]
+    assert overlap.evidence["rows"] == 30
+    assert overlap.evidence["expected_by_chance"] < 0.01
+    (conflict,) = found["DAT006"]
+    assert (conflict.evidence["examples"], conflict.evidence["rows"]) == (12, 24)
+
+
+def test_near_copies_rounded_and_recased_are_found_and_named() -> None:
+    """60 train rows re-exported into test: numbers to one decimal, 'male' as 'MALE '."""
+    train, test = user_split(table("diabetes_text"))
+    found = codes(check(train, near_copies(train, test, rows=60), label=LABEL, label_noise=False))
+    (near,) = found["DAT002"]
+    assert near.evidence["rows"] == 60
+    assert "DAT001" not in found
+    (encoding,) = found["DAT010"]
+    assert encoding.severity is Severity.WARNING
+    assert "encoding inconsistency" in encoding.message
+    assert encoding.evidence["encoding_variants"]["sex"]["rows"] == 60
+    assert "unseen_categories" not in encoding.evidence
+    assert "DAT011" not in found  # the variants are not drift as well
+
+
+def test_identifier_column_is_named_not_schema_drift() -> None:
+    train, test = user_split(table("diabetes_text"))
+    train["passenger_name"] = [f"Name {i:04d}" for i in range(len(train))]
+    test["passenger_name"] = [f"Name {i:04d}" for i in range(5_000, 5_000 + len(test))]
+    train["row_id"] = np.arange(len(train))
+    test["row_id"] = np.arange(len(train), len(train) + len(test))
+    found = codes(check(train, test, label=LABEL, label_noise=False))
+    assert "DAT010" not in found
+    keys = {f.evidence["column"]: f for f in found["DAT015"]}
+    assert set(keys) == {"passenger_name", "row_id"}
+    assert all(f.severity is Severity.INFO for f in keys.values())
+
+
+def test_identifier_shared_across_splits_is_a_warning() -> None:
+    train, test = user_split(table("wine"))
+    train["sample_id"] = np.arange(len(train))
+    test["sample_id"] = np.arange(len(test)) + len(train) - 5  # five ids reused
+    (key,) = codes(check(train, test, label=LABEL, label_noise=False))["DAT015"]
+    assert key.severity is Severity.WARNING
+    assert key.evidence["shared_values"] == {"train/val": 5}
+
+
+@pytest.mark.slow
+def test_band_table_overlap_is_explained_by_chance() -> None:
+    """A few categorical columns (sex, age band, bmi band, bp band): different people share
+    every attribute; the summary says so and nothing is reported as leakage or conflict."""
+    train, test = user_split(table("diabetes_bands"))
+    report = check_report(train, test, label=LABEL, label_noise=False)
+    assert serious(report.findings) == []
+    notes = " ".join(report.summary.notes)
+    assert "as chance predicts" in notes
+    assert "not conflicting" in notes
