@@ -6,7 +6,9 @@ round after round with their order rotated, lets them share the machine's state.
 The reference is another checkout's `src/trainmedic` (e.g. `git worktree add
 /tmp/ref main`), copied and imported as `trainmedic_ref`.
 
-    python benchmarks/torch_guard_ab.py /tmp/ref/src/trainmedic [--rounds 9] [--steps 2000]
+    python benchmarks/torch_guard_ab.py /tmp/ref/src/trainmedic [--rounds 9] [--steps 2000] [--clip 1.0]
+
+`--clip MAX_NORM` clips the gradient norm before every update (as torch_guard_overhead.py).
 """
 
 import argparse
@@ -19,6 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import torch_guard_overhead
 from torch_guard_overhead import loop
 
 import torch
@@ -41,7 +44,9 @@ def main():
     parser.add_argument("reference", type=Path, help="another checkout's src/trainmedic")
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--clip", type=float, default=None, help="clip the gradient norm to this every step")
     args = parser.parse_args()
+    torch_guard_overhead.CLIP = args.clip
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         ref = import_reference(args.reference, Path(tmp))
@@ -62,7 +67,8 @@ def main():
                 per_step[name].append(times[name])
                 ratios[name].append(times[name] / times["bare loop"])
     bare = statistics.median(per_step["bare loop"])
-    print(f"small MLP, {args.steps} steps x {args.rounds} rounds, CPU, 1 thread, one process")
+    clipped = f", clip_grad_norm_({args.clip}) every step" if args.clip is not None else ""
+    print(f"small MLP, {args.steps} steps x {args.rounds} rounds, CPU, 1 thread, one process{clipped}")
     header = f"{'variant':<16} {'median CPU us/step':>19} {'vs bare':>9} {'median ratio':>13}"
     print(f"{header} {'ratio range':>14}")
     for name in names:

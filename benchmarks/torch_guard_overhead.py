@@ -10,10 +10,12 @@ the ratio of each variant's fastest round to the bare loop's fastest (noise on a
 shared machine only ever adds time, so the fastest rounds are the least
 disturbed: the estimator `timeit` uses).
 
-    python benchmarks/torch_guard_overhead.py [--steps 2000] [--rounds 7] [--no-lightning]
+    python benchmarks/torch_guard_overhead.py [--steps 2000] [--rounds 7] [--no-lightning] [--clip 1.0]
 
 `--no-lightning` runs the bare and guarded loops only: more rounds in the same
-time, for a steadier ratio on a busy machine.
+time, for a steadier ratio on a busy machine. `--clip MAX_NORM` clips the gradient
+norm before every update in every variant (`clip_grad_norm_` in the loops,
+`gradient_clip_val` in Lightning), so the guard also keeps the pre-clip norms.
 
 On an ordinary step the guard stores references and counters only (the loss
 tensor, step counters, the data-loader wait): no tensor op; every 10th step it
@@ -47,6 +49,9 @@ def make(steps, batch=64):
     return loader, model
 
 
+CLIP = None  # --clip: max norm for clip_grad_norm_ before every update
+
+
 def loop(steps, guard=False, module=tm):
     loader, model = make(steps)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -56,6 +61,8 @@ def loop(steps, guard=False, module=tm):
     for x, y in loader:
         optimizer.zero_grad()
         loss_fn(model(x), y).backward()
+        if CLIP is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), CLIP)
         optimizer.step()
     elapsed = time.process_time() - start
     if g is not None:
@@ -90,6 +97,7 @@ def lightning(steps, guard=False):
         enable_progress_bar=False,
         enable_model_summary=False,
         callbacks=[Guard()] if guard else [],
+        gradient_clip_val=CLIP,
     )
     start = time.process_time()
     trainer.fit(Module(model), loader)
@@ -109,7 +117,10 @@ def main():
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--no-lightning", action="store_true", help="bare and guarded loops only")
+    parser.add_argument("--clip", type=float, default=None, help="clip the gradient norm to this every step")
     args = parser.parse_args()
+    global CLIP  # a setting of the whole benchmark, read by every variant
+    CLIP = args.clip
     variants = {k: v for k, v in VARIANTS.items() if not (args.no_lightning and "Lightning" in k)}
     torch.set_num_threads(1)
     import logging
@@ -133,6 +144,7 @@ def main():
     print(
         f"small MLP, {args.steps} steps x {args.rounds} rounds, CPU, 1 thread; guard: a loss point every "
         "10 steps, its checks widened after the first 100 to stay under 0.5 % of the step time"
+        + (f"; gradient norm clipped to {CLIP} every step" if CLIP is not None else "")
     )
     header = f"{'variant':<20} {'median CPU us/step':>19} {'median ratio vs bare':>22}"
     print(f"{header} {'ratio of fastest rounds':>24}")

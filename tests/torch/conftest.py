@@ -27,4 +27,5 @@ EXPECTED: dict[str, set[str]] = {
     "input_bound": {"TRN005"},
     "exploding_gradients": {"TRN007"},
     "vanishing_gradients": {"TRN008"},
+    "clipping_saturated": {"TRN010"},
 }

@@ -23,6 +23,8 @@ HERE = Path(__file__).resolve().parent
 CASES = {
     "lightning/frozen_parameters": "TOR001",
     "hf/softmax_into_crossentropy": "TOR004",
+    "lightning/clipping_saturated": "TRN010",
+    "hf/clipping_saturated": "TRN010",
 }
 
 
@@ -95,4 +97,26 @@ def test_guard_callback_is_added_once_and_reports_epochs(path: str, records, pri
 
 def test_hf_eval_losses_are_metrics_per_epoch(records) -> None:
     metrics = records["hf/softmax_into_crossentropy:fixed:auto"].of_type(Metric)
-    assert [(m.name, m.epoch) for m in metrics] == [("val_loss", 0), ("val_loss", 1), ("val_loss", 2)]
+    evaluated = [(m.name, m.epoch) for m in metrics if m.name != "grad_norm_preclip"]  # HF clips by default
+    assert evaluated == [("val_loss", 0), ("val_loss", 1), ("val_loss", 2)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", ["lightning", "hf"])
+def test_clipping_that_hides_a_too_high_learning_rate_is_reported_with_the_pre_clip_norms(
+    framework: str, records
+) -> None:
+    """`gradient_clip_val=1.0` / `max_grad_norm=1.0`, learning rate 10,000x too high."""
+    (finding,) = [
+        f for f in run_rules(records[f"{framework}/clipping_saturated:bug:auto"]) if f.code == "TRN010"
+    ]
+    assert finding.evidence["threshold"] == 1.0
+    assert finding.evidence["engaged_share"] >= 0.9
+    assert finding.evidence["median_preclip_norm"] >= 10
+    steps = records[f"{framework}/clipping_saturated:bug:auto"].steps
+    applied = [s.metrics["grad_norm"] for s in steps if "grad_norm" in s.metrics]
+    assert applied
+    assert max(applied) <= 1.0 + 1e-6  # what the optimizer received: the threshold, at most
+    healthy = records[f"{framework}/clipping_saturated:fixed:auto"]
+    reads = [o.data for o in healthy.guard_observations if o.check == "clipping"]
+    assert sum(r["engaged"] for r in reads) > 0  # clipping engaged in the healthy run too, then rarely

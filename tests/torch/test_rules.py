@@ -7,6 +7,7 @@ import random
 
 from trainmedic.events import GuardObservation, Step
 from trainmedic.record import RunRecord
+from trainmedic.rules import clipping as clipping_rules
 from trainmedic.rules import steps as step_rules
 from trainmedic.rules import torch as torch_rules
 
@@ -156,3 +157,51 @@ def test_exploding_gradients_between_samples_reports_the_earliest_step_per_rank(
     # without it, the sampled jump alone is still reported
     (sampled,) = step_rules.exploding_gradients(RunRecord.of(grad_steps([1.0, 0.9, 1.1, 1.0, 0.8, 450.0])))
     assert sampled.step == 60
+
+
+def clip_reads(
+    factors: list[float], engaged_share: float = 1.0, rank: int | None = None
+) -> list[GuardObservation]:
+    """One `clipping` observation per 10 steps, each with the given median clipping factor."""
+    return [
+        GuardObservation(
+            check="clipping",
+            step=10 * (i + 1),
+            rank=rank,
+            data={
+                "kind": "norm",
+                "threshold": 1.0,
+                "calls": 10,
+                "engaged": round(10 * (engaged_share if f > 1 else 0.0)),
+                "first_step": 10 * i + 1,
+                "last_step": 10 * (i + 1),
+                "norm_median": f,
+                "norm_max": 2 * f,
+                "nonfinite": 0,
+                "factor_median": f,
+                "measured": "every call",
+            },
+        )
+        for i, f in enumerate(factors)
+    ]
+
+
+def test_clipping_that_does_all_the_work_after_warm_up_is_reported_per_rank() -> None:
+    record = RunRecord.of([*clip_reads([400.0] * 10, rank=1), *clip_reads([2.0] * 10, rank=0)])
+    (finding,) = clipping_rules.clipping_saturated(record)
+    assert (finding.code, finding.rank) == ("TRN010", 1)
+    assert finding.evidence["steps"] == [21, 100]  # steps 1-20 (the first 20 %) are warm-up
+    assert finding.evidence["engaged_share"] == 1.0
+    assert finding.evidence["median_factor"] == 400.0
+    assert "engaged on 80 of 80 steps after warm-up" in finding.message
+
+
+def test_healthy_clipping_is_not_reported() -> None:
+    warm_up_then_rare = [50.0, 30.0, 8.0, 1.0, 1.0, 1.5, 1.0, 1.0, 1.0, 1.0]
+    assert clipping_rules.clipping_saturated(RunRecord.of(clip_reads(warm_up_then_rare))) == []
+    tight = [3.0] * 20  # a threshold set below the typical norm: clips every step, by a small factor
+    assert clipping_rules.clipping_saturated(RunRecord.of(clip_reads(tight))) == []
+    spiky = clip_reads([100.0] * 20, engaged_share=0.5)  # large cuts, but on half of the steps
+    assert clipping_rules.clipping_saturated(RunRecord.of(spiky)) == []
+    short = clip_reads([400.0])  # one read: nothing after warm-up to judge
+    assert clipping_rules.clipping_saturated(RunRecord.of(short)) == []

@@ -40,7 +40,12 @@ from trainmedic.report.html_sections import Outcome
 MAX_PROCESS_LINES = 6
 MAX_METRIC_CHARTS = 12
 LOG_SCALE_RATIO = 1e4  # a metric spanning more than this is drawn on a log axis (a diverging loss)
+# Gradient norms with a clipping threshold: the norm after clipping sits at the threshold, flat
+# at the bottom of a linear axis once the norm before clipping is 100x above it.
+CLIPPED_LOG_SCALE_RATIO = 100
 _PREFIXES = ("val_", "val/", "train_", "train/", "eval_", "eval/", "test_", "test/")
+# The guard's norm before gradient clipping is drawn with the norm after it (`grad_norm`).
+_SUFFIXES = ("_preclip",)
 
 
 def time_origin(record: RunRecord) -> float:
@@ -195,8 +200,19 @@ def _phase_name(phase: str) -> str:
 def _family(name: str) -> str:
     for prefix in _PREFIXES:
         if name.startswith(prefix):
-            return name[len(prefix) :]
+            name = name[len(prefix) :]
+            break
+    for suffix in _SUFFIXES:
+        name = name.removesuffix(suffix)
     return name
+
+
+def _clip_threshold(record: RunRecord) -> float | None:
+    """The lead rank's latest gradient clipping threshold, drawn on the gradient norm chart."""
+    lead = _lead_rank(record)
+    clips = [o for o in record.guard_observations if o.check == "clipping" and o.rank in (None, lead)]
+    threshold = clips[-1].data.get("threshold") if clips else None
+    return float(threshold) if isinstance(threshold, (int, float)) and threshold > 0 else None
 
 
 def _lead_rank(record: RunRecord) -> int | None:
@@ -238,7 +254,18 @@ def curves_section(record: RunRecord, findings: Sequence[Finding]) -> str:
         for name in data:
             families.setdefault(_family(name), []).append(name)
         order = sorted(families, key=lambda f: (f != "loss", "loss" not in f, f))
-        charts.extend(_metric_chart(axis, fam, families[fam], data, findings) for fam in order)
+        threshold = _clip_threshold(record) if axis == "step" else None
+        charts.extend(
+            _metric_chart(
+                axis,
+                fam,
+                families[fam],
+                data,
+                findings,
+                clip_threshold=threshold if fam == "grad_norm" else None,
+            )
+            for fam in order
+        )
     head = '<section id="curves"><h2>Loss and metrics</h2>'
     if not charts:
         return head + "<p>No step, epoch or metric values were recorded.</p></section>"
@@ -251,7 +278,13 @@ def curves_section(record: RunRecord, findings: Sequence[Finding]) -> str:
 
 
 def _metric_chart(
-    axis: str, family: str, names: list[str], data: dict[str, list[Point]], findings: Sequence[Finding]
+    axis: str,
+    family: str,
+    names: list[str],
+    data: dict[str, list[Point]],
+    findings: Sequence[Finding],
+    *,
+    clip_threshold: float | None = None,
 ) -> Chart:
     series: list[Series] = []
     markers: list[VMarker] = []
@@ -264,7 +297,8 @@ def _metric_chart(
                 VMarker(first_bad[0], f"{name} {first_bad[1]} at {axis} {int(first_bad[0])}", "nan")
             )
     values = [y for pts in finite_by_name.values() for _, y in pts]
-    log = bool(values) and min(values) > 0 and max(values) / min(values) > LOG_SCALE_RATIO
+    spread = LOG_SCALE_RATIO if clip_threshold is None else CLIPPED_LOG_SCALE_RATIO
+    log = bool(values) and min(values) > 0 and max(values) / min(values) > spread
     for i, (name, finite) in enumerate(finite_by_name.items()):
         shown = [(x, math.log10(y)) for x, y in finite] if log else finite
         series.append(Series(name, shown, tone=i, dashed=i > 0))
@@ -279,6 +313,9 @@ def _metric_chart(
         y=Axis(family, (lambda v: fmt_number(10**v)) if log else fmt_number),
         series=series,
         markers=markers,
+        hlines=[HLine(math.log10(clip_threshold) if log else clip_threshold, "clipping threshold")]
+        if clip_threshold is not None
+        else [],
         y_from_zero=False,
     )
 

@@ -57,7 +57,8 @@ EXPLODING_GRADIENTS = FindingSpec(
         "One such step can destroy the weights; the loss goes NaN soon after. The norm is the "
         "one the optimizer applies (after clipping), measured on sampled steps; a one-step "
         "explosion between two samples is caught from the kept losses and the parameter norm, "
-        "which both jump after it."
+        "which both jump after it. Clipping that cuts the norm on nearly every step, hiding a "
+        "sustained explosion, is clipping-saturated (TRN010)."
     ),
     example="Gradient norm ~1 for 500 steps, then 3e4 at step 512.",
     fix="Clip gradients (max_grad_norm=1.0), lower the learning rate, add warm-up, check for bad batches.",

@@ -60,6 +60,7 @@ from trainmedic.instrument import channel
 from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import median
 from trainmedic.rules.dynamics import NONFINITE_LOSS
+from trainmedic.torch._clipping import ClipWatch
 from trainmedic.torch._forward import ForwardWatch
 
 PARAM_NORM_EVERY = 5  # a parameter-norm baseline every 5th sampled step
@@ -172,6 +173,7 @@ class Monitor:
         self.primary: Any = None  # weakref to the optimizer whose steps number the run
         self.models: list[Any] = []  # weakrefs to models given explicitly
         self.forward = ForwardWatch(self)
+        self.clipping = ClipWatch(self)
         self.step = 0
         self.epoch = 0
         self.reported: set[str] = set()
@@ -565,9 +567,12 @@ class Monitor:
                     grads.append(grad)
                     params.append(p)
         losses, loss_steps = self._take_losses()
+        clips = self.clipping.take()  # pre-clip norms since the last read: read in the same transfer
         self._host_read = all(t.is_cpu for t in grads) and all(t.is_cpu for t in losses)
         with torch.no_grad():
-            values = _floats([*losses, *_norms(grads)])
+            values = _floats([*clips.tensors, *losses, *_norms(grads)])
+        self.clipping.report(clips, values[: len(clips.tensors)])
+        values = values[len(clips.tensors) :]
         freeing = time.perf_counter()
         # The graphs' nodes they hold go now, not at the next window: work a bare loop does at
         # every step anyway (when its loss dies), so it is not counted as the check's cost.
@@ -827,6 +832,7 @@ class Monitor:
                 self._flush(primary, step)
             if state.checks < 3:
                 self._check_membership(primary, state, self.step)
+        self.clipping.read_rest()  # clip calls no read took (the optimizer was freed first)
 
 
 def _norms(tensors: list[Any]) -> list[Any]:

@@ -25,6 +25,7 @@ from torch.utils.data import DistributedSampler
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 import torch
+from trainmedic.torch import _clipping
 
 if TYPE_CHECKING:
     from trainmedic.torch._monitor import Monitor
@@ -57,6 +58,7 @@ def install(monitor: Monitor) -> None:
     for cls in vars(lr_scheduler).values():
         if isinstance(cls, type) and issubclass(cls, lr_scheduler.LRScheduler) and "step" in vars(cls):
             _wrap(cls, "step", _scheduler_step)
+    _clipping.install(_wrap, active)
 
 
 @contextlib.contextmanager
