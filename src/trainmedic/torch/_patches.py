@@ -1,8 +1,9 @@
 """The process-wide hooks that feed a `Monitor`, installed once and removable.
 
 PyTorch has global hooks for optimizer steps and module forwards; for the rest
-(autograd backward, DataLoader iteration, DistributedSampler, LR schedulers)
-the original function is wrapped and always called unchanged. Every wrapper
+(autograd backward, optimizer construction, DataLoader iteration,
+DistributedSampler, LR schedulers) the original function is wrapped and always
+called unchanged. Every wrapper
 does nothing but count, time and keep references on an ordinary step (no tensor
 op, no host read, no allocation beyond a list append), and never touches a
 random generator, a tensor's value or the order of batches: the watched run
@@ -20,7 +21,11 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from torch.optim import lr_scheduler
-from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+from torch.optim.optimizer import (
+    Optimizer,
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
 from torch.utils.data import DistributedSampler
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
@@ -51,6 +56,7 @@ def install(monitor: Monitor) -> None:
     _undo.extend([pre.remove, post.remove])
     _silence_compile_warning()
     _wrap(torch.autograd, "backward", _backward)
+    _wrap(Optimizer, "__init__", _optimizer_init)
     _wrap(_BaseDataLoaderIter, "__next__", _loader_next)
     _wrap(_BaseDataLoaderIter, "_next_index", _loader_next_index)
     _wrap(DistributedSampler, "__iter__", _sampler_iter)
@@ -148,9 +154,28 @@ def _backward(original: Any) -> Any:
                 monitor.on_backward(tensors, keeps)
             except Exception as exc:
                 _turn_off(monitor, exc)
-        return original(tensors, *args, **kwargs)
+        result = original(tensors, *args, **kwargs)
+        monitor = _active
+        if monitor is not None and not monitor.broken:
+            try:
+                monitor.after_backward(tensors)
+            except Exception as exc:
+                _turn_off(monitor, exc)
+        return result
 
     return backward
+
+
+def _optimizer_init(original: Any) -> Any:
+    """Every optimizer made is known before it steps: its parameters' backward is not a step."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        monitor = _active
+        if monitor is not None:
+            monitor.optimizers_made.add(self)
+
+    return __init__
 
 
 def _loader_next(original: Any) -> Any:
