@@ -13,11 +13,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomllib
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -104,7 +105,13 @@ def execute(run: Run, work: Path, timeout: float = 600) -> Result:
     command = [sys.executable, "-m", "trainmedic", "run", "--quiet", "--out", str(out), "--", *argv]
     start = time.perf_counter()
     proc = subprocess.run(
-        command, cwd=work, env=child_env(run.env), capture_output=True, text=True, timeout=timeout, check=False
+        command,
+        cwd=work,
+        env=child_env(run.env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
     result = Result(run, exit_code=proc.returncode, seconds=time.perf_counter() - start)
     events = out / "events.jsonl"
@@ -141,7 +148,8 @@ def table(results: list[Result]) -> str:
     healthy = [r for r in results if not r.run.bug]
     lines.append(
         f"\n{sum(r.detected for r in bugs)}/{len(bugs)} bugs detected; "
-        f"{sum(bool(r.false_warnings) for r in healthy)}/{len(healthy)} healthy scripts with a false warning; "
+        f"{sum(bool(r.false_warnings) for r in healthy)}/{len(healthy)} healthy scripts "
+        "with a false warning; "
         f"{sum(r.steps > 0 for r in results)}/{len(results)} runs with step events"
     )
     return "\n".join(lines)

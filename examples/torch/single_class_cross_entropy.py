@@ -1,9 +1,9 @@
 """TOR009: a one-column output trained with cross-entropy (softmax over one class: loss 0, no gradient)."""
 
+import torch.nn.functional as F
 from common import FIXED, make_data, make_loader
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 

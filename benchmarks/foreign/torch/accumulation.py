@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import argparse
 
+from torch.utils.data import DataLoader, TensorDataset
+
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--bug", choices=["no-train-mode"], default=None)

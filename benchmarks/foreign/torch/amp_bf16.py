@@ -1,4 +1,4 @@
-"""Mixed precision on CPU: bf16 autocast with the GradScaler usage pattern (the style of PyTorch's AMP recipe).
+"""Mixed precision on CPU: bf16 autocast and the GradScaler pattern (the style of PyTorch's AMP recipe).
 
 The recipe's loop: forward and loss under `torch.autocast(device_type="cpu",
 dtype=torch.bfloat16)`, `scaler.scale(loss).backward()`, `scaler.unscale_` then

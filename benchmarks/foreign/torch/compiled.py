@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 import os
 
+from torch.utils.data import DataLoader, TensorDataset
+
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--bug", choices=["no-zero-grad"], default=None)

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 
+from torch.utils.data import DataLoader, TensorDataset
+
 import torch
 from torch import nn, optim
-from torch.utils.data import DataLoader, TensorDataset
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--bug", choices=["no-generator-zero-grad"], default=None)
@@ -28,7 +29,9 @@ def blobs(n: int) -> torch.Tensor:
     """Images of one bright Gaussian blob at a random place, scaled to [-1, 1] like the example's data."""
     grid = torch.arange(16.0)
     cy, cx = torch.randint(4, 12, (2, n)).float()
-    img = torch.exp(-((grid[None, :, None] - cy[:, None, None]) ** 2 + (grid[None, None, :] - cx[:, None, None]) ** 2) / 8)
+    img = torch.exp(
+        -((grid[None, :, None] - cy[:, None, None]) ** 2 + (grid[None, None, :] - cx[:, None, None]) ** 2) / 8
+    )
     return (img * 2 - 1).unsqueeze(1)
 
 
@@ -70,7 +73,7 @@ optimizerG = optim.Adam(netG.parameters(), lr=2e-4, betas=(0.5, 0.999))
 dataloader = DataLoader(TensorDataset(blobs(512)), batch_size=32, shuffle=True)
 
 for epoch in range(args.epochs):
-    for i, (real,) in enumerate(dataloader):
+    for (real,) in dataloader:
         # (1) Update D: maximize log(D(x)) + log(1 - D(G(z)))
         netD.zero_grad()
         b_size = real.size(0)

@@ -18,12 +18,13 @@ from __future__ import annotations
 import argparse
 import os
 
-import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler
+
+import torch
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--bug", choices=["single-class-ce", "no-set-epoch", "no-zero-grad"], default=None)
@@ -48,7 +49,9 @@ class MyTrainDataset(Dataset):
 
 
 class Trainer:
-    def __init__(self, model: torch.nn.Module, train_data: DataLoader, optimizer: torch.optim.Optimizer) -> None:
+    def __init__(
+        self, model: torch.nn.Module, train_data: DataLoader, optimizer: torch.optim.Optimizer
+    ) -> None:
         self.gpu_id = int(os.environ["LOCAL_RANK"])
         self.train_data = train_data
         self.optimizer = optimizer
@@ -84,7 +87,9 @@ def main() -> None:
     dataset = MyTrainDataset(1024)
     model = torch.nn.Linear(20, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
-    loader = DataLoader(dataset, batch_size=16, pin_memory=False, shuffle=False, sampler=DistributedSampler(dataset))
+    loader = DataLoader(
+        dataset, batch_size=16, pin_memory=False, shuffle=False, sampler=DistributedSampler(dataset)
+    )
     Trainer(model, loader, optimizer).train(args.epochs)
     dist.destroy_process_group()
 

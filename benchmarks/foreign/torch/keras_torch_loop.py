@@ -1,4 +1,4 @@
-"""A Keras 3 model trained by a plain PyTorch loop (the style of Keras' "training loop from scratch in PyTorch" guide).
+"""A Keras 3 model trained by a plain PyTorch loop (the style of Keras' custom-loop-in-PyTorch guide).
 
 KERAS_BACKEND=torch: the Keras layers are torch modules and their weights torch
 parameters. The loop reads batches from a torch DataLoader, computes the loss with
@@ -16,9 +16,10 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "torch")
 
-import keras  # noqa: E402
-import torch  # noqa: E402
-from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset
+
+import keras
+import torch
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--bug", choices=["no-zero-grad"], default=None)
@@ -44,7 +45,7 @@ optimizer = keras.optimizers.Adam(learning_rate=1e-3)
 loss_fn = torch.nn.CrossEntropyLoss()
 
 for epoch in range(args.epochs):
-    for step, (inputs, targets) in enumerate(train_dataloader):
+    for inputs, targets in train_dataloader:
         logits = model(inputs, training=True)
         loss = loss_fn(logits, targets)
         if args.bug != "no-zero-grad":

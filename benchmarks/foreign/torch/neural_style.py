@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import argparse
 
-import torch
 import torch.nn.functional as F
+
+import torch
 from torch import nn, optim
 
 parser = argparse.ArgumentParser()

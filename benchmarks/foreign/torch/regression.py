@@ -13,8 +13,9 @@ from __future__ import annotations
 import argparse
 from itertools import count
 
-import torch
 import torch.nn.functional as F
+
+import torch
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--bug", choices=["no-zero-grad"], default=None)

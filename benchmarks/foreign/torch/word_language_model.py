@@ -57,7 +57,10 @@ class RNNModel(nn.Module):
 
     def init_hidden(self, bsz: int) -> tuple[torch.Tensor, torch.Tensor]:
         weight = next(self.parameters())
-        return (weight.new_zeros(self.nlayers, bsz, self.nhid), weight.new_zeros(self.nlayers, bsz, self.nhid))
+        return (
+            weight.new_zeros(self.nlayers, bsz, self.nhid),
+            weight.new_zeros(self.nlayers, bsz, self.nhid),
+        )
 
 
 def repackage_hidden(h):

@@ -284,7 +284,8 @@ def _eval_mode(d: dict[str, Any]) -> str:
 
 def _not_zeroed(d: dict[str, Any]) -> str:
     return (
-        f"Gradients accumulated across {d.get('steps_without_zeroing')} consecutive optimizer steps "
+        f"Gradients accumulated across {d.get('steps_without_zeroing')} consecutive "
+        f"{'updates' if d.get('optimizer') == 'ParameterUpdates' else 'optimizer steps'} "
         f"without being zeroed (parameter {d.get('parameter')})"
     )
 

@@ -96,7 +96,9 @@ class ForwardWatch:
             self._single_steps.append(step)
             if len(self._single_steps) >= _REPORT_AFTER:
                 self.monitor.observe(
-                    "single_class_softmax", {**self._single, "checked_steps": list(self._single_steps)}, step=step
+                    "single_class_softmax",
+                    {**self._single, "checked_steps": list(self._single_steps)},
+                    step=step,
                 )
         if self._ce_seen:
             self._ce_windows += 1
@@ -251,7 +253,7 @@ def _single_class_log_softmax(loss: Any) -> dict[str, Any] | None:
         seen += 1
         if node.name() == "LogSoftmaxBackward0":
             try:
-                output, dim = node._saved_result, int(node._saved_dim)
+                output, dim = node._saved_result, int(node._saved_dim)  # type: ignore[attr-defined]
             except RuntimeError:  # already freed (a second backward through a retained graph)
                 return None
             if output.dim() > 0 and output.shape[dim] == 1:

@@ -56,6 +56,4 @@ def trained_parameters(loss: Any) -> list[Any]:
 def held_by_any(optimizers: Iterable[Any], params: list[Any]) -> bool:
     """Whether one of `optimizers` holds one of `params`: its step, not backward, is the step."""
     wanted = {id(p) for p in params}
-    return any(
-        id(p) in wanted for opt in optimizers for group in opt.param_groups for p in group["params"]
-    )
+    return any(id(p) in wanted for opt in optimizers for group in opt.param_groups for p in group["params"])

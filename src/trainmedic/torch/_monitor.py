@@ -72,6 +72,9 @@ DEFAULT_EVERY = 10  # steps between sampled checks, unless widened to keep to th
 CHECK_BUDGET = 0.005  # sampled checks may cost this share of the training time
 WARMUP_CHECKS = 10  # checks at the base rate before the rate adapts: early failures at full rate
 MAX_EVERY_FACTOR = 5  # the rate never drops below one check per 5 x the base every
+# An optimizer holds the loss's parameters but has not stepped after this many backward calls:
+# no accumulation is that long, so the loop updates them itself and backward() is its step.
+IDLE_OPTIMIZER_BACKWARDS = 256
 
 Sink = Callable[[Event], None]
 P = ParamSpec("P")
@@ -252,22 +255,27 @@ class Monitor:
         for watch in self._zero_watches:
             watch.after_backward()
         if self.manual is None:
-            if self._manual_decided or not isinstance(tensors, torch.Tensor) or tensors.numel() != 1:
+            if not isinstance(tensors, torch.Tensor) or tensors.numel() != 1:
                 return
-            self._decide_manual(tensors)
+            if self._manual_decided and (self.opts or self.backwards != IDLE_OPTIMIZER_BACKWARDS):
+                return
+            self._decide_manual(tensors, idle=self._manual_decided)
             if self.manual is None:
                 return
         updates = self.manual
         self._before_update(updates)
         self.on_step_post(updates)
 
-    def _decide_manual(self, loss: Any) -> None:
-        """Once, at the first loss: does an optimizer hold its parameters, or does the loop update them?"""
+    def _decide_manual(self, loss: Any, idle: bool = False) -> None:
+        """At the first loss: does an optimizer hold its parameters, or does the loop update them?
+
+        `idle`: an optimizer holds them but never stepped in IDLE_OPTIMIZER_BACKWARDS backward calls.
+        """
         params = trained_parameters(loss)
         if not params:
             return  # no parameter behind this backward (yet): decide at the next one
         self._manual_decided = True
-        if self.opts or held_by_any(list(self.optimizers_made), params):
+        if self.opts or (not idle and held_by_any(list(self.optimizers_made), params)):
             return
         self.manual = ParameterUpdates(params)
         self._new_state(self.manual)
