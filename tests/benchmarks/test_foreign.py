@@ -31,5 +31,5 @@ def test_manifest_scripts_exist_and_name_registered_codes() -> None:
 @pytest.mark.slow
 def test_fast_subset_detects_every_bug_and_warns_on_no_healthy_script() -> None:
     results = run_all([r for r in RUNS if r.fast])
-    assert len(results) >= 6
+    assert len(results) >= 5
     assert all(r.ok for r in results), table(results)

@@ -6,8 +6,9 @@ clipping, `scaler.step(optimizer)`, `scaler.update()`, `zero_grad(set_to_none=Tr
 bf16 needs no loss scaling, so the scaler is built disabled (the recipe's `enabled=`
 switch), as code that also runs fp16 on a GPU does. Synthetic regression data.
 
-Bug `no-train-mode`: evaluate() switches to eval() and training never switches back:
-TOR002.
+Bugs: `no-train-mode`: evaluate() switches to eval() and training never switches
+back: TOR002. `no-zero-grad`: `opt.zero_grad()` is left out (the scaler's unscale_ and
+the clipping still rewrite the gradients in place every step): TOR003.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 from torch import nn
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--bug", choices=["no-train-mode"], default=None)
+parser.add_argument("--bug", choices=["no-train-mode", "no-zero-grad"], default=None)
 parser.add_argument("--epochs", type=int, default=4)
 args = parser.parse_args()
 torch.manual_seed(0)
@@ -53,5 +54,6 @@ for epoch in range(args.epochs):
         torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm=1.0)
         scaler.step(opt)
         scaler.update()
-        opt.zero_grad(set_to_none=True)
+        if args.bug != "no-zero-grad":
+            opt.zero_grad(set_to_none=True)
     print(f"epoch {epoch}: held-out loss {evaluate():.4f}")

@@ -4,8 +4,10 @@ Synthetic corpus: token sequences drawn from a fixed random Markov chain (so the
 something to learn). Truncated BPTT with hidden-state repackaging, parameters updated
 with `p.data.add_(p.grad, alpha=-lr)` after gradient clipping, no torch.optim.
 
-Bug `no-train-mode`: train() no longer calls model.train(), so after the first
-evaluate() every epoch trains in eval mode (dropout off): TOR002.
+Bugs: `no-train-mode`: train() no longer calls model.train(), so after the first
+evaluate() every epoch trains in eval mode (dropout off): TOR002. `no-zero-grad`:
+`model.zero_grad()` is left out; clipping then keeps the summed gradients small, so
+nothing blows up, but every update follows the sum of all past gradients: TOR003.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import torch
 from torch import nn
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--bug", choices=["no-train-mode"], default=None)
+parser.add_argument("--bug", choices=["no-train-mode", "no-zero-grad"], default=None)
 parser.add_argument("--epochs", type=int, default=4)
 args = parser.parse_args()
 torch.manual_seed(1111)
@@ -103,7 +105,8 @@ def train() -> None:
     for i in range(0, train_data.size(0) - 1, BPTT):
         data, targets = get_batch(train_data, i)
         hidden = repackage_hidden(hidden)
-        model.zero_grad()
+        if args.bug != "no-zero-grad":
+            model.zero_grad()
         output, hidden = model(data, hidden)
         loss = criterion(output, targets)
         loss.backward()

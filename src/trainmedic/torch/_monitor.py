@@ -250,6 +250,15 @@ class Monitor:
             if len(self.losses) > MAX_KEPT_LOSSES:
                 self._drain_losses()
 
+    def before_rescale(self) -> None:
+        """Clipping or unscaling is about to rewrite `.grad`: first note what the loop did before it."""
+        for watch in self._zero_watches:
+            watch.before_backward()
+
+    def after_rescale(self) -> None:
+        for watch in self._zero_watches:
+            watch.rescaled()
+
     def after_backward(self, tensors: Any) -> None:
         """Gradients are in `.grad`: in a loop without optimizer, this backward was the step."""
         for watch in self._zero_watches:

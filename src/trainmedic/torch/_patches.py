@@ -37,6 +37,12 @@ if TYPE_CHECKING:
 _clock = time.perf_counter
 _COMPILE_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks on modules"
 _active: Monitor | None = None
+# PyTorch's own functions that rewrite `.grad` in place without zeroing it.
+_GRAD_RESCALERS = (
+    (torch.nn.utils, "clip_grad_norm_"),
+    (torch.nn.utils, "clip_grad_value_"),
+    (torch.amp.GradScaler, "unscale_"),
+)
 _undo: list[Callable[[], None]] = []
 
 
@@ -57,6 +63,8 @@ def install(monitor: Monitor) -> None:
     _silence_compile_warning()
     _wrap(torch.autograd, "backward", _backward)
     _wrap(Optimizer, "__init__", _optimizer_init)
+    for owner, name in _GRAD_RESCALERS:
+        _wrap(owner, name, _rescales_grads)
     _wrap(_BaseDataLoaderIter, "__next__", _loader_next)
     _wrap(_BaseDataLoaderIter, "_next_index", _loader_next_index)
     _wrap(DistributedSampler, "__iter__", _sampler_iter)
@@ -164,6 +172,21 @@ def _backward(original: Any) -> Any:
         return result
 
     return backward
+
+
+def _rescales_grads(original: Any) -> Any:
+    """Clipping and unscaling write `.grad` in place: the zeroing watch must not take it for zeroing."""
+
+    def rescale(*args: Any, **kwargs: Any) -> Any:
+        monitor = _active
+        if monitor is None or monitor.broken:
+            return original(*args, **kwargs)
+        monitor.before_rescale()
+        result = original(*args, **kwargs)
+        monitor.after_rescale()
+        return result
+
+    return rescale
 
 
 def _optimizer_init(original: Any) -> Any:

@@ -13,10 +13,13 @@ it, keeps the test true whatever backward itself does to `.grad`: the reducer of
 version per backward), and in a GAN the generator's backward runs through the
 discriminator, adding to its gradients before the discriminator's `zero_grad()`.
 
-Cost: two attribute reads and a comparison per backward; no tensor op. A
-gradient clipped or unscaled in place (`clip_grad_norm_`, `GradScaler.unscale_`)
-also counts as touched: a loop that clips but never zeroes is not reported, a
-loop that zeroes never is.
+Gradients clipped or unscaled in place by PyTorch's own functions
+(`clip_grad_norm_`, `clip_grad_value_`, `GradScaler.unscale_`) are rescaled, not
+zeroed: the hooks around them note the gradient again after them (`rescaled`).
+Any other in-place write counts as touched: a loop that rewrites its gradients
+itself and never zeroes them is not reported; a loop that zeroes them never is.
+
+Cost: two attribute reads and a comparison per backward; no tensor op.
 """
 
 from __future__ import annotations
@@ -46,6 +49,12 @@ class GradZeroWatch:
         self._grad = grad
         self._version = grad._version if grad is not None else -1
         self.backwards += 1
+
+    def rescaled(self) -> None:
+        """PyTorch rescaled the gradient in place (clipping, unscaling): not the loop zeroing it."""
+        grad = self._param.grad
+        if grad is not None and grad is self._grad:
+            self._version = grad._version
 
     def take(self) -> bool:
         """True when, since the last call, backward ran and nothing else touched the gradient."""
