@@ -45,6 +45,7 @@ class ForwardWatch:
         self.monitor = monitor
         self.roots: weakref.WeakSet[nn.Module] = weakref.WeakSet()
         self._handles: list[Any] = []
+        self.is_open = False  # read on every backward: a plain attribute, not a property
         self._depth = 0
         self._train = 0
         self._eval: set[str] = set()
@@ -57,10 +58,6 @@ class ForwardWatch:
         self._single: dict[str, Any] | None = None  # a log-softmax over one class in this window
         self._single_steps: list[int] = []
 
-    @property
-    def is_open(self) -> bool:
-        return bool(self._handles)
-
     def open(self) -> None:
         if self._handles:
             return
@@ -70,6 +67,7 @@ class ForwardWatch:
         pre = nn.modules.module.register_module_forward_pre_hook(self._pre)
         post = nn.modules.module.register_module_forward_hook(self._post, always_call=True)
         self._handles = [pre, post]
+        self.is_open = True
 
     def close(self, step: int | None, losses: list[Any] | None = None) -> None:
         """End of a watched window; `losses` are the checked step's (their graphs are read)."""
@@ -78,6 +76,7 @@ class ForwardWatch:
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        self.is_open = False
         if step is None:
             return
         reported = "softmax_into_crossentropy" in self.monitor.reported

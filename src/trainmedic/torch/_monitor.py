@@ -264,9 +264,9 @@ class Monitor:
         for watch in self._zero_watches:
             watch.after_backward()
         if self.manual is None:
-            if not isinstance(tensors, torch.Tensor) or tensors.numel() != 1:
-                return
-            if self._manual_decided and (self.opts or self.backwards != IDLE_OPTIMIZER_BACKWARDS):
+            if self._manual_decided and self.backwards != IDLE_OPTIMIZER_BACKWARDS:
+                return  # the per-step path of an optimizer loop: two attribute reads
+            if not isinstance(tensors, torch.Tensor) or tensors.numel() != 1 or self._by_id:
                 return
             self._decide_manual(tensors, idle=self._manual_decided)
             if self.manual is None:
