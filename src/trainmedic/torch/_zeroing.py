@@ -19,7 +19,9 @@ zeroed: the hooks around them note the gradient again after them (`rescaled`).
 Any other in-place write counts as touched: a loop that rewrites its gradients
 itself and never zeroes them is not reported; a loop that zeroes them never is.
 
-Cost: two attribute reads and a comparison per backward; no tensor op.
+Cost: two attribute reads and a comparison per backward while watching; no tensor
+op. The monitor watches the last `ZERO_WATCH_STEPS` steps before each check only
+(`rebase` starts a span): a loop that never zeroes shows it in any span.
 """
 
 from __future__ import annotations
@@ -49,6 +51,13 @@ class GradZeroWatch:
         self._grad = grad
         self._version = grad._version if grad is not None else -1
         self.backwards += 1
+
+    def rebase(self) -> None:
+        """A watched span starts: what `.grad` is now is the reference, whatever came before."""
+        grad = self._param.grad
+        self._grad = grad
+        self._version = grad._version if grad is not None else -1
+        self.touched = False
 
     def rescaled(self) -> None:
         """PyTorch rescaled the gradient in place (clipping, unscaling): not the loop zeroing it."""
