@@ -24,6 +24,7 @@ EXPECTED: dict[str, set[str]] = {
     "scheduler_before_optimizer": {"TOR006"},
     "decay_on_norm_bias": {"TOR007"},
     "unseeded_run": {"TOR008"},
+    "single_class_cross_entropy": {"TOR009"},
     "input_bound": {"TRN005"},
     "exploding_gradients": {"TRN007"},
     "vanishing_gradients": {"TRN008"},

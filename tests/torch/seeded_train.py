@@ -1,8 +1,10 @@
 """A seeded training run whose final weights must not depend on trainmedic watching it.
 
-argv: OUTPUT_FILE [guard]. Writes the SHA-256 of the final weights and the label
-order the loader produced. Dropout, a shuffled loader with two worker processes,
-random augmentation and a scheduler all draw from the global generators.
+argv: OUTPUT_FILE [guard] [manual]. Writes the SHA-256 of the final weights and the
+label order the loader produced. Dropout, a shuffled loader with two worker processes,
+random augmentation and a scheduler all draw from the global generators. `manual`
+updates the parameters by hand (`p.data.add_` after clipping, no torch.optim), so
+each backward() is the step the guard watches.
 """
 
 import hashlib
@@ -14,7 +16,7 @@ import torch
 from torch import nn
 
 
-def main(out, use_guard):
+def main(out, use_guard, manual=False):
     torch.manual_seed(7)
     x = torch.randn(256, 16)
     y = torch.randint(0, 3, (256,))
@@ -22,21 +24,31 @@ def main(out, use_guard):
         TensorDataset(x, y), batch_size=16, shuffle=True, num_workers=2, persistent_workers=True
     )
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 3))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=48)
+    optimizer = scheduler = None
+    if not manual:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=48)
     guard = None
     if use_guard:
         import trainmedic.torch as tm
 
-        guard = tm.guard(model, optimizer, every=3)
+        guard = tm.guard(model, None if manual else optimizer, every=3)
     order = []
     for _ in range(3):
         model.train()
         for xb, yb in loader:
             order.extend(yb.tolist())
-            optimizer.zero_grad()
+            if manual:
+                model.zero_grad()
+            else:
+                optimizer.zero_grad()
             loss = nn.functional.cross_entropy(model(xb + 0.01 * torch.randn_like(xb)), yb)
             loss.backward()
+            if manual:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                for p in model.parameters():
+                    p.data.add_(p.grad, alpha=-0.1)
+                continue
             optimizer.step()
             scheduler.step()
     if guard is not None:
@@ -50,4 +62,4 @@ def main(out, use_guard):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], len(sys.argv) > 2 and sys.argv[2] == "guard")
+    main(sys.argv[1], "guard" in sys.argv[2:], "manual" in sys.argv[2:])

@@ -122,6 +122,7 @@ def test_every_torch_observation_maps_to_its_code_and_nothing_fires_without_one(
         "scheduler_before_optimizer": "TOR006",
         "decay_on_norm_bias": "TOR007",
         "unseeded": "TOR008",
+        "single_class_softmax": "TOR009",
     }
     for check, code in expected.items():
         record = RunRecord.of([CONFIG, GuardObservation(check=check, data={}, rank=0)])

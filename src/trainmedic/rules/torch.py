@@ -129,6 +129,32 @@ UNSEEDED_RUN = FindingSpec(
     fix="Seed Python, NumPy and torch once at start (and the DataLoader generator).",
 )
 
+SINGLE_CLASS_CROSS_ENTROPY = FindingSpec(
+    code="TOR009",
+    slug="single-class-cross-entropy",
+    severity=Severity.ERROR,
+    title="Cross-entropy over a single class",
+    what=(
+        "The loss takes a (log-)softmax over a dimension of size 1, e.g. F.cross_entropy on a "
+        "model output with one column: the loss is exactly 0 and no gradient reaches the model."
+    ),
+    why=(
+        "Softmax over one class is 1 whatever the logit, so its log is 0: the loss is 0.0 and the "
+        "gradient norm 0.0 at every step on every rank. Nothing fails and nothing learns; the "
+        "weights stay at their initial values. trainmedic reads the saved output of the loss "
+        "graph's log-softmax just before backward on checked steps."
+    ),
+    example=(
+        "model = nn.Linear(20, 1); loss = F.cross_entropy(model(x), y)  # one output column: "
+        "softmax over one class"
+    ),
+    fix=(
+        "Give the last layer one output per class (nn.Linear(d, num_classes), num_classes >= 2) "
+        "for cross_entropy; for a binary target use one logit with BCEWithLogitsLoss, and for a "
+        "real-valued target MSELoss."
+    ),
+)
+
 SPECS: tuple[FindingSpec, ...] = (
     FROZEN_PARAMETERS,
     EVAL_MODE_TRAINING,
@@ -138,6 +164,7 @@ SPECS: tuple[FindingSpec, ...] = (
     SCHEDULER_BEFORE_OPTIMIZER,
     DECAY_ON_NORM_BIAS,
     UNSEEDED_RUN,
+    SINGLE_CLASS_CROSS_ENTROPY,
 )
 
 
@@ -257,7 +284,8 @@ def _eval_mode(d: dict[str, Any]) -> str:
 
 def _not_zeroed(d: dict[str, Any]) -> str:
     return (
-        f"Gradients accumulated across {d.get('steps_without_zeroing')} consecutive optimizer steps "
+        f"Gradients accumulated across {d.get('steps_without_zeroing')} consecutive "
+        f"{'updates' if d.get('optimizer') == 'ParameterUpdates' else 'optimizer steps'} "
         f"without being zeroed (parameter {d.get('parameter')})"
     )
 
@@ -294,6 +322,14 @@ def _unseeded(d: dict[str, Any]) -> str:
     return f"torch was not seeded: its initial seed is the random start-up value {d.get('initial_seed')}"
 
 
+def _single_class(d: dict[str, Any]) -> str:
+    return (
+        f"The loss takes log_softmax over dimension {d.get('dim')} of size 1 (output shape "
+        f"{d.get('shape')}) in {len(d.get('checked_steps', []))} checked steps: it is identically 0 "
+        f"and sends no gradient back, so the model cannot learn"
+    )
+
+
 # guard observation `check` -> (spec, message); the guard's contract with these rules.
 OBSERVATIONS: dict[str, tuple[FindingSpec, Describe]] = {
     "params_not_in_optimizer": (FROZEN_PARAMETERS, _not_in_optimizer),
@@ -305,6 +341,7 @@ OBSERVATIONS: dict[str, tuple[FindingSpec, Describe]] = {
     "scheduler_before_optimizer": (SCHEDULER_BEFORE_OPTIMIZER, _scheduler),
     "decay_on_norm_bias": (DECAY_ON_NORM_BIAS, _decay),
     "unseeded": (UNSEEDED_RUN, _unseeded),
+    "single_class_softmax": (SINGLE_CLASS_CROSS_ENTROPY, _single_class),
 }
 
 RULES: tuple[Rule, ...] = tuple(_rule(spec, check, text) for check, (spec, text) in OBSERVATIONS.items())

@@ -13,7 +13,11 @@ that checked step's gradients are ready. While on, they learn:
   (`F.cross_entropy`, the module, a sum of losses), from the autograd graph of
   the checked step's loss: `SoftmaxBackward0` feeding the loss's own
   `LogSoftmaxBackward0`. Reading the graph costs no tensor op and no host read,
-  and no loss function is wrapped: calls between checks pay nothing.
+  and no loss function is wrapped: calls between checks pay nothing;
+- whether the loss takes a log-softmax over a dimension of size 1 (TOR009): a
+  cross-entropy over a one-column output is identically 0 and sends no
+  gradient back. Read from the saved output of the graph's `LogSoftmaxBackward0`
+  just before backward frees it, on watched steps only.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class ForwardWatch:
         self.monitor = monitor
         self.roots: weakref.WeakSet[nn.Module] = weakref.WeakSet()
         self._handles: list[Any] = []
+        self.is_open = False  # read on every backward: a plain attribute, not a property
         self._depth = 0
         self._train = 0
         self._eval: set[str] = set()
@@ -50,19 +55,19 @@ class ForwardWatch:
         self._ce_windows = 0  # windows in which the loss input was examined
         self._ce_seen = False
         self._graph_clean = 0  # watched windows in a row whose loss graph held no softmax
-
-    @property
-    def is_open(self) -> bool:
-        return bool(self._handles)
+        self._single: dict[str, Any] | None = None  # a log-softmax over one class in this window
+        self._single_steps: list[int] = []
 
     def open(self) -> None:
         if self._handles:
             return
         self._depth, self._train, self._ce, self._ce_seen = 0, 0, None, False
+        self._single = None
         self._eval = set()
         pre = nn.modules.module.register_module_forward_pre_hook(self._pre)
         post = nn.modules.module.register_module_forward_hook(self._post, always_call=True)
         self._handles = [pre, post]
+        self.is_open = True
 
     def close(self, step: int | None, losses: list[Any] | None = None) -> None:
         """End of a watched window; `losses` are the checked step's (their graphs are read)."""
@@ -71,6 +76,7 @@ class ForwardWatch:
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        self.is_open = False
         if step is None:
             return
         reported = "softmax_into_crossentropy" in self.monitor.reported
@@ -85,6 +91,14 @@ class ForwardWatch:
                     {"modules": sorted(self._eval), "checked_steps": list(self._eval_steps)},
                     step=step,
                 )
+        if self._single is not None:
+            self._single_steps.append(step)
+            if len(self._single_steps) >= _REPORT_AFTER:
+                self.monitor.observe(
+                    "single_class_softmax",
+                    {**self._single, "checked_steps": list(self._single_steps)},
+                    step=step,
+                )
         if self._ce_seen:
             self._ce_windows += 1
         if self._ce is not None:
@@ -95,6 +109,11 @@ class ForwardWatch:
                     {**self._ce, "checked_steps": list(self._ce_steps)},
                     step=step,
                 )
+
+    def note_loss(self, loss: Any) -> None:
+        """Just before backward on a watched step: read what only the live graph still holds."""
+        if self._single is None and "single_class_softmax" not in self.monitor.reported:
+            self._single = _single_class_log_softmax(loss)
 
     def _pre(self, module: nn.Module, args: Any) -> None:
         depth = self._depth
@@ -213,4 +232,35 @@ def _through_shape_only(node: Any) -> Any:
         node = inputs[0]
         if node.name() not in _SHAPE_ONLY:
             return node
+    return None
+
+
+def _single_class_log_softmax(loss: Any) -> dict[str, Any] | None:
+    """A log-softmax near the top of the loss's graph taken over a dimension of size 1.
+
+    log_softmax over one entry is identically 0 (softmax of one class is 1), so a
+    cross-entropy built on it is 0 whatever the model outputs, and its gradient is 0.
+    """
+    if not isinstance(loss, torch.Tensor):
+        return None
+    seen = 0
+    todo = [loss.grad_fn]
+    while todo and seen < _GRAPH_NODES:
+        node = todo.pop()
+        if node is None:
+            continue
+        seen += 1
+        if node.name() == "LogSoftmaxBackward0":
+            try:
+                output, dim = node._saved_result, int(node._saved_dim)  # type: ignore[attr-defined]
+            except RuntimeError:  # already freed (a second backward through a retained graph)
+                return None
+            if output.dim() > 0 and output.shape[dim] == 1:
+                return {
+                    "shape": list(output.shape),
+                    "dim": dim % output.dim(),
+                    "how": "autograd graph: log_softmax over a dimension of size 1 feeds the loss",
+                }
+            return None
+        todo.extend(child for child, _ in node.next_functions)
     return None

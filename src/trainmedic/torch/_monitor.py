@@ -62,6 +62,8 @@ from trainmedic.record import median
 from trainmedic.rules.dynamics import NONFINITE_LOSS
 from trainmedic.torch._clipping import ClipWatch
 from trainmedic.torch._forward import ForwardWatch
+from trainmedic.torch._manual import ParameterUpdates, held_by_any, trained_parameters
+from trainmedic.torch._zeroing import GradZeroWatch
 
 PARAM_NORM_EVERY = 5  # a parameter-norm baseline every 5th sampled step
 JUMP_FACTOR = 10.0  # a loss and a parameter norm both 10x their level before: an update blew up
@@ -71,6 +73,12 @@ DEFAULT_EVERY = 10  # steps between sampled checks, unless widened to keep to th
 CHECK_BUDGET = 0.005  # sampled checks may cost this share of the training time
 WARMUP_CHECKS = 10  # checks at the base rate before the rate adapts: early failures at full rate
 MAX_EVERY_FACTOR = 5  # the rate never drops below one check per 5 x the base every
+# An optimizer holds the loss's parameters but has not stepped after this many backward calls:
+# no accumulation is that long, so the loop updates them itself and backward() is its step.
+IDLE_OPTIMIZER_BACKWARDS = 256
+# Gradients are watched for zeroing over the last 8 steps before each check: a loop that
+# never zeroes shows it in any span that includes an update, at a fraction of the cost.
+ZERO_WATCH_STEPS = 8
 
 Sink = Callable[[Event], None]
 P = ParamSpec("P")
@@ -126,11 +134,8 @@ class _OptState:
     steps: int = 0
     checks: int = 0
     pre_done: bool = False
-    backward_mark: int = 0
-    probe: Any = None  # weakref to the parameter whose gradient tells if grads were zeroed
+    zero_watch: GradZeroWatch | None = None  # on the parameter whose gradient tells if grads were zeroed
     probe_name: str = ""
-    last_grad: Any = None  # weakref to that gradient tensor at the previous step
-    last_version: int = 0
     not_zeroed: int = 0  # optimizer steps without zeroing, as of the last check
     zero_checked_step: int = 0
     never_grad: set[int] | None = None
@@ -172,6 +177,13 @@ class Monitor:
         self._by_id: dict[int, _OptState] = {}  # the per-step lookup: a dict hit, no weakref made
         self.primary: Any = None  # weakref to the optimizer whose steps number the run
         self.models: list[Any] = []  # weakrefs to models given explicitly
+        # Every optimizer made while installed: a loss whose parameters none holds is a manual loop.
+        self.optimizers_made: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.manual: ParameterUpdates | None = None  # stands in for the optimizer of a manual loop
+        self._manual_decided = False
+        self._zero_watches: list[GradZeroWatch] = []
+        self._zero_armed = False  # within ZERO_WATCH_STEPS of the next check
+        self._samplers: weakref.WeakSet[Any] = weakref.WeakSet()
         self.forward = ForwardWatch(self)
         self.clipping = ClipWatch(self)
         self.step = 0
@@ -223,6 +235,7 @@ class Monitor:
         inner = getattr(optimizer, "optimizer", None)  # Lightning/accelerate wrappers
         target = inner if isinstance(inner, torch.optim.Optimizer) else optimizer
         self.primary = weakref.ref(target)
+        self.optimizers_made.add(target)
 
     def roots(self) -> list[nn.Module]:
         models = [m for m in (ref() for ref in self.models) if m is not None]
@@ -232,6 +245,11 @@ class Monitor:
     def on_backward(self, tensors: Any, keeps_graph: bool = False) -> None:
         """Keep the loss (a reference, no copy, no read) with the step it belongs to."""
         self.backwards += 1
+        if self._zero_armed:
+            for watch in self._zero_watches:
+                watch.before_backward()
+        if self.forward.is_open:  # a watched step: its graph's saved outputs live until backward
+            self.forward.note_loss(tensors)
         if isinstance(tensors, torch.Tensor) and tensors.numel() == 1:
             # Holding the loss until the next check is free once backward freed its graph;
             # with retain_graph the graph would live on, so keep a detached copy instead.
@@ -240,9 +258,64 @@ class Monitor:
             if len(self.losses) > MAX_KEPT_LOSSES:
                 self._drain_losses()
 
+    def before_rescale(self) -> None:
+        """Clipping or unscaling is about to rewrite `.grad`: first note what the loop did before it."""
+        if self._zero_armed:
+            for watch in self._zero_watches:
+                watch.before_backward()
+
+    def after_rescale(self) -> None:
+        if self._zero_armed:
+            for watch in self._zero_watches:
+                watch.rescaled()
+
+    def after_backward(self, tensors: Any) -> None:
+        """Gradients are in `.grad`: in a loop without optimizer, this backward was the step."""
+        if self._zero_armed:
+            for watch in self._zero_watches:
+                watch.after_backward()
+        if self.manual is None:
+            if self._manual_decided and self.backwards != IDLE_OPTIMIZER_BACKWARDS:
+                return  # the per-step path of an optimizer loop: two attribute reads
+            if not isinstance(tensors, torch.Tensor) or tensors.numel() != 1 or self._by_id:
+                return
+            self._decide_manual(tensors, idle=self._manual_decided)
+            if self.manual is None:
+                return
+        updates = self.manual
+        self._before_update(updates)
+        self.on_step_post(updates)
+
+    def _decide_manual(self, loss: Any, idle: bool = False) -> None:
+        """At the first loss: does an optimizer hold its parameters, or does the loop update them?
+
+        `idle`: an optimizer holds them but never stepped in IDLE_OPTIMIZER_BACKWARDS backward calls.
+        """
+        params = trained_parameters(loss)
+        if not params:
+            return  # no parameter behind this backward (yet): decide at the next one
+        self._manual_decided = True
+        if self.opts or (not idle and held_by_any(list(self.optimizers_made), params)):
+            return
+        self.manual = ParameterUpdates(params)
+        self._new_state(self.manual)
+
+    def _drop_manual(self) -> None:
+        """An optimizer stepped after all (one made before the guard): its hooks number the steps."""
+        updates, self.manual = self.manual, None
+        state = self._by_id.pop(id(updates), None)
+        self.opts.pop(updates, None)
+        if state is not None and state.zero_watch in self._zero_watches:
+            self._zero_watches.remove(state.zero_watch)
+        if self.primary is not None and self.primary() is updates:
+            self.primary = None
+
     def on_step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
         state = self._by_id.get(id(optimizer))
         if state is None or state.ref() is not optimizer:
+            if self.manual is not None:
+                self._drop_manual()
+            self._manual_decided = True
             state = self._new_state(optimizer)
         if state.pre_done:
             return None
@@ -284,6 +357,11 @@ class Monitor:
         every = self.every
         if upcoming % every == 0 and (upcoming <= 5 * every or upcoming % (5 * every) == 0):
             self.forward.open()
+        armed = (-upcoming) % every < ZERO_WATCH_STEPS
+        if armed and not self._zero_armed:
+            for watch in self._zero_watches:
+                watch.rebase()
+        self._zero_armed = armed
 
     def _new_state(self, optimizer: Any) -> _OptState:
         state = self.opts.get(optimizer)
@@ -362,20 +440,40 @@ class Monitor:
 
     @_never_breaks
     def on_sampler_iter(self, sampler: Any) -> None:
-        epochs = sampler.__dict__.setdefault("_tm_epochs", [])
-        epochs.append(getattr(sampler, "epoch", None))
-        if len(epochs) >= 2 and epochs[-1] == epochs[-2] and getattr(sampler, "shuffle", False):
-            self.observe(
-                "sampler_epoch_not_set",
-                {
-                    "iterations": len(epochs),
-                    "epoch": epochs[-1],
-                    "num_replicas": getattr(sampler, "num_replicas", None),
-                    "sampler_rank": getattr(sampler, "rank", None),
-                    "local_rank": _int_env("LOCAL_RANK"),
-                    "shuffle": True,
-                },
-            )
+        """Note the sampler's epoch at each pass; judged over the passes that trained.
+
+        A pass during which no step was taken is no training epoch: the DDP tutorial's
+        `next(iter(loader))` that reads the batch size before `set_epoch`, an evaluation
+        pass. Only the epochs of training passes are compared.
+        """
+        passes = sampler.__dict__.setdefault("_tm_passes", [])  # [(sampler epoch, step at start)]
+        if passes and passes[-1][1] == self.step:
+            passes.pop()  # the previous pass took no step
+        passes.append((getattr(sampler, "epoch", None), self.step))
+        self._samplers.add(sampler)
+        self._judge_sampler(sampler, passes[:-1])
+
+    def _judge_sampler(self, sampler: Any, trained: list[tuple[Any, int]]) -> None:
+        if len(trained) < 2 or trained[-1][0] != trained[-2][0] or not getattr(sampler, "shuffle", False):
+            return
+        self.observe(
+            "sampler_epoch_not_set",
+            {
+                "iterations": len(trained),
+                "epoch": trained[-1][0],
+                "num_replicas": getattr(sampler, "num_replicas", None),
+                "sampler_rank": getattr(sampler, "rank", None),
+                "local_rank": _int_env("LOCAL_RANK"),
+                "shuffle": True,
+            },
+        )
+
+    def _judge_last_passes(self) -> None:
+        """At the end: the last pass of each sampler counts when it took steps."""
+        for sampler in list(self._samplers):
+            passes = sampler.__dict__.get("_tm_passes", [])
+            trained = passes if passes and passes[-1][1] < self.step else passes[:-1]
+            self._judge_sampler(sampler, trained)
 
     @_never_breaks
     def on_scheduler_step(self, scheduler: Any) -> None:
@@ -399,27 +497,18 @@ class Monitor:
         return self.primary is None or self.primary() is optimizer
 
     def _watch_zeroing(self, optimizer: Any, state: _OptState, step: int) -> None:
-        """Same gradient tensor, its version advanced by exactly the backward passes: never zeroed.
+        """Gradients only backward() touched since the last check were never zeroed (see `_zeroing`).
 
-        Checked on sampled steps only: between two checks, any way of zeroing (set_to_none,
-        zero_(), a new tensor) changes the tensor or its version beyond the backward count.
+        Judged on sampled steps only; the watch itself costs two attribute reads per backward.
         """
-        if state.probe is None:
+        watch = state.zero_watch
+        if watch is None:
             self._choose_probe(optimizer, state)
-        param = state.probe() if state.probe is not None else None
-        grad: Any = param.grad if param is not None else None
-        if grad is None:
             return
-        version: int = grad._version
-        backwards = self.backwards - state.backward_mark
-        previous = state.last_grad() if state.last_grad is not None else None
-        if previous is grad and backwards >= 1 and version - state.last_version == backwards:
+        if watch.take():
             state.not_zeroed += step - state.zero_checked_step
         else:
             state.not_zeroed = 0
-            state.last_grad = weakref.ref(grad)
-        state.last_version = version
-        state.backward_mark = self.backwards
         state.zero_checked_step = step
         if state.not_zeroed >= self.patience:
             self.observe(
@@ -437,13 +526,16 @@ class Monitor:
         trainable = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
         if trainable:
             smallest = min(trainable, key=lambda p: p.numel())
-            state.probe = weakref.ref(smallest)
+            state.zero_watch = GradZeroWatch(smallest)
+            state.zero_watch.rebase()  # this step's gradient: the start of the first span
             state.probe_name = self._name(smallest)
+            self._zero_watches.append(state.zero_watch)
 
     # -- sampled checks (host syncs happen here only) --------------------------------------------
     def _check(self, optimizer: Any, state: _OptState, step: int, primary: bool) -> None:
         state.checks += 1
-        if state.checks <= 3:  # the membership checks are settled by the 3rd checked step
+        manual = isinstance(optimizer, ParameterUpdates)  # no optimizer: nothing to be missing from
+        if state.checks <= 3 and not manual:  # the membership checks are settled by the 3rd checked step
             state.checked_steps.append(step)
             params = [p for g in optimizer.param_groups for p in g["params"]]
             missing = {id(p) for p in params if p.requires_grad and p.grad is None}
@@ -452,6 +544,8 @@ class Monitor:
                 self._first_check(optimizer)
             if state.checks == 3:
                 self._check_membership(optimizer, state, step)
+        elif state.checks == 1:
+            self._first_check(optimizer)
         if primary:
             started = time.perf_counter()
             window = started - self._check_end  # training time since the last check ended
@@ -503,6 +597,7 @@ class Monitor:
                 "every": self.every,
                 "on_nonfinite": "stop" if self.stop_on_nonfinite else "warn",
                 "mode": self.mode,
+                "steps": "backward" if isinstance(optimizer, ParameterUpdates) else "optimizer",
                 "local_rank": _int_env("LOCAL_RANK"),
                 "world_size": _int_env("WORLD_SIZE"),
                 "group_rank": _int_env("GROUP_RANK"),
@@ -824,13 +919,14 @@ class Monitor:
             return
         self._closed = True
         self.forward.close(None)
+        self._judge_last_passes()
         primary = self.primary() if self.primary is not None else None
         state = self.opts.get(primary) if primary is not None else None
         step = self.step + (1 if state is not None and state.pre_done else 0)
         if primary is not None and state is not None and step > self._window_step:
             with _quiet():
                 self._flush(primary, step)
-            if state.checks < 3:
+            if state.checks < 3 and not isinstance(primary, ParameterUpdates):
                 self._check_membership(primary, state, self.step)
         self.clipping.read_rest()  # clip calls no read took (the optimizer was freed first)
 

@@ -1,8 +1,9 @@
 """The process-wide hooks that feed a `Monitor`, installed once and removable.
 
 PyTorch has global hooks for optimizer steps and module forwards; for the rest
-(autograd backward, DataLoader iteration, DistributedSampler, LR schedulers)
-the original function is wrapped and always called unchanged. Every wrapper
+(autograd backward, optimizer construction, DataLoader iteration,
+DistributedSampler, LR schedulers) the original function is wrapped and always
+called unchanged. Every wrapper
 does nothing but count, time and keep references on an ordinary step (no tensor
 op, no host read, no allocation beyond a list append), and never touches a
 random generator, a tensor's value or the order of batches: the watched run
@@ -20,7 +21,11 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from torch.optim import lr_scheduler
-from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+from torch.optim.optimizer import (
+    Optimizer,
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
 from torch.utils.data import DistributedSampler
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
@@ -33,6 +38,12 @@ if TYPE_CHECKING:
 _clock = time.perf_counter
 _COMPILE_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks on modules"
 _active: Monitor | None = None
+# PyTorch's own functions that rewrite `.grad` in place without zeroing it.
+_GRAD_RESCALERS = (
+    (torch.nn.utils, "clip_grad_norm_"),
+    (torch.nn.utils, "clip_grad_value_"),
+    (torch.amp.GradScaler, "unscale_"),
+)
 _undo: list[Callable[[], None]] = []
 
 
@@ -52,6 +63,9 @@ def install(monitor: Monitor) -> None:
     _undo.extend([pre.remove, post.remove])
     _silence_compile_warning()
     _wrap(torch.autograd, "backward", _backward)
+    _wrap(Optimizer, "__init__", _optimizer_init)
+    for owner, name in _GRAD_RESCALERS:
+        _wrap(owner, name, _rescales_grads)
     _wrap(_BaseDataLoaderIter, "__next__", _loader_next)
     _wrap(_BaseDataLoaderIter, "_next_index", _loader_next_index)
     _wrap(DistributedSampler, "__iter__", _sampler_iter)
@@ -150,9 +164,43 @@ def _backward(original: Any) -> Any:
                 monitor.on_backward(tensors, keeps)
             except Exception as exc:
                 _turn_off(monitor, exc)
-        return original(tensors, *args, **kwargs)
+        result = original(tensors, *args, **kwargs)
+        monitor = _active
+        if monitor is not None and not monitor.broken:
+            try:
+                monitor.after_backward(tensors)
+            except Exception as exc:
+                _turn_off(monitor, exc)
+        return result
 
     return backward
+
+
+def _rescales_grads(original: Any) -> Any:
+    """Clipping and unscaling write `.grad` in place: the zeroing watch must not take it for zeroing."""
+
+    def rescale(*args: Any, **kwargs: Any) -> Any:
+        monitor = _active
+        if monitor is None or monitor.broken:
+            return original(*args, **kwargs)
+        monitor.before_rescale()
+        result = original(*args, **kwargs)
+        monitor.after_rescale()
+        return result
+
+    return rescale
+
+
+def _optimizer_init(original: Any) -> Any:
+    """Every optimizer made is known before it steps: its parameters' backward is not a step."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        monitor = _active
+        if monitor is not None:
+            monitor.optimizers_made.add(self)
+
+    return __init__
 
 
 def _loader_next(original: Any) -> Any:
