@@ -437,7 +437,7 @@ def _chance(record: RunRecord, level: float, sigma: float) -> Chance | None:
     stated = classes_stated(record)
     if stated is not None:
         return Chance(math.log(stated[0]), stated[0], stated[1])
-    if not math.isfinite(level) or level <= 0:
+    if not 0 < level < math.log(CHANCE_INFER_MAX_CLASSES + 1):
         return None
     k = round(math.exp(level))
     if not 2 <= k <= CHANCE_INFER_MAX_CLASSES:
