@@ -21,7 +21,9 @@ from .test_dynamics_rules import epochs, healthy_steps, steps
 def sampled(values: list[float], every: int = 10) -> RunRecord:
     """Loss points as the torch guard sends them: step 1, then one per `every` steps."""
     xs = [1] + [every * i for i in range(1, len(values))]
-    return RunRecord.of(Step(step=x, epoch=0, metrics={"loss": v}, t=float(x)) for x, v in zip(xs, values))
+    return RunRecord.of(
+        Step(step=x, epoch=0, metrics={"loss": v}, t=float(x)) for x, v in zip(xs, values, strict=False)
+    )
 
 
 def test_a_loss_that_jumps_100x_in_a_short_run_diverged() -> None:
@@ -66,7 +68,7 @@ def test_loss_falling_to_chance_and_staying_there_is_not_learning() -> None:
 
 def test_chance_level_from_a_stated_class_count_allows_batch_scatter() -> None:
     rng = np.random.default_rng(0)
-    values = [2.5, 2.38] + (math.log(10) + 0.03 * rng.standard_normal(30)).tolist()
+    values = [2.5, 2.38, *(math.log(10) + 0.03 * rng.standard_normal(30)).tolist()]
     stated = GuardObservation(
         check=dynamics.LOSS_FUNCTION_CHECK, data={"classes": 10, "source": "output layer of width 10"}, t=0.0
     )

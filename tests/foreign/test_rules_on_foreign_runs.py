@@ -42,11 +42,27 @@ LIMITS = {"predict_oom": ["--memory-limit", "900M"]}
 
 def supervise(name: str, tmp: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     out = tmp / name
-    env = {**os.environ, **line_env("keras3-tensorflow"), "NO_COLOR": "1", "TRAINMEDIC_STATE_DIR": str(tmp / "s")}
+    env = {
+        **os.environ,
+        **line_env("keras3-tensorflow"),
+        "NO_COLOR": "1",
+        "TRAINMEDIC_STATE_DIR": str(tmp / "s"),
+    }
     env.pop("TRAINMEDIC_EVENTS", None)
     result = subprocess.run(
-        [*trainmedic_cmd(), "run", "--quiet", "--grace", "2", "--out", str(out), *LIMITS.get(name, [])]
-        + ["--", sys.executable, *RUNS[name]],
+        [
+            *trainmedic_cmd(),
+            "run",
+            "--quiet",
+            "--grace",
+            "2",
+            "--out",
+            str(out),
+            *LIMITS.get(name, []),
+            "--",
+            sys.executable,
+            *RUNS[name],
+        ],
         capture_output=True,
         text=True,
         timeout=280,
@@ -61,7 +77,9 @@ def supervise(name: str, tmp: Path) -> tuple[subprocess.CompletedProcess[str], d
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[subprocess.CompletedProcess[str], dict]]:
+def runs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, tuple[subprocess.CompletedProcess[str], dict]]:
     tmp = tmp_path_factory.mktemp("foreign-run")
     with ThreadPoolExecutor(3) as pool:
         futures = {name: pool.submit(supervise, name, tmp) for name in RUNS}

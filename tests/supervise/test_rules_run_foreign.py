@@ -27,7 +27,9 @@ OVERFLOW = [
 ]
 
 
-def epoch_with_predict(t: float, train_mib: list[int], predict_mib: int, *, close: bool = True) -> list[Event]:
+def epoch_with_predict(
+    t: float, train_mib: list[int], predict_mib: int, *, close: bool = True
+) -> list[Event]:
     """One Keras epoch as the instrumentation brackets it: train, then epoch_end > predict."""
     events: list[Event] = [PhaseStart(t=t, pid=1, phase="train", epoch=0)]
     events += [MemorySample(t=t + 0.5 * (i + 1), pid=9, rss_bytes=v * MiB) for i, v in enumerate(train_mib)]
@@ -39,7 +41,10 @@ def epoch_with_predict(t: float, train_mib: list[int], predict_mib: int, *, clos
         MemorySample(t=t_end + 0.3, pid=9, rss_bytes=predict_mib * MiB),
     ]
     if close:
-        events += [PhaseEnd(t=t_end + 0.4, pid=1, phase="predict"), PhaseEnd(t=t_end + 0.5, pid=1, phase="epoch_end")]
+        events += [
+            PhaseEnd(t=t_end + 0.4, pid=1, phase="predict"),
+            PhaseEnd(t=t_end + 0.5, pid=1, phase="epoch_end"),
+        ]
     return events
 
 
@@ -73,7 +78,10 @@ def test_a_checkpoint_phase_counts_too() -> None:
 
 
 def test_a_steady_evaluation_is_no_spike() -> None:
-    events = [*epoch_with_predict(10.0, [850, 860, 870], 900), *epoch_with_predict(20.0, [880, 885, 890], 930)]
+    events = [
+        *epoch_with_predict(10.0, [850, 860, 870], 900),
+        *epoch_with_predict(20.0, [880, 885, 890], 930),
+    ]
     assert R.eval_memory_spike(stream(*events)) == []
 
 

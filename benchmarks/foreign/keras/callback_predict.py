@@ -11,8 +11,9 @@ Synthetic data: 16 features, 4 classes that depend on the features (learnable).
 
 import argparse
 
-import keras
 import numpy as np
+
+import keras
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--bug", choices=["whole-set"], default=None)

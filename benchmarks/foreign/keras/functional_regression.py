@@ -9,10 +9,10 @@ started, all finite (TRN002 loss-divergence).
 
 import argparse
 
-import keras
-import numpy as np
 from sklearn.datasets import load_diabetes
 from sklearn.model_selection import train_test_split
+
+import keras
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--bug", choices=["lr-grows"], default=None)

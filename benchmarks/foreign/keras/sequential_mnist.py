@@ -10,8 +10,9 @@ Synthetic data: each class is a fixed random 28x28 template plus noise.
 
 import argparse
 
-import keras
 import numpy as np
+
+import keras
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--bug", choices=["shuffled-labels"], default=None)

@@ -11,8 +11,9 @@ Synthetic data: 8 shards of 512 rows, 20 features, a linear binary target.
 import argparse
 import math
 
-import keras
 import numpy as np
+
+import keras
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--bug", choices=["len-shards"], default=None)
@@ -46,8 +47,8 @@ class ShardedBatches(keras.utils.PyDataset):
         rows = np.arange(start, min(start + self.batch_size, self.offsets[-1]))
         shard = np.searchsorted(self.offsets, rows, side="right") - 1
         within = rows - self.offsets[shard]
-        x = np.stack([self.parts[s][i] for s, i in zip(shard, within)])
-        y = np.stack([self.targets[s][i] for s, i in zip(shard, within)])
+        x = np.stack([self.parts[s][i] for s, i in zip(shard, within, strict=False)])
+        y = np.stack([self.targets[s][i] for s, i in zip(shard, within, strict=False)])
         return x, y
 
 
@@ -74,7 +75,11 @@ class ColumnBatches(keras.utils.PyDataset):
 batches_cls = ShardedBatches if args.layout == "shards" else ColumnBatches
 train = batches_cls(shards, batch_size=32, len_is_shards=args.bug == "len-shards")
 model = keras.Sequential(
-    [keras.Input((20,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1, activation="sigmoid")]
+    [
+        keras.Input((20,)),
+        keras.layers.Dense(16, activation="relu"),
+        keras.layers.Dense(1, activation="sigmoid"),
+    ]
 )
 model.compile(optimizer="adam", loss="binary_crossentropy", metrics=["accuracy"])
 model.fit(train, epochs=3, verbose=2)

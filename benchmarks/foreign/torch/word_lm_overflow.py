@@ -82,6 +82,9 @@ with torch.no_grad():
     for i in range(0, val_data.size(0) - 1, bptt):
         seq_len = min(bptt, val_data.size(0) - 1 - i)
         out, h = model(val_data[i : i + seq_len], h)
-        total += seq_len * criterion(torch.log_softmax(out, -1), val_data[i + 1 : i + 1 + seq_len].reshape(-1)).item()
+        total += (
+            seq_len
+            * criterion(torch.log_softmax(out, -1), val_data[i + 1 : i + 1 + seq_len].reshape(-1)).item()
+        )
 val_loss = total / (val_data.size(0) - 1)
 print(f"| end of training | valid loss {val_loss:5.2f} | valid ppl {math.exp(val_loss):8.2f}")
