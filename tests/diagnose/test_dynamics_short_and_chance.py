@@ -124,3 +124,14 @@ def test_a_nan_on_one_rank_stays_a_nan() -> None:
     ]
     [finding] = dynamics.nonfinite_loss(RunRecord.of(events))
     assert finding.step == 3
+
+
+def test_a_loss_still_falling_through_chance_level_is_learning() -> None:
+    """Binary cross-entropy of a slow learner: 0.73, 0.71, 0.69 passes ln 2 on its way down
+    (a sharded PyDataset that saw 8 batches an epoch); and a long slow descent through ln 10."""
+    stated = GuardObservation(check=dynamics.LOSS_FUNCTION_CHECK, data={"classes": 2}, t=-1.0)
+    record = RunRecord.of([stated, *epochs(loss=[0.7346, 0.7080, 0.6851]).events])
+    assert dynamics.not_learning(record) == []
+    ten = GuardObservation(check=dynamics.LOSS_FUNCTION_CHECK, data={"classes": 10}, t=-1.0)
+    descent = np.linspace(2.349, 2.262, 40).tolist()
+    assert dynamics.not_learning(RunRecord.of([ten, *sampled(descent).events])) == []

@@ -108,7 +108,9 @@ LOSS_DIVERGENCE = FindingSpec(
     title="Loss diverged",
     what=(
         "The smoothed training loss ends far above its minimum (more than its own size, or half "
-        "of what it had gained, and 5x its noise) and stays there; the step it left is given."
+        "of what it had gained, and 5x its noise) and stays there; or, on runs of any length "
+        "from 3 loss points, its last points all sit 10x above where it started. The step it "
+        "left is given."
     ),
     why="The optimiser has left the region it was converging to; more steps make it worse.",
     example="Loss falls to 0.4 by step 300, then climbs steadily to 5.0 by step 600.",
@@ -122,7 +124,9 @@ NOT_LEARNING = FindingSpec(
     title="Training loss is not decreasing",
     what=(
         "The training loss never got below its starting level by more than 2% and 2x its noise "
-        "(judged over at least 5 epochs or 20 logged steps)."
+        "(judged over at least 5 epochs or 20 logged steps), or it sits at chance level, ln K for "
+        "a classifier of K classes, and never got below it (from 3 epochs or 8 logged steps); the "
+        "message names the chance level and where K came from."
     ),
     why="Compute is spent with no progress: a bug in the loop, a learning rate far off, or frozen weights.",
     example="Loss stays at 2.30 (= ln 10) for 20 epochs on a 10-class problem.",
@@ -345,7 +349,8 @@ def _at_chance(record: RunRecord, full: Curve) -> Finding | None:
         if steps is not None and steps.per == "step":
             c = reduce(steps.finite_prefix())
     n = len(c)
-    if n < (CHANCE_MIN_EPOCHS if c.per == "epoch" else CHANCE_MIN_STEPS):
+    n_min = CHANCE_MIN_EPOCHS if c.per == "epoch" else CHANCE_MIN_STEPS
+    if n < n_min:
         return None
     k = max(2, n // 10)
     start = float(np.median(c.y[:k]))
@@ -356,11 +361,29 @@ def _at_chance(record: RunRecord, full: Curve) -> Finding | None:
     if chance is None:
         return None
     threshold = max(MIN_REL_DECREASE * chance.level, min(DECREASE_NOISE * sigma, CHANCE_REL * chance.level))
-    if best < chance.level - threshold or abs(end - chance.level) > threshold:
+    if best < chance.level - threshold or not _sits_at(c.y, chance.level, threshold, n_min):
         return None
     return _not_learning(
         c, full, start=start, best=best, end=end, threshold=threshold, sigma=sigma, chance=chance
     )
+
+
+def _sits_at(y: FloatArray, level: float, threshold: float, n_min: int) -> bool:
+    """The smoothed curve's last `n_min` points or more lie within `threshold` of `level`, and
+    fall by less than `threshold` over that stretch.
+
+    A loss that passes through chance level on its way down (a slow learner, a binary loss
+    that starts above ln 2) ends near it too; sitting there means staying, without a trend.
+    """
+    import numpy as np
+
+    smooth = rolling_median(y, smoothing_window(len(y)))
+    outside = np.flatnonzero(np.abs(smooth - level) > threshold)
+    tail = smooth[int(outside[-1]) + 1 :] if len(outside) else smooth
+    if len(tail) < n_min:
+        return False
+    quarter = max(1, len(tail) // 4)
+    return float(np.median(tail[:quarter])) - float(np.median(tail[-quarter:])) < threshold
 
 
 def _best(c: Curve) -> float:

@@ -88,8 +88,9 @@ EVAL_MEMORY_SPIKE = FindingSpec(
     severity=Severity.WARNING,
     title="Memory spike at evaluation / epoch end",
     what=(
-        "Memory during evaluation or at epoch end rose well above the training steady "
-        "state (by default 1.5x or more)."
+        "Memory during a non-training phase (evaluation, prediction, the epoch end and its "
+        "callbacks, a checkpoint) rose well above the training steady state before it (1.5x "
+        "or more); an OOM kill inside such a phase counts as reaching the limit."
     ),
     why=(
         "The spike repeats every epoch and decides the memory the run needs: on a smaller "
