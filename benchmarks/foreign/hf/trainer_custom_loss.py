@@ -1,26 +1,29 @@
-"""Hugging Face `Trainer` subclass with its own `compute_loss` (class-weighted cross-entropy).
+"""Hugging Face `Trainer` subclass with its own `compute_loss` (class-weighted, label-smoothed
+cross-entropy).
 
 A tiny BERT built from a config (no download) classifies token sequences: class 1 draws
-80 % of its tokens from the upper half of the vocabulary, class 0 20 %. Healthy as written (learning rate 5e-4, warm-up).
-`--bug lr` types the learning rate as 5e-1: the model collapses to predicting the same
-probabilities for every input and the loss sits at ln 2 = 0.693 (TRN003 not-learning at
-chance level).
+80 % of its tokens from the upper half of the vocabulary, class 0 20 %. Healthy as written
+(label smoothing 0.1). `--bug smoothing` types the label smoothing as 1.0: every target
+becomes the uniform distribution, the model learns to predict it for every input, and the
+loss sits at ln 2 = 0.693 (TRN003 not-learning at chance level).
 """
 
 import argparse
 import tempfile
 
-import torch
-from torch import nn
 from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
 
+import torch
+from torch import nn
+
 parser = argparse.ArgumentParser()
-parser.add_argument("--bug", choices=["lr"], default=None)
+parser.add_argument("--bug", choices=["smoothing"], default=None)
 parser.add_argument("--out", default=None, help="output_dir (default: a fresh temporary folder)")
 args = parser.parse_args()
 
 torch.manual_seed(0)
 VOCAB, LENGTH = 64, 24
+SMOOTHING = 1.0 if args.bug == "smoothing" else 0.1
 
 
 class TokenDataset(torch.utils.data.Dataset):
@@ -36,7 +39,8 @@ class TokenDataset(torch.utils.data.Dataset):
         return len(self.labels)
 
     def __getitem__(self, i):
-        return {"input_ids": self.ids[i], "attention_mask": torch.ones(LENGTH, dtype=torch.long), "labels": self.labels[i]}
+        mask = torch.ones(LENGTH, dtype=torch.long)
+        return {"input_ids": self.ids[i], "attention_mask": mask, "labels": self.labels[i]}
 
 
 class WeightedTrainer(Trainer):
@@ -44,7 +48,7 @@ class WeightedTrainer(Trainer):
         labels = inputs.pop("labels")
         outputs = model(**inputs)
         weight = torch.tensor([1.0, 1.2], device=outputs.logits.device)
-        loss = nn.functional.cross_entropy(outputs.logits, labels, weight=weight)
+        loss = nn.functional.cross_entropy(outputs.logits, labels, weight=weight, label_smoothing=SMOOTHING)
         return (loss, outputs) if return_outputs else loss
 
 
@@ -62,7 +66,7 @@ training_args = TrainingArguments(
     output_dir=args.out or tempfile.mkdtemp(prefix="hf-custom-loss-"),
     num_train_epochs=3,
     per_device_train_batch_size=32,
-    learning_rate=5e-1 if args.bug == "lr" else 5e-4,
+    learning_rate=5e-4,
     warmup_steps=10,
     logging_steps=5,
     save_strategy="no",

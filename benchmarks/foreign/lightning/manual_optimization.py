@@ -11,9 +11,10 @@ Synthetic data: 2,048 rows of 16 features, 3 classes separated by random centres
 import argparse
 
 import lightning as L
+from torch.utils.data import DataLoader, TensorDataset
+
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--bug", choices=["no-zero-grad"], default=None)
