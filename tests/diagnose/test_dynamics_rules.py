@@ -164,8 +164,9 @@ def test_flat_sampled_step_losses_with_a_low_first_batch_are_not_learning() -> N
 
 
 def test_too_few_points_are_not_judged() -> None:
-    assert dynamics.not_learning(epochs(loss=[2.3, 2.3, 2.3])) == []
-    assert dynamics.loss_divergence(epochs(loss=[0.1, 5.0, 50.0])) == []
+    assert dynamics.not_learning(epochs(loss=[1.7, 1.7, 1.7])) == []  # flat, not at any chance level
+    assert dynamics.not_learning(epochs(loss=[2.3026, 2.3026])) == []  # at chance, but two epochs
+    assert dynamics.loss_divergence(epochs(loss=[0.1, 50.0])) == []
 
 
 def test_overfitting_gives_the_turning_epoch() -> None:

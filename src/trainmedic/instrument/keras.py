@@ -32,9 +32,10 @@ from typing import Any
 from trainmedic.events import Event, GuardObservation, PhaseEnd, PhaseStart
 from trainmedic.instrument import channel
 from trainmedic.keras._errors import SequenceLenHugeError
-from trainmedic.keras._inspect import describe_input
+from trainmedic.keras._inspect import describe_input, describe_loss
 from trainmedic.keras._recorder import FitRecorder, callback_pair
 from trainmedic.record import RunRecord
+from trainmedic.rules.dynamics import LOSS_FUNCTION_CHECK
 from trainmedic.rules.keras import INPUT_CHECK, sequence_len_huge
 
 PATCHED = "_trainmedic_patched"
@@ -148,6 +149,9 @@ def _prepare_fit(
     observation = GuardObservation(check=INPUT_CHECK, data={**info, "framework": line})
     sink(observation)
     stop_if_huge(observation)
+    loss = describe_loss(model)
+    if loss is not None:
+        sink(GuardObservation(check=LOSS_FUNCTION_CHECK, data={**loss, "framework": line}))
 
     user_callbacks = arg("callbacks")
     recorder = FitRecorder(sink, framework=line, plan=info, user_callbacks=_as_list(user_callbacks))

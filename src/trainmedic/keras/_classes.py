@@ -9,9 +9,10 @@ from typing import Any, TextIO
 
 from trainmedic.events import Event, GuardObservation
 from trainmedic.findings import Finding
-from trainmedic.keras._inspect import describe_input
+from trainmedic.keras._inspect import describe_input, describe_loss
 from trainmedic.keras._recorder import FitRecorder, stopper_of
 from trainmedic.record import RunRecord
+from trainmedic.rules.dynamics import LOSS_FUNCTION_CHECK
 from trainmedic.rules.keras import INPUT_CHECK
 
 _BUILT: dict[str, dict[str, type]] = {}
@@ -90,6 +91,13 @@ def _guard_class(base: type, module: ModuleType) -> type:
             self._sink(observation)
             if self.stop_on_huge_len:
                 stop_if_huge(observation)
+            loss = describe_loss(self.model)
+            if loss is not None:
+                self._sink(
+                    GuardObservation(
+                        check=LOSS_FUNCTION_CHECK, data={**loss, "framework": keras_line(module)}
+                    )
+                )
             cbs = given.get("callbacks")
             self._callbacks = list(getattr(cbs, "callbacks", cbs) or [])
             self._recorder = FitRecorder(

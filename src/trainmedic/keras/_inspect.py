@@ -67,6 +67,10 @@ def _first_array_length(x: object) -> int | None:
         x = next(iter(x.values()), None)
     elif isinstance(x, (list, tuple)) and x and not isinstance(x[0], (int, float)):
         x = x[0]
+    return _array_rows(x)
+
+
+def _array_rows(x: object) -> int | None:
     shape = getattr(x, "shape", None)
     if shape is not None and len(shape) > 0 and shape[0] is not None:
         try:
@@ -76,30 +80,63 @@ def _first_array_length(x: object) -> int | None:
     return None
 
 
+def _container_rows(value: object, batches: int | None) -> int | None:
+    """Rows held by a list/tuple/dict of arrays: shards add up, parallel arrays count once.
+
+    Arrays of one trailing shape are shards of one data set when their row counts differ (the
+    last shard is the rest) or when there is one per batch the sequence yields (a `__len__`
+    that counts shards); otherwise they are parallel (x and y, the inputs of a multi-input
+    model, anchor/positive/negative) and share their rows. Counting parallel arrays once
+    can only undercount, which never makes a healthy sequence look short.
+    """
+    items = list(value.values()) if isinstance(value, Mapping) else value
+    if not isinstance(items, (list, tuple)) or not items:
+        return None
+    rows = [_array_rows(item) for item in items]
+    if any(r is None for r in rows):
+        return None
+    counts = [r for r in rows if r is not None]
+    trailing = {tuple(getattr(item, "shape", ()))[1:] for item in items}
+    shards = len(trailing) == 1 and len(counts) > 1 and (len(set(counts)) > 1 or len(counts) == batches)
+    return sum(counts) if shards else max(counts)
+
+
+def _held_rows(value: object, batches: int | None) -> int | None:
+    """Rows of an array attribute, or of the arrays inside a container attribute."""
+    return _array_rows(value) or _container_rows(value, batches)
+
+
 def sequence_hints(seq: object) -> tuple[int | None, int | None]:
-    """(samples, batch_size) a Sequence reveals through common attribute names, or None."""
+    """(samples, batch_size) a Sequence reveals through its attributes, or None.
+
+    Samples: a count attribute (n_samples ...), else the data under a common name (x,
+    filenames ...), else the largest set of arrays any attribute holds, directly or in a
+    list/tuple/dict (shards, named columns).
+    """
     batch_size = None
     for name in BATCH_ATTRS:
         value = getattr(seq, name, None)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             batch_size = value
             break
-    samples = None
     for name in COUNT_ATTRS:
         value = getattr(seq, name, None)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            samples = value
-            break
-    if samples is None:
-        for name in SAMPLE_ATTRS:
-            value = getattr(seq, name, None)
-            if value is None or (callable(value) and not hasattr(value, "shape")):
-                continue
-            length = _first_array_length(value) or _length(value)
-            if length:
-                samples = length
-                break
-    return samples, batch_size
+            return value, batch_size
+    batches = _length(seq)
+    for name in SAMPLE_ATTRS:
+        value = getattr(seq, name, None)
+        if value is None or (callable(value) and not hasattr(value, "shape")):
+            continue
+        length = _held_rows(value, batches) or _length(value)
+        if length:
+            return length, batch_size
+    try:
+        attributes = list(vars(seq).values())
+    except TypeError:  # __slots__ without __dict__
+        attributes = []
+    held = [rows for value in attributes if (rows := _held_rows(value, batches))]
+    return (max(held) if held else None), batch_size
 
 
 def memory_available() -> int | None:
@@ -174,3 +211,62 @@ def describe_input(
         info["samples"] = int(rows * (1 - validation_split)) if validation_split else rows
         info["batch_size"] = batch_size or DEFAULT_BATCH_SIZE
     return info
+
+
+#: Compiled losses whose value for a model that predicts the same distribution for every input
+#: is known: ln K over K classes for the categorical ones, ln 2 for the binary one.
+CROSS_ENTROPY_LOSSES = {
+    "sparse_categorical_crossentropy": "categorical",
+    "categorical_crossentropy": "categorical",
+    "binary_crossentropy": "binary",
+}
+
+
+def _snake(name: str) -> str:
+    """'SparseCategoricalCrossentropy' -> 'sparse_categorical_crossentropy'."""
+    out = [f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(name)]
+    return "".join(out)
+
+
+def loss_name(loss: object) -> str | None:
+    """The compiled loss as Keras names it (string, function or Loss object), else None."""
+    if isinstance(loss, str):
+        return loss.lower()
+    name = getattr(loss, "__name__", None) or type(loss).__name__
+    if not isinstance(name, str) or name in {"dict", "list", "tuple", "NoneType"}:
+        return None
+    return _snake(name) if any(c.isupper() for c in name) else name.lower()
+
+
+def output_units(model: object) -> int | None:
+    """The width of a single-output model's last layer, when the model is built."""
+    try:
+        outputs = model.outputs  # type: ignore[attr-defined]
+    except Exception:  # a subclassed model that is not built yet has none
+        return None
+    if not outputs or len(outputs) != 1:
+        return None
+    shape = getattr(outputs[0], "shape", None)
+    try:
+        width = shape[-1] if shape is not None and len(shape) > 1 else None
+    except TypeError:
+        return None
+    return int(width) if isinstance(width, int) and width > 0 else None
+
+
+def describe_loss(model: object) -> dict[str, Any] | None:
+    """{"loss", "classes", "source"} for a compiled cross-entropy loss, else None.
+
+    The classes decide the chance level TRN003 compares the loss with; they come from the
+    compiled loss and the width of the output layer, read from attributes only.
+    """
+    name = loss_name(getattr(model, "loss", None))
+    kind = CROSS_ENTROPY_LOSSES.get(name or "")
+    if kind is None:
+        return None
+    units = output_units(model)
+    if kind == "binary":
+        return {"loss": name, "classes": 2, "source": f"compiled loss {name}"}
+    if units is None or units < 2:
+        return None
+    return {"loss": name, "classes": units, "source": f"compiled loss {name}, output layer of width {units}"}

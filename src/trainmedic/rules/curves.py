@@ -93,10 +93,10 @@ def curve(record: RunRecord, name: str, *, prefer: str = "epoch") -> Curve | Non
         by_step = _step_curve(record, name)
         if by_step is not None:
             return by_step
-    carrying = last_training([e for e in record.of_type(Epoch) if name in e.metrics], lambda e: e.epoch)
-    epochs = [(e.epoch, e.metrics[name]) for e in carrying]
+    epochs = last_training([e for e in record.of_type(Epoch) if name in e.metrics], lambda e: e.epoch)
     if epochs:
-        return _from_points(name, epochs, "epoch", None)
+        points = _across_ranks([(e.epoch, _num(e.metrics[name]), e.rank, math.nan) for e in epochs])
+        return _from_points(name, [(x, y) for x, y, _ in points], "epoch", None)
     by_step = _step_curve(record, name)
     if by_step is not None:
         return by_step
@@ -141,8 +141,34 @@ def _step_curve(record: RunRecord, name: str) -> Curve | None:
     steps = last_training([s for s in record.steps if name in s.metrics], lambda s: s.step)
     if not steps:
         return None
-    ep = [float(s.epoch) if s.epoch is not None else math.nan for s in steps]
-    return _from_points(name, [(s.step, s.metrics[name]) for s in steps], "step", ep)
+    points = _across_ranks(
+        [
+            (s.step, _num(s.metrics[name]), s.rank, float(s.epoch) if s.epoch is not None else math.nan)
+            for s in steps
+        ]
+    )
+    return _from_points(name, [(x, y) for x, y, _ in points], "step", [e for _, _, e in points])
+
+
+def _across_ranks(points: list[tuple[int, float, int | None, float]]) -> list[tuple[int, float, float]]:
+    """One point per step/epoch when several ranks log the same curve: the mean over ranks.
+
+    Every rank of a data-parallel run logs its own loss for the same step or epoch; counted
+    side by side they would double the epochs a curve spans ("6 epochs" for 3 on 2 ranks)
+    and read the spread between ranks as noise. The mean is the loss over the global batch,
+    what an all-reduced log shows; a NaN on any rank stays a NaN. A single rank (or none)
+    keeps every point as logged, restarts included.
+    """
+    if len({rank for _, _, rank, _ in points}) < 2:
+        return [(x, y, e) for x, y, _, e in points]
+    grouped: dict[int, list[tuple[float, float]]] = {}
+    for x, y, _, e in points:
+        grouped.setdefault(x, []).append((y, e))
+    merged = []
+    for x, values in grouped.items():
+        epochs = [e for _, e in values if math.isfinite(e)]
+        merged.append((x, sum(y for y, _ in values) / len(values), epochs[0] if epochs else math.nan))
+    return merged
 
 
 def _from_points(name: str, points: list[tuple[int, float]], per: str, epochs: list[float] | None) -> Curve:

@@ -17,6 +17,7 @@ from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import Rule, RunRecord
 from trainmedic.rules.curves import (
     Curve,
+    curve,
     loss_curves,
     noise_sigma,
     reduce,
@@ -39,9 +40,31 @@ RISE_OVER_DROP = 0.5
 RISE_NOISE = 5.0
 #: TRN002: "kept rising": the end level holds at least this share of the rise to the peak.
 RISE_HELD = 0.7
+#: TRN002, short runs and explosions: a positive loss whose last points all sit this many
+#: times above its starting level has left the untrained model far behind (the start is the
+#: loss of random weights: ln K for a classifier, the target's variance for a regressor). The
+#: additive test above measures noise on the whole curve, and the scatter of a blown-up loss
+#: hides the rise; a ratio to the start does not depend on it. Three points suffice: the guard
+#: keeps one loss point per 10 steps, so a 28-step run has three.
+EXPLOSION_FACTOR = 10.0
+EXPLOSION_MIN_POINTS = 3
 #: TRN003 needs this many points (epochs / logged steps) before judging.
 NOT_LEARNING_MIN_EPOCHS = 5
 NOT_LEARNING_MIN_STEPS = 20
+#: TRN003, chance level: a classification loss at ln K (K classes) is judged over fewer points
+#: than a flat loss of unknown meaning (the level itself says "predicts the same distribution
+#: for every input"): this many epochs, or logged steps (one per 10 steps under the guard).
+CHANCE_MIN_EPOCHS = 3
+CHANCE_MIN_STEPS = 8
+#: TRN003: the level counts as chance within the flat-loss threshold, at most CHANCE_REL x ln K
+#: (5 % below ln 10 is 2.19: a model there has learned something about its inputs).
+CHANCE_REL = 0.05
+#: TRN003: chance inferred without a stated class count: K up to this, level and noise within
+#: CHANCE_INFER_TOL x ln K.
+CHANCE_INFER_MAX_CLASSES = 10
+CHANCE_INFER_TOL = 0.005
+#: The observation that states the classes of the training loss: {"classes": K, "source": ...}.
+LOSS_FUNCTION_CHECK = "loss_function"
 #: TRN003: the best level must undercut the start by MIN_REL_DECREASE x |start| and
 #: DECREASE_NOISE x noise; less than that is "no decrease beyond noise".
 MIN_REL_DECREASE = 0.02
@@ -85,7 +108,9 @@ LOSS_DIVERGENCE = FindingSpec(
     title="Loss diverged",
     what=(
         "The smoothed training loss ends far above its minimum (more than its own size, or half "
-        "of what it had gained, and 5x its noise) and stays there; the step it left is given."
+        "of what it had gained, and 5x its noise) and stays there; or, on runs of any length "
+        "from 3 loss points, its last points all sit 10x above where it started. The step it "
+        "left is given."
     ),
     why="The optimiser has left the region it was converging to; more steps make it worse.",
     example="Loss falls to 0.4 by step 300, then climbs steadily to 5.0 by step 600.",
@@ -99,7 +124,9 @@ NOT_LEARNING = FindingSpec(
     title="Training loss is not decreasing",
     what=(
         "The training loss never got below its starting level by more than 2% and 2x its noise "
-        "(judged over at least 5 epochs or 20 logged steps)."
+        "(judged over at least 5 epochs or 20 logged steps), or it sits at chance level, ln K for "
+        "a classifier of K classes, and never got below it (from 3 epochs or 8 logged steps); the "
+        "message names the chance level and where K came from."
     ),
     why="Compute is spent with no progress: a bug in the loop, a learning rate far off, or frozen weights.",
     example="Loss stays at 2.30 (= ln 10) for 20 epochs on a 10-class problem.",
@@ -179,21 +206,28 @@ def nonfinite_loss(record: RunRecord) -> list[Finding]:
 
 
 def loss_divergence(record: RunRecord) -> list[Finding]:
-    """TRN002: the smoothed training loss ends far above its minimum, and stays there."""
+    """TRN002: the training loss ends far above its minimum (or an order of magnitude above its
+    start), and stays there."""
     full = train_loss(record)
     if full is None:
         return []
+    found = _rose_from_minimum(full) or _exploded(full)
+    return [found] if found is not None else []
+
+
+def _rose_from_minimum(full: Curve) -> Finding | None:
+    """The smoothed loss ends above its minimum by its own size, half its gain and 5x its noise."""
     import numpy as np
 
     c = reduce(full.finite_prefix())
     n = len(c)
     if n < DIVERGENCE_MIN_POINTS:
-        return []
+        return None
     smooth = rolling_median(c.y, smoothing_window(n))
     k = max(2, n // 10)
     i_min = int(np.argmin(smooth))
     if i_min >= n - k:
-        return []
+        return None
     low = float(smooth[i_min])
     start = float(np.median(c.y[:k]))
     end = float(np.median(c.y[-k:]))
@@ -201,8 +235,54 @@ def loss_divergence(record: RunRecord) -> list[Finding]:
     threshold = max(RISE_OVER_MIN * abs(low), RISE_OVER_DROP * (start - low), RISE_NOISE * sigma)
     peak = float(np.max(smooth[i_min:]))
     if end - low <= threshold or end - low < RISE_HELD * (peak - low):
-        return []
+        return None
     departs = i_min + int(np.argmax(smooth[i_min:] > low + threshold / 2))
+    evidence: dict[str, object] = {"threshold": threshold, "noise_sigma": sigma}
+    ratio = f" ({end / low:.1f}x its minimum)" if low > 0 else ""
+    how = f"it fell to {low:.4g} by {_at(c, i_min)}, then rose to {end:.4g} by {_at(c, n - 1)}{ratio}"
+    return _divergence(c, len(full), minimum=(i_min, low), departs=departs, end=end, how=how, extra=evidence)
+
+
+def _exploded(full: Curve) -> Finding | None:
+    """The last points of a positive loss all sit EXPLOSION_FACTOR x above its start."""
+    import numpy as np
+
+    c = reduce(full.finite_prefix())
+    n = len(c)
+    if n < EXPLOSION_MIN_POINTS or not bool(np.all(c.y > 0)):
+        return None
+    k = max(2, n // 10)  # "stays high": every one of the last k points, not one spike
+    start = float(np.median(c.y[: max(1, n // 10)]))
+    if float(np.min(c.y[-k:])) < EXPLOSION_FACTOR * start:
+        return None
+    i_min = int(np.argmin(c.y[: n - k]))
+    low = float(c.y[i_min])
+    departs = i_min + int(np.argmax(c.y[i_min:] >= EXPLOSION_FACTOR * start))
+    end = float(np.median(c.y[-k:]))
+    evidence: dict[str, object] = {
+        "start_loss": start,
+        "factor_over_start": end / start,
+        "threshold_factor": EXPLOSION_FACTOR,
+    }
+    lowest = f" (lowest {low:.4g} at {_at(c, i_min)})" if low < start else ""
+    how = (
+        f"it started at {start:.4g}{lowest} and rose to {end:.4g} by {_at(c, n - 1)} "
+        f"({end / start:.3g}x its start)"
+    )
+    return _divergence(c, len(full), minimum=(i_min, low), departs=departs, end=end, how=how, extra=evidence)
+
+
+def _divergence(
+    c: Curve,
+    points: int,
+    *,
+    minimum: tuple[int, float],
+    departs: int,
+    end: float,
+    how: str,
+    extra: dict[str, object],
+) -> Finding:
+    i_min, low = minimum
     evidence: dict[str, object] = {
         "metric": c.name,
         "min_loss": low,
@@ -211,42 +291,124 @@ def loss_divergence(record: RunRecord) -> list[Finding]:
         f"end_{c.per}": int(c.x[-1]),
         f"departed_at_{c.per}": int(c.x[departs]),
         "rise": end - low,
-        "threshold": threshold,
-        "noise_sigma": sigma,
-        "points": len(full),
+        **extra,
+        "points": points,
     }
-    ratio = f" ({end / low:.1f}x its minimum)" if low > 0 else ""
-    message = (
-        f"Loss `{c.name}` diverged: it fell to {low:.4g} by {_at(c, i_min)}, then rose to "
-        f"{end:.4g} by {_at(c, n - 1)}{ratio}"
-    )
     step, epoch = _where(c, departs)
-    return [LOSS_DIVERGENCE.finding(message, evidence=evidence, step=step, epoch=epoch)]
+    return LOSS_DIVERGENCE.finding(
+        f"Loss `{c.name}` diverged: {how}", evidence=evidence, step=step, epoch=epoch
+    )
 
 
 def not_learning(record: RunRecord) -> list[Finding]:
-    """TRN003: the training loss never got below its starting level by more than noise."""
+    """TRN003: the training loss never got below its starting level, or below the chance level
+    of its classes, by more than noise."""
     full = train_loss(record)
     if full is None:
         return []
+    found = _flat(record, full) or _at_chance(record, full)
+    return [found] if found is not None else []
+
+
+def _flat(record: RunRecord, full: Curve) -> Finding | None:
     import numpy as np
 
-    c = _epoch_means(full.finite_prefix()) or reduce(full.finite_prefix())
+    c = _epoch_means(full.finite_prefix(), NOT_LEARNING_MIN_EPOCHS) or reduce(full.finite_prefix())
     n = len(c)
     if n < (NOT_LEARNING_MIN_EPOCHS if c.per == "epoch" else NOT_LEARNING_MIN_STEPS):
-        return []
+        return None
     k = max(3 if c.per == "step" else 2, n // 10)  # a median over too few step losses is one batch's noise
     start = float(np.median(c.y[:k]))
     end = float(np.median(c.y[-k:]))
-    window = smoothing_window(n)
-    half = window // 2
-    smooth = rolling_median(c.y, window)
-    # Only windows that lie inside the curve: at the padded ends one low first batch is its own median.
-    best = float(np.min(smooth[half : n - half] if n > 2 * half else smooth))
+    best = _best(c)
     sigma = noise_sigma(c.y)
     threshold = max(MIN_REL_DECREASE * abs(start), DECREASE_NOISE * sigma)
     if start - best >= threshold or end - start > threshold:  # it learned, or it is diverging (TRN002)
-        return []
+        return None
+    chance = _chance(record, end, sigma)
+    if chance is not None and abs(end - chance.level) > max(threshold, CHANCE_REL * chance.level):
+        chance = None  # flat, but somewhere else than chance
+    return _not_learning(
+        c, full, start=start, best=best, end=end, threshold=threshold, sigma=sigma, chance=chance
+    )
+
+
+def _at_chance(record: RunRecord, full: Curve) -> Finding | None:
+    """The loss fell from its first steps to chance level and stayed there.
+
+    A freshly initialised classifier starts a little above ln K (random logits are not
+    uniform); learning the output bias brings it down to ln K within a few steps, which passes
+    the test against the start. A model that never goes below ln K predicts the same
+    distribution for every input: it learned nothing about the inputs.
+    """
+    import numpy as np
+
+    c = _epoch_means(full.finite_prefix(), CHANCE_MIN_EPOCHS) or reduce(full.finite_prefix())
+    if c.per == "epoch" and len(c) < CHANCE_MIN_EPOCHS:
+        steps = curve(record, full.name, prefer="step")
+        if steps is not None and steps.per == "step":
+            c = reduce(steps.finite_prefix())
+    n = len(c)
+    n_min = CHANCE_MIN_EPOCHS if c.per == "epoch" else CHANCE_MIN_STEPS
+    if n < n_min:
+        return None
+    k = max(2, n // 10)
+    start = float(np.median(c.y[:k]))
+    end = float(np.median(c.y[-k:]))
+    best = _best(c)
+    sigma = noise_sigma(c.y)
+    chance = _chance(record, end, sigma)
+    if chance is None:
+        return None
+    threshold = max(MIN_REL_DECREASE * chance.level, min(DECREASE_NOISE * sigma, CHANCE_REL * chance.level))
+    if best < chance.level - threshold or not _sits_at(c.y, chance.level, threshold, n_min):
+        return None
+    return _not_learning(
+        c, full, start=start, best=best, end=end, threshold=threshold, sigma=sigma, chance=chance
+    )
+
+
+def _sits_at(y: FloatArray, level: float, threshold: float, n_min: int) -> bool:
+    """The smoothed curve's last `n_min` points or more lie within `threshold` of `level`, and
+    fall by less than `threshold` over that stretch.
+
+    A loss that passes through chance level on its way down (a slow learner, a binary loss
+    that starts above ln 2) ends near it too; sitting there means staying, without a trend.
+    """
+    import numpy as np
+
+    smooth = rolling_median(y, smoothing_window(len(y)))
+    outside = np.flatnonzero(np.abs(smooth - level) > threshold)
+    tail = smooth[int(outside[-1]) + 1 :] if len(outside) else smooth
+    if len(tail) < n_min:
+        return False
+    quarter = max(1, len(tail) // 4)
+    return float(np.median(tail[:quarter])) - float(np.median(tail[-quarter:])) < threshold
+
+
+def _best(c: Curve) -> float:
+    """The lowest level of the smoothed curve, over windows that lie inside it: at the padded
+    ends one low first batch would be its own median."""
+    import numpy as np
+
+    n = len(c)
+    half = smoothing_window(n) // 2
+    smooth = rolling_median(c.y, smoothing_window(n))
+    return float(np.min(smooth[half : n - half] if n > 2 * half else smooth))
+
+
+def _not_learning(
+    c: Curve,
+    full: Curve,
+    *,
+    start: float,
+    best: float,
+    end: float,
+    threshold: float,
+    sigma: float,
+    chance: Chance | None,
+) -> Finding:
+    n = len(c)
     unit = "epochs" if c.per == "epoch" else "logged steps"
     evidence: dict[str, object] = {
         "metric": c.name,
@@ -260,14 +422,71 @@ def not_learning(record: RunRecord) -> list[Finding]:
         "points": len(full),
     }
     span = f"{len(full)} {unit}" if c.per == full.per else f"{n} epochs (means of {len(full)} logged steps)"
+    if c.per == "step" and full.per == "epoch":
+        span = f"{n} {unit}"
     message = (
         f"Loss `{c.name}` did not decrease beyond noise over {span}: "
         f"{start:.4g} at the start, best {best:.4g}, last {end:.4g}"
     )
-    return [NOT_LEARNING.finding(message, evidence=evidence)]
+    if chance is not None:
+        evidence.update(chance_level=chance.level, classes=chance.classes, classes_from=chance.source)
+        message = (
+            f"Loss `{c.name}` stayed at chance level over {span}: last {end:.4g}, best {best:.4g}, "
+            f"chance ln {chance.classes} = {chance.level:.4g} for {chance.classes} classes "
+            f"({chance.source}); the model predicts the same distribution for every input"
+        )
+    return NOT_LEARNING.finding(message, evidence=evidence)
 
 
-def _epoch_means(c: Curve) -> Curve | None:
+@lazy_dataclass(frozen=True)
+class Chance:
+    """The loss of a classifier that knows nothing about its inputs: ln K for K classes."""
+
+    level: float
+    classes: int
+    source: str
+
+
+def _chance(record: RunRecord, level: float, sigma: float) -> Chance | None:
+    """Chance level from the number of classes the events state, else inferred from the level.
+
+    Inferred only where it cannot be a coincidence: K <= CHANCE_INFER_MAX_CLASSES (above that
+    the ln K lie closer together than any tolerance), the level within CHANCE_INFER_TOL of
+    ln K and the loss as still as that (a collapsed classifier's loss is ln K on every batch,
+    whatever the labels; a regression loss near 2.30 scatters from batch to batch).
+    """
+    import math
+
+    stated = classes_stated(record)
+    if stated is not None:
+        return Chance(math.log(stated[0]), stated[0], stated[1])
+    if not 0 < level < math.log(CHANCE_INFER_MAX_CLASSES + 1):
+        return None
+    k = round(math.exp(level))
+    if not 2 <= k <= CHANCE_INFER_MAX_CLASSES:
+        return None
+    tolerance = CHANCE_INFER_TOL * math.log(k)
+    if abs(level - math.log(k)) > tolerance or sigma > tolerance:
+        return None
+    return Chance(math.log(k), k, "inferred: the loss sits at ln K with no batch-to-batch scatter")
+
+
+def classes_stated(record: RunRecord) -> tuple[int, str] | None:
+    """(classes, where from) of the training loss, from a `loss_function` observation.
+
+    The Keras instrumentation sends one per fit (the compiled loss and the width of the output
+    layer); other integrations send the same check with `classes` and `source`.
+    """
+    for obs in reversed(record.guard_observations):
+        if obs.check != LOSS_FUNCTION_CHECK:
+            continue
+        classes = obs.data.get("classes")
+        if isinstance(classes, int) and not isinstance(classes, bool) and classes >= 2:
+            return classes, str(obs.data.get("source") or "the loss function")
+    return None
+
+
+def _epoch_means(c: Curve, min_epochs: int) -> Curve | None:
     """A per-step loss as one mean per epoch, when it spans enough whole epochs to judge.
 
     Step losses of different batches scatter by more than the 2 % a flat run moves (one
@@ -280,7 +499,7 @@ def _epoch_means(c: Curve) -> Curve | None:
         return None
     whole = np.floor(c.epoch)
     epochs = np.unique(whole)
-    if len(epochs) < NOT_LEARNING_MIN_EPOCHS:
+    if len(epochs) < min_epochs:
         return None
     means = np.array([float(np.mean(c.y[whole == e])) for e in epochs])
     return Curve(c.name, epochs, means, "epoch", epochs)

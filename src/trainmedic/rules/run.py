@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import signal as _signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
@@ -32,8 +32,8 @@ from trainmedic.events import (
 )
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.lazyclass import lazy_dataclass
-from trainmedic.record import Rule, RunRecord, cell_label, cell_running, median
-from trainmedic.rules import _logtext, _ray
+from trainmedic.record import Rule, RunRecord, cell_label, cell_running
+from trainmedic.rules import _logtext, _ray, _spikes
 from trainmedic.units import human_bytes
 
 if TYPE_CHECKING:  # imported where a failed run needs it (see `dead_worker`)
@@ -89,8 +89,9 @@ EVAL_MEMORY_SPIKE = FindingSpec(
     severity=Severity.WARNING,
     title="Memory spike at evaluation / epoch end",
     what=(
-        "Memory during evaluation or at epoch end rose well above the training steady "
-        "state (by default 1.5x or more)."
+        "Memory during a non-training phase (evaluation, prediction, the epoch end and its "
+        "callbacks, a checkpoint) rose well above the training steady state before it (1.5x "
+        "or more); an OOM kill inside such a phase counts as reaching the limit."
     ),
     why=(
         "The spike repeats every epoch and decides the memory the run needs: on a smaller "
@@ -455,7 +456,7 @@ def oom_killed(record: RunRecord) -> list[Finding]:
             "last_log_lines": view.lines[-LAST_LINES:],
         }
         fix = OOM_KILLED.fix
-        if phase in ("eval", "epoch_end", "predict"):
+        if phase is not None and phase not in _spikes.TRAINING_PHASES:
             fix = (
                 "The memory ran out while evaluating: evaluate once after training (or every k "
                 "epochs; Keras: trainmedic.keras.Deferred(heavy_callback, every=k)), use a smaller "
@@ -549,7 +550,7 @@ def accelerator_oom(record: RunRecord) -> list[Finding]:
             of = f" of {human_bytes(sizes.capacity)}" if sizes.capacity else ""
             held = f"; peak GPU memory of the trainer tree {human_bytes(peak_gpu)}{of}"
         fix = ACCELERATOR_OOM.fix
-        if phase in ("eval", "epoch_end", "predict"):
+        if phase is not None and phase not in _spikes.TRAINING_PHASES:
             fix = (
                 "The device ran out while evaluating: move outputs to the CPU (or reduce them to "
                 "metrics) batch by batch instead of keeping them on the GPU, evaluate under "
@@ -569,38 +570,77 @@ def accelerator_oom(record: RunRecord) -> list[Finding]:
 
 # -- RUN003 ---------------------------------------------------------------------------------
 def eval_memory_spike(record: RunRecord) -> list[Finding]:
-    """Host memory (RSS) and, where NVML sampled it, GPU memory: each spike is its own finding."""
+    """Host memory (RSS) and, where NVML sampled it, GPU memory: each spike is its own finding.
+
+    Every non-training phase counts, each against the training before it (see `_spikes`).
+    When the OOM killer ended the run inside such a phase, the phase needed at least the
+    limit: that is its peak, even where the kill came before a sample could see it.
+    """
+    limit = _killed_by_limit(record)
     return [
         finding
         for kind in ("host", "gpu")
-        if (finding := _memory_spike(record.memory_by_phase(gpu=kind == "gpu"), kind)) is not None
+        if (finding := _memory_spike(record, kind, limit if kind == "host" else None)) is not None
     ]
 
 
-def _memory_spike(by_phase: dict[str, list[int]], kind: str) -> Finding | None:
-    train = by_phase.get("train", [])
-    # "predict": a model.predict inside an epoch-end callback is the innermost phase there
-    spikes = {p: max(by_phase[p]) for p in ("eval", "epoch_end", "predict") if by_phase.get(p)}
-    if len(train) < MIN_TRAIN_SAMPLES or not spikes:
+def _killed_by_limit(record: RunRecord) -> int | None:
+    """The memory limit of the last attempt, when the OOM killer ended it."""
+    views = attempts(record)
+    if not views or not _oom_explains(views[-1]):
         return None
-    steady = median(train)
-    phase, peak = max(spikes.items(), key=lambda kv: kv[1])
-    ratio = peak / steady if steady else 0.0
-    if ratio < SPIKE_RATIO:
+    limits = [e for e in views[-1].events if isinstance(e, MemoryLimit)]
+    return limits[-1].limit_bytes if limits else None
+
+
+PHASE_LABELS = {"eval": "evaluation", "predict": "prediction", "epoch_end": "epoch end"}
+_MEASURES: dict[str, Callable[[MemorySample], int | None]] = {
+    "host": lambda s: s.rss_bytes,
+    "gpu": lambda s: s.gpu_bytes,
+    "cgroup": lambda s: s.cgroup_bytes,
+}
+
+
+def _memory_spike(record: RunRecord, kind: str, killed_at: int | None) -> Finding | None:
+    # A cgroup limit caps the cgroup's charge, which leaves out the mapped libraries RSS counts:
+    # against the limit, compare the charge.
+    charged = killed_at is not None and any(s.cgroup_bytes for s in record.memory_samples)
+    measure = _MEASURES["cgroup" if charged else kind]
+    found = _spikes.episodes(record, measure, min_baseline=MIN_TRAIN_SAMPLES)
+    if not found:
         return None
-    label = {"eval": "evaluation", "predict": "prediction"}.get(phase, "epoch end")
-    memory = "GPU memory" if kind == "gpu" else "Memory"
+    last = found[-1]
+    if killed_at is not None and killed_at > last.peak and _spikes.open_at_end(record, last):
+        last.peak, last.killed = killed_at, True
+    worst = max(found, key=lambda e: e.ratio)
+    if worst.ratio < SPIKE_RATIO:
+        return None
+    label = PHASE_LABELS.get(worst.phase, worst.phase.replace("_", " "))
+    memory = "GPU memory" if kind == "gpu" else ("Memory (the cgroup's charge)" if charged else "Memory")
+    steady = worst.steady
+    if worst.killed:
+        message = (
+            f"{memory} at {label} reached the limit of {human_bytes(worst.peak)}, where the OOM killer "
+            f"ended the run: at least {worst.ratio:.1f}x the training steady state of {human_bytes(steady)}"
+        )
+    else:
+        message = (
+            f"{memory} at {label} peaked at {human_bytes(worst.peak)}, {worst.ratio:.1f}x the training "
+            f"steady state of {human_bytes(steady)}"
+        )
     return EVAL_MEMORY_SPIKE.finding(
-        f"{memory} at {label} peaked at {human_bytes(peak)}, {ratio:.1f}x the training steady state "
-        f"of {human_bytes(steady)}",
+        message,
         evidence={
-            "memory": kind,
-            "phase": phase,
+            "memory": "cgroup" if charged else kind,
+            "phase": worst.phase,
             "train_median_bytes": int(steady),
-            "peak_bytes": peak,
-            "ratio": round(ratio, 2),
-            "train_samples": len(train),
-            "spike_samples": len(by_phase[phase]),
+            "peak_bytes": worst.peak,
+            "ratio": round(worst.ratio, 2),
+            "train_samples": len(worst.baseline),
+            "spike_samples": worst.samples,
+            "killed_at_limit": worst.killed,
+            "spikes": len([e for e in found if e.ratio >= SPIKE_RATIO]),
+            "baseline": "training memory sampled before the spike (since the previous one)",
         },
     )
 
@@ -900,9 +940,36 @@ def crashed(record: RunRecord) -> list[Finding]:
             )
             at = f" at {PurePath(frame.file).name}:{frame.line} in {frame.function}" if frame else ""
             message = f"Crashed with {tb.exc_type}: {tb.message[:160]}{at}{_where(view)}"
+            cause = _numeric_cause(record, f"{tb.exc_type}: {tb.message}")
+            if cause is not None:
+                evidence["likely_cause"] = {"code": cause.code, "slug": cause.slug, "message": cause.message}
+                message += f"; likely cause: the loss blew up before it ({cause.code} {cause.slug})"
+                fix = (
+                    "The crash is a consequence: the number that overflowed comes from a loss "
+                    f"that had already blown up ({cause.message}). {cause.fix}"
+                )
         file = tb.user_frame.file if tb and tb.user_frame else None
         found.append(CRASHED.finding(message, evidence=evidence, fix=fix, file=file))
     return found
+
+
+#: Exceptions that a too large or non-finite number raises (math.exp of a loss of 1e3,
+#: int(nan), numpy/sklearn input checks, autograd's anomaly check).
+NUMERIC_CRASH = re.compile(
+    r"OverflowError|FloatingPointError|math range error|math domain error|out of range float"
+    r"|non-?finite|\b(?:nan|inf|infinity)\b",
+    re.IGNORECASE,
+)
+
+
+def _numeric_cause(record: RunRecord, exception: str) -> Finding | None:
+    """The loss finding (TRN002, else TRN001) that explains an overflow / NaN crash, if any."""
+    if not NUMERIC_CRASH.search(exception):
+        return None
+    from trainmedic.rules import dynamics  # numpy and the curves only for a crash that needs them
+
+    found = dynamics.loss_divergence(record) or dynamics.nonfinite_loss(record)
+    return found[0] if found else None
 
 
 def _worker_crash_finding(view: AttemptView, worker: WorkerDeath) -> Finding:

@@ -1,0 +1,92 @@
+"""What fit's input reveals: samples kept in containers (KER001), the classes of the loss (TRN003)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from trainmedic.keras._inspect import describe_loss, sequence_hints
+
+
+class Shards:
+    """A sequence that keeps its arrays in a list under a name no rule knows."""
+
+    def __init__(self, parts: list[np.ndarray], batch_size: int, length: int) -> None:
+        self.parts = parts
+        self.labels = [np.zeros(len(p)) for p in parts]
+        self.batch_size = batch_size
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+
+def test_equal_shards_counted_by_len_add_up() -> None:
+    """__len__ returns the number of shards: the shards are the data, and they add up."""
+    parts = [np.zeros((512, 20), dtype=np.float32) for _ in range(8)]
+    assert sequence_hints(Shards(parts, 32, length=8)) == (4096, 32)
+
+
+def test_unequal_shards_add_up_whatever_len_says() -> None:
+    parts = [np.zeros((512, 20)), np.zeros((512, 20)), np.zeros((100, 20))]
+    assert sequence_hints(Shards(parts, 32, length=36))[0] == 1124
+
+
+def test_parallel_arrays_of_one_size_count_once() -> None:
+    """anchor / positive / negative of a triplet model: one sample each, not three."""
+    triplets = [np.zeros((600, 16)) for _ in range(3)]
+    assert sequence_hints(Shards(triplets, 32, length=math.ceil(600 / 32)))[0] == 600
+
+
+def test_a_dict_of_columns_counts_its_rows() -> None:
+    class Columns:
+        def __init__(self) -> None:
+            self.columns = {"features": np.zeros((4096, 20)), "label": np.zeros(4096)}
+            self.batch_size = 32
+
+        def __len__(self) -> int:
+            return 8
+
+    assert sequence_hints(Columns()) == (4096, 32)
+
+
+def test_filenames_under_a_known_name_still_count() -> None:
+    class Files:
+        def __init__(self) -> None:
+            self.filenames = [f"img_{i}.png" for i in range(300)]
+            self.vocabulary = ["a", "b"]
+            self.batch_size = 10
+
+        def __len__(self) -> int:
+            return 30
+
+    assert sequence_hints(Files()) == (300, 10)
+
+
+@pytest.mark.parametrize(
+    ("loss", "units", "classes"),
+    [
+        ("sparse_categorical_crossentropy", 10, 10),
+        ("categorical_crossentropy", 4, 4),
+        ("binary_crossentropy", 1, 2),
+        ("mse", 10, None),
+    ],
+)
+def test_classes_from_the_compiled_loss_and_output_width(loss: str, units: int, classes: int | None) -> None:
+    keras = pytest.importorskip("keras")
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(units)])
+    model.compile(optimizer="adam", loss=loss)
+    described = describe_loss(model)
+    assert (described or {}).get("classes") == classes
+
+
+def test_classes_from_a_loss_object() -> None:
+    keras = pytest.importorskip("keras")
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(7)])
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    described = describe_loss(model)
+    assert described is not None
+    assert described["classes"] == 7
+    assert described["loss"] == "sparse_categorical_crossentropy"
