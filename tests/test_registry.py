@@ -15,19 +15,28 @@ from .conftest import SHARED_FINDINGS, VENDORED_FINDINGS
 ROW = re.compile(r"^\| ([A-Z]{3}[0-9]{3}) \| `([a-z0-9-]+)` \|", re.MULTILINE)
 
 
-def catalogue() -> list[tuple[str, str]]:
-    source = SHARED_FINDINGS if SHARED_FINDINGS.exists() else VENDORED_FINDINGS
-    return ROW.findall(source.read_text())
+def test_registry_matches_the_repository_catalogue_exactly() -> None:
+    assert [(s.code, s.slug) for s in all_specs()] == ROW.findall(VENDORED_FINDINGS.read_text())
 
 
-def test_registry_matches_findings_md_exactly() -> None:
-    assert [(s.code, s.slug) for s in all_specs()] == catalogue()
+def test_catalogue_keeps_every_shared_code_and_adds_only_at_the_end_of_a_group() -> None:
+    """The shared catalogue is the contract: the repository's copy may only grow it.
 
-
-def test_vendored_catalogue_is_current() -> None:
+    An issue that adds a finding adds it to `docs/FINDINGS.md` at the end of its group; the
+    shared copy catches up later. Every shared code and slug stays as it is, in its order.
+    """
     if not SHARED_FINDINGS.exists():
         pytest.skip("no ../shared/FINDINGS.md beside this checkout")
-    assert ROW.findall(VENDORED_FINDINGS.read_text()) == ROW.findall(SHARED_FINDINGS.read_text())
+    ours = ROW.findall(VENDORED_FINDINGS.read_text())
+    shared = ROW.findall(SHARED_FINDINGS.read_text())
+    assert [row for row in ours if row in shared] == shared
+    last_shared = {code[:3]: int(code[3:]) for code, _ in shared}
+    for code, slug in ours:
+        if (code, slug) not in shared:
+            assert code[:3] in last_shared, f"{code}: a new group"
+            assert int(code[3:]) > last_shared[code[:3]], f"{code} {slug}: not at the end of its group"
+            assert code not in {c for c, _ in shared}
+            assert slug not in {s for _, s in shared}
 
 
 @pytest.mark.parametrize("spec", all_specs(), ids=lambda s: s.code)
