@@ -113,3 +113,22 @@ def test_compiled_model_trains_under_the_guard_without_torch_warnings() -> None:
             optimizer.step()
     assert [f.code for f in guard.findings() if f.severity.at_least(Severity.WARNING)] == []
     assert len([e for e in guard.events if e.kind == "step"]) == 5
+
+
+def test_a_log_softmax_over_the_last_dim_keeps_the_guard_on() -> None:
+    """`F.log_softmax(x, dim=-1)` (every language-model example) keeps its dim in autograd as an
+    unsigned 64-bit value: the single-class check must read it as -1, not turn the guard off."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 5)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(32, 8), torch.randint(0, 5, (32,))
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr), tm.guard(every=1) as guard:
+        for _ in range(12):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.nll_loss(torch.nn.functional.log_softmax(model(x), dim=-1), y)
+            loss.backward()
+            optimizer.step()
+    assert "turned off" not in stderr.getvalue()
+    assert not guard.monitor.broken
+    assert [f for f in guard.findings() if f.severity.at_least(Severity.WARNING)] == []

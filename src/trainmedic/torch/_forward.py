@@ -255,7 +255,11 @@ def _single_class_log_softmax(loss: Any) -> dict[str, Any] | None:
                 output, dim = node._saved_result, int(node._saved_dim)  # type: ignore[attr-defined]
             except RuntimeError:  # already freed (a second backward through a retained graph)
                 return None
-            if output.dim() > 0 and output.shape[dim] == 1:
+            if dim >= 2**63:  # autograd keeps a negative dim (dim=-1) as an unsigned 64-bit value
+                dim -= 2**64
+            if not -output.dim() <= dim < output.dim():
+                return None
+            if output.shape[dim] == 1:
                 return {
                     "shape": list(output.shape),
                     "dim": dim % output.dim(),
