@@ -7,8 +7,9 @@ code): memory jumps by about 4 x --eval-mb at every epoch boundary. Under
 `trainmedic run --memory-limit 1G` it is an OOM kill at the end of the first epoch
 (verified on Keras 3: the trainer's RSS is about 0.8 GB in training, TensorFlow's
 libraries included, and 1.8 GB at each epoch end; the fixed version stays near 0.8 GB).
-Training has 256 steps per epoch so that, as in real runs, the training phase is
-long enough to give a steady state (--rows).
+Training has 1,024 steps per epoch (about a second here) so that, as in real runs, the
+training phase spans several of the supervisor's 0.5 s memory samples and gives a steady
+state (--rows).
 The fix is eval_memory_spike_fixed.py.
 """
 
@@ -25,7 +26,7 @@ else:
 parser = argparse.ArgumentParser()
 parser.add_argument("--eval-mb", type=int, default=250, help="size of the embeddings the metric builds")
 parser.add_argument("--epochs", type=int, default=3)
-parser.add_argument("--rows", type=int, default=8192, help="training rows (256 steps of 32 per epoch)")
+parser.add_argument("--rows", type=int, default=32768, help="training rows (1,024 steps of 32 per epoch)")
 args = parser.parse_args()
 
 EMBED = 2048
