@@ -21,6 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = [r for r in load() if (not args.fast or r.fast) and (not args.scripts or r.script in args.scripts)]
     results = run_all(runs, args.workers)
     print(table(results))
+    for failed in (r for r in results if not r.ok):
+        print(f"\n--- {failed.run.name}: exit {failed.exit_code}, stderr tail ---\n{failed.stderr[-1500:]}")
     return 0 if all(r.ok for r in results) else 1
 
 

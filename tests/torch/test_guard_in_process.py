@@ -113,3 +113,23 @@ def test_compiled_model_trains_under_the_guard_without_torch_warnings() -> None:
             optimizer.step()
     assert [f.code for f in guard.findings() if f.severity.at_least(Severity.WARNING)] == []
     assert len([e for e in guard.events if e.kind == "step"]) == 5
+
+
+@pytest.mark.parametrize("columns", [1, 5])
+def test_log_softmax_over_the_last_dimension_keeps_the_guard_on(columns: int) -> None:
+    """`log_softmax(dim=-1)` (autograd reads the saved dim back as 2**64 - 1): one column is
+    TOR009, several are healthy, and the guard stays on in both cases."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, columns))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr), tm.guard(model, optimizer, every=5) as guard:
+        for _ in range(20):
+            optimizer.zero_grad()
+            x, y = torch.randn(8, 6), torch.randint(0, columns, (8,))
+            torch.nn.functional.nll_loss(torch.log_softmax(model(x), dim=-1), y).backward()
+            optimizer.step()
+    assert "turned off" not in stderr.getvalue()
+    codes = [f.code for f in guard.findings() if f.severity.at_least(Severity.WARNING)]
+    assert codes == (["TOR009"] if columns == 1 else [])
+    assert [e.step for e in guard.events if e.kind == "step"][-1] == 20
