@@ -52,10 +52,14 @@ class Run:
 class Result:
     run: Run
     steps: int = 0
-    codes: list[str] = field(default_factory=list)  # at warning or above
+    findings: dict[str, dict] = field(default_factory=dict)  # code -> finding, at warning or above
     exit_code: int | None = None
     seconds: float = 0.0
     stderr: str = ""  # the supervisor's and the script's, to explain a failure
+
+    @property
+    def codes(self) -> list[str]:
+        return sorted(self.findings)
 
     @property
     def detected(self) -> bool:
@@ -86,6 +90,8 @@ def load(manifest: Path = HERE / "manifest.toml") -> list[Run]:
         )
         runs.append(base)
         exits = entry.get("exit", {})
+        if unknown := set(exits) - set(entry.get("bugs", {})):
+            raise ValueError(f"{manifest}: [{script}] exit names no bug of the script: {sorted(unknown)}")
         for bug, codes in entry.get("bugs", {}).items():
             chosen = fast is True or (isinstance(fast, list) and bug in fast)
             runs.append(
@@ -149,7 +155,7 @@ def execute(run: Run, work: Path, timeout: float = 600) -> Result:
     findings = out / "findings.json"
     if findings.exists():
         found = json.loads(findings.read_text())["findings"]
-        result.codes = sorted({f["code"] for f in found if f["severity"] in BLOCKING})
+        result.findings = {f["code"]: f for f in found if f["severity"] in BLOCKING}
     return result
 
 
@@ -159,7 +165,7 @@ def run_all(runs: Iterable[Run], workers: int = 2) -> list[Result]:
 
 
 def table(results: list[Result]) -> str:
-    rows = [("script", "steps", "exit", "expected", "detected", "false warnings", "ok")]
+    rows = [("script", "steps", "exit", "expected", "detected", "false warnings", "ok", "s")]
     for r in results:
         rows.append(
             (
@@ -170,6 +176,7 @@ def table(results: list[Result]) -> str:
                 ", ".join(r.codes) or "-",
                 ", ".join(r.false_warnings) or "-",
                 "yes" if r.ok else "NO",
+                f"{r.seconds:.0f}",
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
