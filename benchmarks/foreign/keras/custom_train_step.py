@@ -1,7 +1,8 @@
 """A Keras model that overrides `train_step` (TensorFlow backend), in the style of the Keras
-guide "Customizing what happens in fit()": the forward pass and the compiled loss (`self.compute_loss`) under `tf.GradientTape`,
-the gradients applied with `self.optimizer.apply`, a `keras.metrics.Mean` loss tracker
-listed in `metrics` so that Keras resets it every epoch, and `fit` as usual.
+guide "Customizing what happens in fit()": the forward pass and the compiled loss
+(`self.compute_loss`) under `tf.GradientTape`, the gradients applied with
+`self.optimizer.apply`, a `keras.metrics.Mean` loss tracker listed in `metrics` so that
+Keras resets it every epoch, and `fit` as usual.
 
 Healthy as written: features and target standardised with the training statistics, SGD with
 momentum. `--bug raw-target` leaves the target in its original units (25 to 346): the squared
