@@ -164,7 +164,8 @@ def run_all(runs: Iterable[Run], workers: int = 2) -> list[Result]:
         return list(pool.map(lambda r: execute(r, Path(tmp)), list(runs)))
 
 
-def table(results: list[Result]) -> str:
+def table(results: list[Result], markdown: bool = False) -> str:
+    """One row per run, aligned text (or a Markdown table), then the totals."""
     rows = [("script", "steps", "exit", "expected", "detected", "false warnings", "ok", "s")]
     for r in results:
         rows.append(
@@ -179,8 +180,12 @@ def table(results: list[Result]) -> str:
                 f"{r.seconds:.0f}",
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    if markdown:
+        lines = [f"| {' | '.join(row)} |" for row in rows]
+        lines.insert(1, "|" + "---|" * len(rows[0]))
+    else:
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
     bugs = [r for r in results if r.run.bug]
     healthy = [r for r in results if not r.run.bug]
     lines.append(
