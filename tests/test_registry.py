@@ -15,8 +15,13 @@ from .conftest import SHARED_FINDINGS, VENDORED_FINDINGS
 ROW = re.compile(r"^\| ([A-Z]{3}[0-9]{3}) \| `([a-z0-9-]+)` \|", re.MULTILINE)
 
 
+def catalogue() -> list[tuple[str, str]]:
+    """(code, slug) of every row of the repository's catalogue, `docs/FINDINGS.md`, in order."""
+    return ROW.findall(VENDORED_FINDINGS.read_text())
+
+
 def test_registry_matches_the_repository_catalogue_exactly() -> None:
-    assert [(s.code, s.slug) for s in all_specs()] == ROW.findall(VENDORED_FINDINGS.read_text())
+    assert [(s.code, s.slug) for s in all_specs()] == catalogue()
 
 
 def test_catalogue_keeps_every_shared_code_and_adds_only_at_the_end_of_a_group() -> None:
@@ -27,7 +32,7 @@ def test_catalogue_keeps_every_shared_code_and_adds_only_at_the_end_of_a_group()
     """
     if not SHARED_FINDINGS.exists():
         pytest.skip("no ../shared/FINDINGS.md beside this checkout")
-    ours = ROW.findall(VENDORED_FINDINGS.read_text())
+    ours = catalogue()
     shared = ROW.findall(SHARED_FINDINGS.read_text())
     assert [row for row in ours if row in shared] == shared
     last_shared = {code[:3]: int(code[3:]) for code, _ in shared}

@@ -63,6 +63,15 @@ def near_duplicate_overlap() -> Splits:
     return data
 
 
+def identifier_column() -> Splits:
+    """An export that keeps the customer key as a column; 50 test customers were also in train."""
+    data = splits()
+    for offset, name in zip((0, 100_000, 200_000), ("train", "val", "test"), strict=True):
+        data[name].insert(0, "customer_id", [f"C{offset + i:06d}" for i in range(len(data[name]))])
+    data["test"].loc[:49, "customer_id"] = data["train"]["customer_id"].iloc[500:550].to_numpy()
+    return data
+
+
 def group_overlap() -> Splits:
     """A random row split of a dataset with several rows per patient."""
     data = splits()
@@ -187,6 +196,7 @@ CASES: dict[str, Callable[[], Splits]] = {
     "split_overlap": split_overlap,
     "near_duplicate_overlap": near_duplicate_overlap,
     "group_overlap": group_overlap,
+    "identifier_column": identifier_column,
     "temporal_overlap": temporal_overlap,
     "target_leakage": target_leakage,
     "conflicting_labels": conflicting_labels,

@@ -1,7 +1,8 @@
 """JAX + optax, diverging: linear regression with a learning rate far too high.
 
 Run: trainmedic run -- python examples/breadth/jax_diverging.py
-Expect: TRN007 (gradient norm explodes) and TRN001 (loss becomes inf/NaN), each at its step.
+Expect: TRN007 (gradient norm explodes), TRN002 (the loss climbs far above its start) and
+TRN001 (loss becomes inf/NaN), each at its step.
 """
 
 import jax

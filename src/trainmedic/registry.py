@@ -92,7 +92,20 @@ def run_rules(record: RunRecord, rules: Iterable[Rule] | None = None) -> list[Fi
     found: list[Finding] = list(raised)
     for rule in rules if rules is not None else all_rules():
         found.extend(f for f in rule(record) if not said_live(f))
+    # A framework's own rule (its evidence names the framework: a booster's rounds, a Keras
+    # history) says what a generic curve rule says of the same process, with its terms and fix.
+    # A generic finding without a PID is of the whole run.
+    specific = {(f.code, f.pid) for f in found if "framework" in f.evidence}
+    specific_codes = {code for code, _ in specific}
+
+    def restated(f: Finding) -> bool:
+        return "framework" not in f.evidence and (
+            (f.code, f.pid) in specific or (f.pid is None and f.code in specific_codes)
+        )
+
     unique: dict[tuple[object, ...], Finding] = {}
     for f in found:
+        if restated(f):
+            continue
         unique.setdefault((f.code, f.message, f.rank, f.pid), f)
     return sort_findings(unique.values())

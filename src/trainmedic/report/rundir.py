@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trainmedic.diagnose.run_folder import unfinished_note
 from trainmedic.errors import UsageError
 from trainmedic.events import read_events
 from trainmedic.findings import Finding
 from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import RunRecord
+from trainmedic.unfinished import unfinished_note
 
 EVENTS, FINDINGS, MANIFEST, LOG, REPORT = (
     "events.jsonl",

@@ -235,12 +235,6 @@ def _through_shape_only(node: Any) -> Any:
     return None
 
 
-def _signed_dim(saved: Any) -> int:
-    """A dimension saved by autograd as int64 reads back unsigned: `dim=-1` is 2**64 - 1."""
-    dim = int(saved)
-    return dim - 2**64 if dim >= 2**63 else dim
-
-
 def _single_class_log_softmax(loss: Any) -> dict[str, Any] | None:
     """A log-softmax near the top of the loss's graph taken over a dimension of size 1.
 
@@ -258,10 +252,14 @@ def _single_class_log_softmax(loss: Any) -> dict[str, Any] | None:
         seen += 1
         if node.name() == "LogSoftmaxBackward0":
             try:
-                output, dim = node._saved_result, _signed_dim(node._saved_dim)  # type: ignore[attr-defined]
+                output, dim = node._saved_result, int(node._saved_dim)  # type: ignore[attr-defined]
             except RuntimeError:  # already freed (a second backward through a retained graph)
                 return None
-            if -output.dim() <= dim < output.dim() and output.shape[dim] == 1:
+            if dim >= 2**63:  # autograd keeps a negative dim (dim=-1) as an unsigned 64-bit value
+                dim -= 2**64
+            if not -output.dim() <= dim < output.dim():
+                return None
+            if output.shape[dim] == 1:
                 return {
                     "shape": list(output.shape),
                     "dim": dim % output.dim(),

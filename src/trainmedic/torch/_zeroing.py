@@ -32,25 +32,30 @@ from typing import Any
 class GradZeroWatch:
     """Follows one parameter's `.grad` across backward calls (see the module docstring)."""
 
-    __slots__ = ("_grad", "_param", "_version", "backwards", "touched")
+    __slots__ = ("_before", "_grad", "_param", "_version", "backwards", "touched")
 
     def __init__(self, param: Any) -> None:
         self._param = param
         self._grad: Any = None
         self._version = -1
-        self.backwards = 0  # backward calls since the last `take`
+        self._before: tuple[Any, int] = (None, -1)  # `.grad` and its version as a backward starts
+        self.backwards = 0  # backward calls that reached the parameter since the last `take`
         self.touched = True  # the first span has nothing to compare with
 
     def before_backward(self) -> None:
         grad = self._param.grad
         if grad is None or grad is not self._grad or grad._version != self._version:
             self.touched = True
+        self._before = (grad, grad._version if grad is not None else -1)
 
     def after_backward(self) -> None:
         grad = self._param.grad
-        self._grad = grad
-        self._version = grad._version if grad is not None else -1
-        self.backwards += 1
+        version = grad._version if grad is not None else -1
+        self._grad, self._version = grad, version
+        # A backward that left `.grad` as it was did not reach this parameter (another model's
+        # loss: a later model in a notebook or a script that trains several): it says nothing.
+        if grad is not None and (grad is not self._before[0] or version != self._before[1]):
+            self.backwards += 1
 
     def rebase(self) -> None:
         """A watched span starts: what `.grad` is now is the reference, whatever came before."""
