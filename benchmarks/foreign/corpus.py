@@ -40,6 +40,8 @@ class Run:
     fast: bool  # part of the CI subset
     bug: str | None = None
     expected: tuple[str, ...] = ()
+    run_args: tuple[str, ...] = ()  # options of `trainmedic run` (bug runs only)
+    exit: int = 0  # the exit status the run must end with
 
     @property
     def name(self) -> str:
@@ -50,9 +52,14 @@ class Run:
 class Result:
     run: Run
     steps: int = 0
-    codes: list[str] = field(default_factory=list)  # at warning or above
+    findings: dict[str, dict] = field(default_factory=dict)  # code -> finding, at warning or above
     exit_code: int | None = None
     seconds: float = 0.0
+    stderr: str = ""  # the supervisor's and the script's, to explain a failure
+
+    @property
+    def codes(self) -> list[str]:
+        return sorted(self.findings)
 
     @property
     def detected(self) -> bool:
@@ -64,7 +71,9 @@ class Result:
 
     @property
     def ok(self) -> bool:
-        return self.steps > 0 and self.exit_code == 0 and self.detected and not self.false_warnings
+        return (
+            self.steps > 0 and self.exit_code == self.run.exit and self.detected and not self.false_warnings
+        )
 
 
 def load(manifest: Path = HERE / "manifest.toml") -> list[Run]:
@@ -80,9 +89,23 @@ def load(manifest: Path = HERE / "manifest.toml") -> list[Run]:
             fast=fast is True or (isinstance(fast, list) and "healthy" in fast),
         )
         runs.append(base)
+        exits = entry.get("exit", {})
+        if unknown := set(exits) - set(entry.get("bugs", {})):
+            raise ValueError(f"{manifest}: [{script}] exit names no bug of the script: {sorted(unknown)}")
         for bug, codes in entry.get("bugs", {}).items():
             chosen = fast is True or (isinstance(fast, list) and bug in fast)
-            runs.append(Run(**{**base.__dict__, "bug": bug, "expected": tuple(codes), "fast": chosen}))
+            runs.append(
+                Run(
+                    **{
+                        **base.__dict__,
+                        "bug": bug,
+                        "expected": tuple(codes),
+                        "fast": chosen,
+                        "run_args": tuple(entry.get("run_args", ())),
+                        "exit": exits.get(bug, 0),
+                    }
+                )
+            )
     return runs
 
 
@@ -104,25 +127,35 @@ def child_env(extra: dict[str, str]) -> dict[str, str]:
 def execute(run: Run, work: Path, timeout: float = 600) -> Result:
     out = work / run.name.replace(" ", "_")
     argv = [*LAUNCHERS[run.launcher], str(run.path), *(["--bug", run.bug] if run.bug else [])]
-    command = [sys.executable, "-m", "trainmedic", "run", "--quiet", "--out", str(out), "--", *argv]
+    command = [
+        *[sys.executable, "-m", "trainmedic", "run", "--quiet", "--out", str(out)],
+        *run.run_args,
+        *["--", *argv],
+    ]
     start = time.perf_counter()
-    proc = subprocess.run(
-        command,
-        cwd=work,
-        env=child_env(run.env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    result = Result(run, exit_code=proc.returncode, seconds=time.perf_counter() - start)
+    try:
+        proc = subprocess.run(
+            command,
+            cwd=work,
+            env=child_env(run.env),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        exit_code: int | None = proc.returncode
+        stderr = proc.stderr
+    except subprocess.TimeoutExpired:
+        exit_code, stderr = None, f"timed out after {timeout:.0f} s"  # never the expected status
+    result = Result(run, exit_code=exit_code, seconds=time.perf_counter() - start, stderr=stderr)
     events = out / "events.jsonl"
     if events.exists():
         result.steps = sum('"kind":"step"' in line for line in events.read_text().splitlines())
     findings = out / "findings.json"
     if findings.exists():
         found = json.loads(findings.read_text())["findings"]
-        result.codes = sorted({f["code"] for f in found if f["severity"] in BLOCKING})
+        result.findings = {f["code"]: f for f in found if f["severity"] in BLOCKING}
     return result
 
 
@@ -131,21 +164,28 @@ def run_all(runs: Iterable[Run], workers: int = 2) -> list[Result]:
         return list(pool.map(lambda r: execute(r, Path(tmp)), list(runs)))
 
 
-def table(results: list[Result]) -> str:
-    rows = [("script", "steps", "expected", "detected", "false warnings", "ok")]
+def table(results: list[Result], markdown: bool = False) -> str:
+    """One row per run, aligned text (or a Markdown table), then the totals."""
+    rows = [("script", "steps", "exit", "expected", "detected", "false warnings", "ok", "s")]
     for r in results:
         rows.append(
             (
                 r.run.name,
                 str(r.steps),
+                str(r.exit_code),
                 ", ".join(r.run.expected) or "-",
                 ", ".join(r.codes) or "-",
                 ", ".join(r.false_warnings) or "-",
-                "yes" if r.ok else f"NO (exit {r.exit_code})",
+                "yes" if r.ok else "NO",
+                f"{r.seconds:.0f}",
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    if markdown:
+        lines = [f"| {' | '.join(row)} |" for row in rows]
+        lines.insert(1, "|" + "---|" * len(rows[0]))
+    else:
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
     bugs = [r for r in results if r.run.bug]
     healthy = [r for r in results if not r.run.bug]
     lines.append(

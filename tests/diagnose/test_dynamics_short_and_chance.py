@@ -135,3 +135,27 @@ def test_a_loss_still_falling_through_chance_level_is_learning() -> None:
     ten = GuardObservation(check=dynamics.LOSS_FUNCTION_CHECK, data={"classes": 10}, t=-1.0)
     descent = np.linspace(2.349, 2.262, 40).tolist()
     assert dynamics.not_learning(RunRecord.of([ten, *sampled(descent).events])) == []
+
+
+def test_an_explosion_inside_the_first_epoch_is_measured_from_the_first_step() -> None:
+    """Keras logs step 1, then epoch means: a regression on an unscaled target explodes within
+    epoch 0 and falls back slowly, every epoch mean ~10^22x the first step's loss
+    (keras/custom_train_step.py --bug raw-target)."""
+    record = RunRecord.of(
+        [
+            Step(step=1, epoch=0, metrics={"loss": 3.99e4}, t=0.0),
+            *epochs(loss=[2.1e33, 1.0e31, 9.1e29, 8.0e28, 7.1e27, 6.2e26]).events,
+        ]
+    )
+    [finding] = dynamics.loss_divergence(record)
+    assert finding.evidence["start_loss"] == 3.99e4
+    assert finding.epoch == 1  # 1-based, as "Epoch 1/6" in the log
+    assert "at its first step" in finding.message
+
+
+def test_a_first_step_above_the_epoch_means_changes_nothing() -> None:
+    """The usual shape: the first batch's loss is the highest; the epoch means fall."""
+    record = RunRecord.of(
+        [Step(step=1, epoch=0, metrics={"loss": 2.4}, t=0.0), *epochs(loss=[1.2, 0.8, 0.6, 0.5, 0.45]).events]
+    )
+    assert dynamics.loss_divergence(record) == []

@@ -132,3 +132,23 @@ def test_a_log_softmax_over_the_last_dim_keeps_the_guard_on() -> None:
     assert "turned off" not in stderr.getvalue()
     assert not guard.monitor.broken
     assert [f for f in guard.findings() if f.severity.at_least(Severity.WARNING)] == []
+
+
+def test_a_log_softmax_over_a_last_dim_of_size_one_is_a_single_class_loss() -> None:
+    """`log_softmax(dim=-1)` over one column (the dim read back as -1, not 2**64 - 1): TOR009,
+    with the guard still on to the last step."""
+    columns = 1
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, columns))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr), tm.guard(model, optimizer, every=5) as guard:
+        for _ in range(20):
+            optimizer.zero_grad()
+            x, y = torch.randn(8, 6), torch.randint(0, columns, (8,))
+            torch.nn.functional.nll_loss(torch.log_softmax(model(x), dim=-1), y).backward()
+            optimizer.step()
+    assert "turned off" not in stderr.getvalue()
+    codes = [f.code for f in guard.findings() if f.severity.at_least(Severity.WARNING)]
+    assert codes == ["TOR009"]
+    assert [e.step for e in guard.events if e.kind == "step"][-1] == 20

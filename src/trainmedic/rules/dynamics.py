@@ -211,8 +211,23 @@ def loss_divergence(record: RunRecord) -> list[Finding]:
     full = train_loss(record)
     if full is None:
         return []
-    found = _rose_from_minimum(full) or _exploded(full)
+    found = _rose_from_minimum(full) or _exploded(full, _first_step_loss(record, full))
     return [found] if found is not None else []
+
+
+def _first_step_loss(record: RunRecord, c: Curve) -> float | None:
+    """The loss of the first logged step when `c` is per epoch: epoch 0's mean already holds
+    whatever happened during epoch 0 (an explosion in its first batches included); the
+    first step's loss is where training started."""
+    import math
+
+    if c.per != "epoch":
+        return None
+    steps = curve(record, c.name, prefer="step")
+    if steps is None or steps.per != "step" or not len(steps):
+        return None
+    first = float(steps.y[0])
+    return first if math.isfinite(first) and first > 0 else None
 
 
 def _rose_from_minimum(full: Curve) -> Finding | None:
@@ -243,8 +258,9 @@ def _rose_from_minimum(full: Curve) -> Finding | None:
     return _divergence(c, len(full), minimum=(i_min, low), departs=departs, end=end, how=how, extra=evidence)
 
 
-def _exploded(full: Curve) -> Finding | None:
-    """The last points of a positive loss all sit EXPLOSION_FACTOR x above its start."""
+def _exploded(full: Curve, first_step: float | None = None) -> Finding | None:
+    """The last points of a positive loss all sit EXPLOSION_FACTOR x above its start (the
+    first step's loss, `first_step`, when it is lower than the curve's first points)."""
     import numpy as np
 
     c = reduce(full.finite_prefix())
@@ -253,10 +269,13 @@ def _exploded(full: Curve) -> Finding | None:
         return None
     k = max(2, n // 10)  # "stays high": every one of the last k points, not one spike
     start = float(np.median(c.y[: max(1, n // 10)]))
+    before = first_step is not None and first_step < start
+    if first_step is not None and before:
+        start = first_step
     if float(np.min(c.y[-k:])) < EXPLOSION_FACTOR * start:
         return None
-    i_min = int(np.argmin(c.y[: n - k]))
-    low = float(c.y[i_min])
+    i_min = 0 if before else int(np.argmin(c.y[: n - k]))
+    low = start if before else float(c.y[i_min])
     departs = i_min + int(np.argmax(c.y[i_min:] >= EXPLOSION_FACTOR * start))
     end = float(np.median(c.y[-k:]))
     evidence: dict[str, object] = {
@@ -265,6 +284,8 @@ def _exploded(full: Curve) -> Finding | None:
         "threshold_factor": EXPLOSION_FACTOR,
     }
     lowest = f" (lowest {low:.4g} at {_at(c, i_min)})" if low < start else ""
+    if before:
+        lowest = " at its first step"
     how = (
         f"it started at {start:.4g}{lowest} and rose to {end:.4g} by {_at(c, n - 1)} "
         f"({end / start:.3g}x its start)"
