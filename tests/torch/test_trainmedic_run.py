@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -11,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from ..conftest import trainmedic_cmd
+from ..helpers import torch_exit_abort
 from .conftest import EXAMPLES, SINGLE_THREAD
 
 PY = sys.executable
@@ -48,16 +50,20 @@ def supervised(
             "NO_COLOR": "1",
             "TRAINMEDIC_STATE_DIR": str(tmp / "state"),
         }
-        result = subprocess.run(
-            [*trainmedic_cmd(), "run", "--quiet", "--out", str(out), "--", *argv],
-            capture_output=True,
-            text=True,
-            timeout=280,
-            env=env,
-            cwd=EXAMPLES,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
+        for attempt in range(2):
+            shutil.rmtree(out, ignore_errors=True)
+            result = subprocess.run(
+                [*trainmedic_cmd(), "run", "--quiet", "--out", str(out), "--", *argv],
+                capture_output=True,
+                text=True,
+                timeout=280,
+                env=env,
+                cwd=EXAMPLES,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+            if attempt or not torch_exit_abort(result):
+                break
         found = (
             json.loads((out / "findings.json").read_text())["findings"]
             if (out / "findings.json").exists()
