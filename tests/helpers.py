@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,14 @@ def torch_exit_abort(result: subprocess.CompletedProcess[str]) -> bool:
     return result.returncode != 0 and TORCH_EXIT_ABORT in (result.stderr or "") + (result.stdout or "")
 
 
+def past_torch_exit_abort(
+    attempt: Callable[[], subprocess.CompletedProcess[str]],
+) -> subprocess.CompletedProcess[str]:
+    """`attempt()` (which starts from a clean output), once more if PyTorch's exit-time abort ended it."""
+    result = attempt()
+    return attempt() if torch_exit_abort(result) else result
+
+
 def run_instrumented(
     argv: list[str],
     tmp_path: Path,
@@ -46,9 +55,10 @@ def run_instrumented(
     full_env.update(env or {})
     if argv and argv[0] == "python":
         argv = [sys.executable, *argv[1:]]
-    for attempt in range(2):
+
+    def attempt() -> subprocess.CompletedProcess[str]:
         events_path.unlink(missing_ok=True)
-        result = subprocess.run(
+        return subprocess.run(
             argv,
             capture_output=True,
             text=True,
@@ -58,7 +68,7 @@ def run_instrumented(
             stdin=subprocess.DEVNULL,
             check=False,
         )
-        if attempt or not torch_exit_abort(result):
-            break
+
+    result = past_torch_exit_abort(attempt)
     events = read_events(events_path).events if events_path.exists() else []
     return InstrumentedRun(result=result, record=RunRecord.of(events), events_path=events_path)

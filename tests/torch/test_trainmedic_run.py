@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from ..conftest import trainmedic_cmd
-from ..helpers import torch_exit_abort
+from ..helpers import past_torch_exit_abort
 from .conftest import EXAMPLES, SINGLE_THREAD
 
 PY = sys.executable
@@ -50,9 +50,10 @@ def supervised(
             "NO_COLOR": "1",
             "TRAINMEDIC_STATE_DIR": str(tmp / "state"),
         }
-        for attempt in range(2):
+
+        def attempt() -> subprocess.CompletedProcess[str]:
             shutil.rmtree(out, ignore_errors=True)
-            result = subprocess.run(
+            return subprocess.run(
                 [*trainmedic_cmd(), "run", "--quiet", "--out", str(out), "--", *argv],
                 capture_output=True,
                 text=True,
@@ -62,8 +63,8 @@ def supervised(
                 stdin=subprocess.DEVNULL,
                 check=False,
             )
-            if attempt or not torch_exit_abort(result):
-                break
+
+        result = past_torch_exit_abort(attempt)
         found = (
             json.loads((out / "findings.json").read_text())["findings"]
             if (out / "findings.json").exists()

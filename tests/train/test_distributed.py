@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 import torch
-from tests.helpers import torch_exit_abort
+from tests.helpers import past_torch_exit_abort
 from tests.train.conftest import subprocess_env
 from tests.train.distributed_common import EPOCHS, PER_RANK_BATCH, WORLD, dataset, model
 from trainmedic.train import fit
@@ -21,8 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 def test_two_rank_ddp_and_fsdp_equal_one_process_on_the_same_global_batch(tmp_path: Path) -> None:
-    for attempt in range(2):
-        result = subprocess.run(
+    def attempt() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             [
                 sys.executable,
                 "-m",
@@ -40,8 +40,8 @@ def test_two_rank_ddp_and_fsdp_equal_one_process_on_the_same_global_batch(tmp_pa
             timeout=240,
             check=False,
         )
-        if attempt or not torch_exit_abort(result):
-            break
+
+    result = past_torch_exit_abort(attempt)
     assert result.returncode == 0, result.stderr[-4000:]
     reference = model()
     # one process, a global batch of 2 ranks x 5 per rank x 2 accumulation steps = 20 samples
