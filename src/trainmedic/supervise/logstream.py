@@ -145,6 +145,7 @@ class StreamTee(threading.Thread):
         self._log = log
         self._lines = LineScanner(name, logs)
         self._gather = _widen(self._fd)
+        self._unfinished = b""  # the end of the last chunk after its last newline, not logged yet
         self.last_output = time.monotonic()
         self.bytes_seen = 0
 
@@ -155,13 +156,15 @@ class StreamTee(threading.Thread):
                 self.bytes_seen += len(chunk)
                 if self._echo is not None:
                     self._echo(chunk)
-                self._log.write(chunk)
+                self._write_lines(chunk)
                 try:
                     self._lines.feed(chunk)
                 except Exception as exc:  # parsing must never stop the tee
                     _parsing_failed(exc)
                 if self._gather and len(chunk) < _CHUNK:
                     time.sleep(_GATHER_S)  # a trickle: let it gather, one read for many lines
+            if self._unfinished:
+                self._log.write(self._unfinished)
             try:
                 self._lines.close()
             except Exception as exc:
@@ -169,6 +172,18 @@ class StreamTee(threading.Thread):
         finally:
             with contextlib.suppress(OSError):
                 self._pipe.close()
+
+    def _write_lines(self, chunk: bytes) -> None:
+        """Log whole lines only: stdout and stderr share output.log, and a chunk that ends
+        inside a line would let the other stream's output land in the middle of it. A line
+        held back longer than _MAX_LINE (a progress bar redrawn with `\r`) is logged as it is."""
+        data = self._unfinished + chunk
+        cut = data.rfind(b"\n") + 1
+        if len(data) - cut > _MAX_LINE:
+            cut = len(data)
+        if cut:
+            self._log.write(data[:cut])
+        self._unfinished = data[cut:]
 
 
 def _widen(fd: int) -> bool:
