@@ -222,6 +222,25 @@ def test_silent_early_exit_behind_bash(tmp_path: Path) -> None:
     assert stub["trainer_cmdlines"][0][1].endswith("train.py")
 
 
+def test_a_shell_child_caught_before_its_exec_is_named_by_the_program_it_becomes(
+    tmp_path: Path,
+) -> None:
+    # the subshell spins (a bash builtin loop, no child process) long enough for the
+    # supervisor to see it as the trainer while its command line is still `bash -c ...`
+    spin = "for ((i = 0; i < 1000000; i++)); do :; done"
+    train = f"{PY} {EXAMPLES / 'train.py'} --epochs 2 --steps 2"
+    result, run_dir = run_tm(tmp_path, "bash", "-c", f"( {spin}; exec {train} ); exit $?")
+    assert result.returncode == 0
+    stub = findings(run_dir)["launcher-stub"]["evidence"]
+    assert len(stub["trainer_cmdlines"]) == 1
+    assert stub["trainer_cmdlines"][0][1].endswith("train.py")
+    spawns = [e for e in read_events(run_dir / "events.jsonl").events if e.kind == "process_spawn"]
+    child = stub["trainer_pids"][0]
+    seen_as = [e.cmdline[0] for e in spawns if e.pid == child]  # type: ignore[attr-defined]
+    assert seen_as[0] == "bash"  # it was seen before the exec
+    assert seen_as[-1] == PY
+
+
 def test_expect_epochs_and_input_exhausted_from_log(tmp_path: Path) -> None:
     code = "print('Epoch 1/1'); print('WARNING: Your input ran out of data; interrupting training.')"
     result, run_dir = run_tm(tmp_path, "--expect-epochs", "3", PY, "-c", code)

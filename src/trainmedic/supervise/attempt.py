@@ -234,14 +234,17 @@ class Attempt:
         for pid in set(self.procs) - set(fresh):
             self.emit(ProcessExit(pid=pid))  # its status belongs to its parent; only the root's is ours
         roles = tree.classify(fresh, self.popen.pid, self.tail.progress.announced)
-        for pid, role in self.roles.items():  # a launcher stays one after its children end
-            if role == tree.ROLE_LAUNCHER and pid in roles:
+        for pid, role in self.roles.items():  # a launcher stays one after its children end,
+            known = self.procs.get(pid)  # unless it has since exec'd another program
+            if role == tree.ROLE_LAUNCHER and pid in roles and not _execed(known, fresh[pid]):
                 roles[pid] = role
         for pid, proc in fresh.items():
             known = self.procs.get(pid)
             proc.handle = known.handle if known is not None else proc.handle
             role = roles.get(pid, "unknown")
-            if known is None or self.roles.get(pid) != role:
+            # a fork seen before its exec (a shell's child about to become `python train.py`)
+            # is announced again once it runs the real program, under the same PID
+            if known is None or self.roles.get(pid) != role or _execed(known, proc):
                 changed = True
                 self.emit(ProcessSpawn(pid=pid, ppid=proc.ppid, cmdline=proc.cmdline, role=role))
             proc.role = role
@@ -383,3 +386,8 @@ class Attempt:
             self.emit(
                 OrphanEnded(pid=pid, ppid=ppid, cmdline=cmdline, rss_bytes=rss, signal=signals.get(pid))
             )
+
+
+def _execed(known: tree.Proc | None, now: tree.Proc) -> bool:
+    """Whether a process seen before now runs another program (same PID, new command line)."""
+    return known is not None and bool(now.cmdline) and now.cmdline != known.cmdline
