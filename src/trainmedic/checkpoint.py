@@ -43,14 +43,13 @@ import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import torch
 from trainmedic.events import GuardObservation, PhaseEnd, PhaseStart
 from trainmedic.instrument.channel import emit
-from trainmedic.lazyclass import lazy_dataclass
 
 __all__ = [
     "CheckpointError",
@@ -88,7 +87,7 @@ class CorruptCheckpointError(CheckpointError):
     """A checkpoint's files do not match its manifest (truncated, bit-flipped, missing)."""
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CheckpointInfo:
     """What the manifest of one checkpoint says."""
 
@@ -109,7 +108,7 @@ class CheckpointInfo:
         return self.directory / f"{self.name}.pt"
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Loaded:
     """The newest intact checkpoint's state, and the damaged ones skipped to get it."""
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,6 @@ import pandas as pd
 from trainmedic.atomicfile import write_text_atomic
 from trainmedic.errors import UsageError
 from trainmedic.findings import Finding, Severity
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.rules.data import PREPROCESSING_MISMATCH
 
 __all__ = ["Contract", "ContractViolation", "capture", "check", "load"]
@@ -46,7 +45,7 @@ class ContractViolation(Exception):
         self.findings = list(findings)
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Contract:
     """What the model's input looked like in training. `kind` is 'table' or 'image'."""
 

@@ -17,11 +17,9 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
-
-from trainmedic.lazyclass import lazy_dataclass
 
 Phase = Literal["train", "eval", "epoch_end", "checkpoint", "predict", "idle"]
 PHASES: tuple[str, ...] = ("train", "eval", "epoch_end", "checkpoint", "predict", "idle")
@@ -31,7 +29,7 @@ def _now() -> float:
     return time.time()
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class Event:
     """Fields every event has: wall time, process, distributed rank and node.
 
@@ -66,7 +64,7 @@ class Event:
         return f"{type(self).__name__}({inner})"
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class RunStart(Event):
     """The supervisor started (or restarted) the command."""
 
@@ -78,7 +76,7 @@ class RunStart(Event):
     attempt: int = 0
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class RunEnd(Event):
     """How the supervised command ended: `exit_code` as the shell sees it, `signal` if killed."""
 
@@ -89,7 +87,7 @@ class RunEnd(Event):
     attempt: int = 0
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class ProcessSpawn(Event):
     """A process of the supervised tree, as seen by the supervisor or announced by itself."""
 
@@ -100,7 +98,7 @@ class ProcessSpawn(Event):
     source: str = "supervisor"  # supervisor | announce
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class ProcessExit(Event):
     """A process of the supervised tree exited."""
 
@@ -109,7 +107,7 @@ class ProcessExit(Event):
     signal: int | None = None
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class PhaseStart(Event):
     """A training phase (train, eval, epoch_end, ...) began in a process: memory samples are grouped by it."""
 
@@ -119,7 +117,7 @@ class PhaseStart(Event):
     step: int | None = None
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class PhaseEnd(Event):
     """A training phase ended in a process."""
 
@@ -129,7 +127,7 @@ class PhaseEnd(Event):
     step: int | None = None
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class TrainingPlan(Event):
     """What the training loop was asked to do (e.g. `fit(epochs=12, steps_per_epoch=500)`)."""
 
@@ -143,7 +141,7 @@ class TrainingPlan(Event):
     early_stopping: bool = False
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class Step(Event):
     """One optimizer/batch step; `metrics` holds what the framework logged for it."""
 
@@ -155,7 +153,7 @@ class Step(Event):
     data_wait_s: float | None = None
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class Epoch(Event):
     """An epoch finished; `steps` is how many batches it really ran."""
 
@@ -165,7 +163,7 @@ class Epoch(Event):
     steps: int | None = None
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class Metric(Event):
     """A single scalar outside step/epoch records (e.g. a TensorBoard tag)."""
 
@@ -176,7 +174,7 @@ class Metric(Event):
     epoch: int | None = None
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class MetricSeries(Event):
     """A whole curve read from a log file (a TensorBoard tag, an HF log column).
 
@@ -197,7 +195,7 @@ class MetricSeries(Event):
     source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        data = super().to_dict()
+        data = Event.to_dict(self)  # slotted dataclasses break zero-argument super()
         for key in ("steps", "values", "epochs", "times"):
             tolist = getattr(data[key], "tolist", None)  # numpy arrays -> plain JSON lists
             if callable(tolist):
@@ -207,7 +205,7 @@ class MetricSeries(Event):
         return data
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class EnvironmentManifest(Event):
     """The environment of a run as `trainmedic env` captures it (manifest.json), for ENV rules."""
 
@@ -215,7 +213,7 @@ class EnvironmentManifest(Event):
     manifest: dict[str, Any] = field(default_factory=dict)
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class MemorySample(Event):
     """Memory of the trainer tree at one instant; `pid` is the sampler's, `processes` the tree's."""
 
@@ -229,7 +227,7 @@ class MemorySample(Event):
     cpu_percent: float | None = None
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class LogLine(Event):
     """One line the supervised command printed."""
 
@@ -238,7 +236,7 @@ class LogLine(Event):
     text: str = ""
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class GuardObservation(Event):
     """A fact an in-process hook measured (e.g. `{"check": "grad_norm", "value": 3e4}`)."""
 
@@ -249,7 +247,7 @@ class GuardObservation(Event):
     epoch: int | None = None
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class FindingRaised(Event):
     """A finding decided in-process (a guard at the step it happened), as `Finding.to_dict()`."""
 
@@ -257,7 +255,7 @@ class FindingRaised(Event):
     finding: dict[str, Any] = field(default_factory=dict)
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class MemoryLimit(Event):
     """The memory limit the trainer runs under (`--memory-limit`, or its container's cgroup)."""
 
@@ -268,7 +266,7 @@ class MemoryLimit(Event):
     cgroup_version: int | None = None
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class OomKill(Event):
     """The kernel's OOM-kill counter rose during the run (`scope`: the run's cgroup or the host)."""
 
@@ -278,7 +276,7 @@ class OomKill(Event):
     cgroup: str = ""
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class StopRequest(Event):
     """The supervisor signalled the trainers: forwarded signal, `trainmedic stop`, or a hang."""
 
@@ -288,7 +286,7 @@ class StopRequest(Event):
     targets: list[int] = field(default_factory=list)
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class HangDetected(Event):
     """No progress and near-zero CPU for `idle_s`; `stacks` maps pid -> every thread's stack."""
 
@@ -299,7 +297,7 @@ class HangDetected(Event):
     action: str = "wait"
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class OrphanEnded(Event):
     """A process of the trainer tree that outlived the trainer and was ended (`pid` is its own)."""
 
@@ -310,7 +308,7 @@ class OrphanEnded(Event):
     signal: int | None = None
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class CellStart(Event):
     """A notebook kernel began executing a cell: its execution count (the `[12]` the notebook
     shows), its first line, and the kernel's RSS then."""
@@ -321,7 +319,7 @@ class CellStart(Event):
     rss_bytes: int | None = None
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class CellEnd(Event):
     """A notebook cell finished (`error`: the exception type it raised, if any). `peak_rss_bytes`
     is the kernel's own peak during the cell, where the OS can reset it at the cell's start."""
@@ -336,7 +334,7 @@ class CellEnd(Event):
     error: str | None = None
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class KernelShutdown(Event):
     """A notebook kernel was asked to shut down (or restart) by its frontend. Jupyter then
     waits a few seconds and sends SIGTERM: a signal after this is the normal end of a kernel."""
@@ -345,7 +343,7 @@ class KernelShutdown(Event):
     restart: bool = False
 
 
-@lazy_dataclass(kw_only=True, eq=False, repr=False)
+@dataclass(kw_only=True, eq=False, repr=False, slots=True)
 class UnknownEvent(Event):
     """An event type this version does not know (written by a newer trainmedic): kept, not lost."""
 
@@ -457,7 +455,7 @@ def _reset_lock(ref: weakref.ref[EventWriter]) -> None:
         writer._lock = threading.Lock()
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class ReadResult:
     """Events read from a file, and what had to be skipped (e.g. a line cut by a kill)."""
 

@@ -12,11 +12,9 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, field
+from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
-
-from trainmedic.lazyclass import lazy_dataclass
 
 
 class Severity(str, Enum):
@@ -39,7 +37,7 @@ _SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 DOC_SECTIONS = ("what", "why", "example", "fix")
 
 
-@lazy_dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class FindingSpec:
     """One catalogue entry. Its four doc fields are what `trainmedic explain` prints."""
 
@@ -86,7 +84,7 @@ class FindingSpec:
         )
 
 
-@lazy_dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Finding:
     """One problem found, with its evidence. Field names are the stable JSON API."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TypeVar
 
@@ -33,12 +33,11 @@ from trainmedic.events import (
     TrainingPlan,
 )
 from trainmedic.findings import Finding
-from trainmedic.lazyclass import lazy_dataclass
 
 E = TypeVar("E", bound=Event)
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PhaseSpan:
     """A phase as an interval of wall time in one process (end is None while open)."""
 
@@ -49,7 +48,7 @@ class PhaseSpan:
     epoch: int | None = None
 
 
-@lazy_dataclass
+@dataclass
 class RunRecord:
     """All events of one run (possibly several processes, ranks and attempts), in time order."""
 

@@ -23,13 +23,13 @@ Under `trainmedic run` the same audit runs by itself inside `cross_val_score`,
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from trainmedic.findings import Finding
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.rules.data import CLASS_IMBALANCE, PREPROCESSING_BEFORE_SPLIT, SPLIT_OVERLAP
 
 __all__ = ["SUITABLE_IMBALANCE_SCORERS", "audit"]
@@ -71,7 +71,7 @@ _MAX_CELLS_FOR_DUPLICATES = 50_000_000
 Matrix = npt.NDArray[np.float64]
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Split:
     """Row indices of one train/test split of the audited cross-validation."""
 

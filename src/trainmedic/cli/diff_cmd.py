@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,10 @@ import click
 
 from trainmedic.cli.options import fail_on_option, findings_exit_code, format_option, write_ci_format
 from trainmedic.errors import UsageError
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import RunRecord
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class Side:
     """One run as `diff` sees it: its manifest and/or its events."""
 

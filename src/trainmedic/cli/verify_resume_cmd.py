@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +29,13 @@ import click
 
 from trainmedic.cli.options import plain_format_option
 from trainmedic.errors import UsageError
-from trainmedic.lazyclass import lazy_dataclass
 
 POLL_S = 0.0005
 # = trainmedic.checkpoint.KILL_IN_WRITE_ENV (not imported: that module imports torch)
 KILL_IN_WRITE_ENV = "TRAINMEDIC_KILL_IN_WRITE"
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class Verdict:
     """Whether the resumed run matched the uninterrupted one, and where it first differed."""
 

@@ -20,13 +20,13 @@ so the cost does not grow with the table.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
 from trainmedic.data.hashing import column_hash, row_hashes
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.rules.data import CHANCE_P_VALUE
 
 REFERENCE_SAMPLE = 20_000
@@ -35,7 +35,7 @@ COARSE_LEVELS = 64  # a column with at most this many (repeating) values is a ba
 _SEED = 0
 
 
-@lazy_dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Chance:
     """Identical rows observed against those chance predicts, and whether the excess is real."""
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 
 from trainmedic.errors import UsageError
-from trainmedic.lazyclass import lazy_dataclass
 
 
-@lazy_dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Roles:
     """The parts columns play; every column not named here is a feature."""
 

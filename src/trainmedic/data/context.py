@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -11,13 +11,12 @@ import pandas as pd
 
 from trainmedic.data.columns import Roles
 from trainmedic.data.hashing import U64, column_hash, normalised_row_hashes, row_hashes
-from trainmedic.lazyclass import lazy_dataclass
 
 SPLIT_ORDER = ("train", "val", "test", "serving")
 MAX_EXAMPLES = 10
 
 
-@lazy_dataclass(eq=False)
+@dataclass(eq=False)
 class Split:
     """One split: its name, its frame, and the columns that are features."""
 
@@ -57,7 +56,7 @@ class Split:
         return [_plain(v) for v in self.frame.index.to_numpy()[positions]]
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class Dataset:
     """All splits of one check, train first; the split order is the time order."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,6 @@ import pandas as pd
 from trainmedic.data.columns import require_column
 from trainmedic.data.readers import read_table
 from trainmedic.errors import UsageError
-from trainmedic.lazyclass import lazy_dataclass
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"}
 PATH_COLUMN = "path"
@@ -30,7 +30,7 @@ _THREADS = 4
 _HASH_SIZE = 8
 
 
-@lazy_dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ImageInfo:
     """What one decoded image is: size, mode, a pixel digest and a perceptual hash for near duplicates."""
 

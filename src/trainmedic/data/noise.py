@@ -29,6 +29,7 @@ extrapolated; the evidence says so. Regression targets are not checked.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,6 @@ from trainmedic.data.context import Dataset, Split
 from trainmedic.data.parity import kind
 from trainmedic.data.predictability import is_classification
 from trainmedic.findings import Finding, Severity
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.rules.data import LABEL_NOISE, LABEL_NOISE_FRACTION
 
 NOISE_MAX_ROWS = 25_000  # two model passes (fit, refit without flagged rows) on this sample
@@ -53,7 +53,7 @@ _MAX_CATEGORIES = 250
 _SEED = 0
 
 
-@lazy_dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class NoiseScores:
     """Per scored row: its position in train, given and suspected label, self-confidence."""
 

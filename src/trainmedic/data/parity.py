@@ -9,6 +9,8 @@ why a feature is reported only when the shift is both significant and large
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
@@ -16,7 +18,6 @@ import pandas as pd
 from trainmedic.data.context import Dataset, Split
 from trainmedic.data.hashing import normalise
 from trainmedic.findings import Finding, Severity
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.rules.data import (
     DRIFT_EFFECT,
     DRIFT_P_VALUE,
@@ -154,7 +155,7 @@ def _value_evidence(values: pd.Series, mask: npt.NDArray[np.bool_]) -> dict[str,
     }
 
 
-@lazy_dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Drift:
     """One feature's distribution shift between two splits: the test used, its p-value and effect size."""
 

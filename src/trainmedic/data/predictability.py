@@ -12,12 +12,11 @@ means. One `np.bincount` per feature: about 20 ms per million rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-
-from trainmedic.lazyclass import lazy_dataclass
 
 BINS = 128
 MAX_ROWS = 200_000
@@ -26,7 +25,7 @@ CLASSIFICATION_MAX_CLASSES = 50
 _SEED = 0
 
 
-@lazy_dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class FeatureScore:
     """How well one feature alone predicts the label (0 = no better than the baseline)."""
 

@@ -11,6 +11,7 @@ no accident in real data.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
@@ -20,7 +21,6 @@ from trainmedic.data.context import Dataset, Split
 from trainmedic.data.leakage import EVALUATION_SPLITS
 from trainmedic.data.parity import kind
 from trainmedic.findings import Finding
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.rules.data import PREPROCESSING_BEFORE_SPLIT
 
 MEAN_TOLERANCE = 1e-6
@@ -28,7 +28,7 @@ STD_TOLERANCE = 1e-4
 RANGE_TOLERANCE = 1e-9
 
 
-@lazy_dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Moments:
     """Count, sum, sum of squares and range of a numeric column: enough to compare scaling across splits."""
 

@@ -7,6 +7,7 @@ below is the catalogue order. Nothing is written anywhere: the caller renders.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias
 
@@ -19,7 +20,6 @@ from trainmedic.data.readers import read_table
 from trainmedic.data.summary import DataSummary, summarize
 from trainmedic.errors import UsageError
 from trainmedic.findings import Finding, sort_findings
-from trainmedic.lazyclass import lazy_dataclass
 
 Check = Callable[[Dataset], list[Finding]]
 TableLike: TypeAlias = "pd.DataFrame | str | Path"
@@ -42,7 +42,7 @@ CHECKS: Mapping[str, Check] = {
 }
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DataReport:
     """What `check data` found: the summary of the splits and the findings."""
 

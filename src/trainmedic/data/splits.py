@@ -11,6 +11,7 @@ assigned to splits; the result is verified by the same checks as
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -21,14 +22,13 @@ from trainmedic.data.context import Dataset, Split
 from trainmedic.data.hashing import column_hash, row_hashes
 from trainmedic.data.leakage import group_overlap, split_overlap, temporal_overlap
 from trainmedic.errors import UsageError
-from trainmedic.lazyclass import lazy_dataclass
 
 STRATEGIES = ("random", "stratified", "group", "time")
 SPLIT_NAMES = ("train", "val", "test")
 Index = npt.NDArray[np.intp]
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NestedFold:
     """One outer fold: positions (for `df.iloc`) of its training and test rows, and the
     inner folds over its training rows (also absolute positions) for model selection."""

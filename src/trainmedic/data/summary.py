@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -11,12 +11,11 @@ import pandas as pd
 from trainmedic.data.context import Dataset
 from trainmedic.data.parity import kind
 from trainmedic.data.predictability import is_classification
-from trainmedic.lazyclass import lazy_dataclass
 
 _TOP_CLASSES = 10
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DataSummary:
     """Shape of the data checked (rows per split, columns, dtypes, label distribution) for the report."""
 

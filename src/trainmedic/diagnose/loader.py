@@ -13,14 +13,13 @@ import csv
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainmedic.diagnose import hf_state, keras_logs, lightning_csv, run_folder, tensorboard
 from trainmedic.diagnose.source import LOG_PID, LogRead
 from trainmedic.errors import UsageError
 from trainmedic.events import Event, TrainingPlan
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import RunRecord
 
 KNOWN_FORMATS = (
@@ -31,7 +30,7 @@ _CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
 _MAX_FILES_SCANNED = 20000
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class Loaded:
     """The merged record, and what each path contributed."""
 

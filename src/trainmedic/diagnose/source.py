@@ -8,18 +8,17 @@ sensible time order.
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainmedic.events import Event
-from trainmedic.lazyclass import lazy_dataclass
 
 #: Events read from logs carry this pid: no process of ours wrote them.
 LOG_PID = 0
 _SPACING_S = 1e-3
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class LogRead:
     """The events of one log, its format, the framework that wrote it, and notes on what was skipped."""
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -33,7 +33,6 @@ from numpy.typing import NDArray
 
 from trainmedic.diagnose.source import LOG_PID, LogRead
 from trainmedic.events import Epoch, Event, MetricSeries
-from trainmedic.lazyclass import lazy_dataclass
 
 U8 = NDArray[np.uint8]
 I64 = NDArray[np.int64]
@@ -60,7 +59,7 @@ def event_files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*tfevents*") if p.is_file())
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class _Scalars:
     """Scalars of one tag, in file order."""
 

@@ -17,18 +17,18 @@ import json
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trainmedic.errors import UsageError
-from trainmedic.lazyclass import lazy_dataclass
 
 DEFAULT_NAME = "trainmedic"
 METADATA_KEY = "trainmedic"  # kernel.json metadata that marks a spec as ours
 KERNEL_MODULE = "ipykernel_launcher"
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class InstalledKernel:
     """A trainmedic kernelspec found by Jupyter: its name, display name, folder, memory limit."""
 

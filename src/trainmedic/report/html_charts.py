@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.report.downsample import Point, minmax_downsample
 from trainmedic.report.html_format import escape
 
@@ -31,7 +30,7 @@ _MIN_BAND_PX = 0.6  # bands narrower than this are merged with their neighbour o
 # methods dataclass() would compile for each at import, in every `trainmedic run`.
 
 
-@lazy_dataclass(frozen=True, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, repr=False, slots=True)
 class Series:
     """One line. `tone` picks the colour (CSS class `s<tone>`)."""
 
@@ -41,7 +40,7 @@ class Series:
     dashed: bool = False
 
 
-@lazy_dataclass(frozen=True, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, repr=False, slots=True)
 class Band:
     """A shaded x interval (a phase), CSS class `band-<kind>`."""
 
@@ -51,7 +50,7 @@ class Band:
     label: str
 
 
-@lazy_dataclass(frozen=True, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, repr=False, slots=True)
 class VMarker:
     """A vertical line at x with a short label (an OOM kill, a finding, a NaN)."""
 
@@ -60,7 +59,7 @@ class VMarker:
     kind: str
 
 
-@lazy_dataclass(frozen=True, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, repr=False, slots=True)
 class HLine:
     """A horizontal line at y (a memory limit)."""
 
@@ -69,7 +68,7 @@ class HLine:
     kind: str = "limit"
 
 
-@lazy_dataclass(frozen=True, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, repr=False, slots=True)
 class Axis:
     """An axis: its label, how values are printed and how ticks are placed."""
 
@@ -78,7 +77,7 @@ class Axis:
     ticks: Callable[[float, float], list[float]] | None = None
 
 
-@lazy_dataclass(eq=False, repr=False)
+@dataclass(eq=False, repr=False, slots=True)
 class Chart:
     """One SVG chart of the report: series, phase bands, markers and limit lines."""
 

@@ -12,12 +12,12 @@ import re
 import shlex
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from trainmedic.errors import UsageError
 from trainmedic.events import ProcessExit, ProcessSpawn
 from trainmedic.findings import Finding, Severity, sort_findings
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import RunRecord
 from trainmedic.registry import lookup
 from trainmedic.report.explain import explain_text
@@ -35,7 +35,7 @@ _SIGKILL = 9
 _LOG_HIT = re.compile(r"Traceback|Error\b|error:|Exception|Killed|out of memory", re.IGNORECASE)
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Outcome:
     """How the run ended, as the page's first sentence says it."""
 

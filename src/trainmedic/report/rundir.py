@@ -12,13 +12,13 @@ import json
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trainmedic.errors import UsageError
 from trainmedic.events import read_events
 from trainmedic.findings import Finding
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import RunRecord
 from trainmedic.unfinished import unfinished_note
 
@@ -36,7 +36,7 @@ _TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
 _FAILURE = re.compile(r"Killed|out of memory|Error:|Exception:")
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class RunFolder:
     """A run folder read back: its events, findings, manifest and last log lines."""
 

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import NamedTuple
-
-from trainmedic.lazyclass import lazy_dataclass
 
 # "Epoch 3/12" (Keras, plain prints). Lightning's "Epoch 3:" bars are 0-based and carry no total.
 EPOCH_OF = re.compile(r"^\s*epoch\s+(\d+)\s*/\s*(\d+)\b", re.IGNORECASE)
@@ -54,7 +52,7 @@ _BARE_EXCEPTION = re.compile(r"(?:Error|Exception|Exit|Interrupt|Iteration|Warni
 _LIBRARY_PARTS = ("site-packages", "dist-packages", "/lib/python3", "\\lib\\python3", "<frozen")
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Frame:
     """One frame of a Python traceback found in a log."""
 
@@ -70,7 +68,7 @@ class Frame:
         return f"{self.file}:{self.line} in {self.function}"
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ParsedTraceback:
     """The last traceback of a log: exception type and message, frames innermost last."""
 

@@ -16,16 +16,16 @@ give a median.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from trainmedic.events import MemorySample
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import RunRecord, median
 
 #: Phases that are the training itself; every other named phase is a non-training phase.
 TRAINING_PHASES = frozenset({"train"})
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class Episode:
     """Consecutive memory samples in non-training phases, and the training before them."""
 

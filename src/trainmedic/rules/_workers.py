@@ -38,10 +38,9 @@ from __future__ import annotations
 import re
 import signal as _signal
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import PurePath
 
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.rules import _logtext
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -72,7 +71,7 @@ _RAY_KILLED = re.compile(r"\bpid=(?P<pid>\d+), actual memory used=(?P<mem>[\d.]+
 _BLOCK = 60  # lines after a death header that still describe the same worker
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WorkerDeath:
     """One worker of a distributed job that died; None where the logs do not say."""
 
@@ -131,7 +130,7 @@ class WorkerDeath:
         }
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Line:
     """A log line with the worker prefix that Ray or torchrun put before it."""
 

@@ -10,11 +10,10 @@ reproduced here so a wrong config is caught before it queues for hours.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from trainmedic.findings import Finding, FindingSpec, Severity
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import Rule, RunRecord
 
 CONFIG_CHECK = "training_config"
@@ -144,7 +143,7 @@ SPECS: tuple[FindingSpec, ...] = (
 )
 
 
-@lazy_dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TrainingConfig:
     """What a recognised config file says, in one vocabulary (plain data for an event).
 

@@ -13,10 +13,10 @@ import itertools
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from trainmedic.events import Epoch, Metric, MetricSeries, Step
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import RunRecord
 
 if TYPE_CHECKING:  # numpy is imported where a curve is built: a run without curves never pays for it
@@ -34,7 +34,7 @@ MAX_POINTS = 2000
 _SPLIT = re.compile(r"[/._\-\s:]+")
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Curve:
     """One metric over training: `x` is the global step (or the epoch index when `per == "epoch"`)."""
 
@@ -296,7 +296,7 @@ def smoothing_window(n: int) -> int:
     return max(1, (n // 10) | 1) if n >= 7 else 1
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Departure:
     """Where curve B first leaves curve A beyond noise (and stays away)."""
 

@@ -10,10 +10,10 @@ on bucket medians, which makes one spike or a noisy step log harmless.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from trainmedic.findings import Finding, FindingSpec, Severity
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import Rule, RunRecord
 from trainmedic.rules.curves import (
     Curve,
@@ -459,7 +459,7 @@ def _not_learning(
     return NOT_LEARNING.finding(message, evidence=evidence)
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Chance:
     """The loss of a classifier that knows nothing about its inputs: ln K for K classes."""
 
@@ -526,7 +526,7 @@ def _epoch_means(c: Curve, min_epochs: int) -> Curve | None:
     return Curve(c.name, epochs, means, "epoch", epochs)
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Paired:
     """Validation points with the training loss over the same stretch of training."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import signal as _signal
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
@@ -31,7 +32,6 @@ from trainmedic.events import (
     StopRequest,
 )
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import Rule, RunRecord, cell_label, cell_running
 from trainmedic.rules import _logtext, _ray, _spikes
 from trainmedic.units import human_bytes
@@ -253,7 +253,7 @@ LAST_LINES = 12
 _KILL_SIGNALS_BY_EXIT = range(129, 129 + 64)
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AttemptView:
     """One attempt of the run: its end, and the events that happened during it."""
 

@@ -16,7 +16,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -30,7 +30,6 @@ from trainmedic.events import (
     ProcessSpawn,
     StopRequest,
 )
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.supervise import platform, rundir, tree
 from trainmedic.supervise.cgroup import LimitedCgroup
 from trainmedic.supervise.eventtail import EventTail
@@ -49,7 +48,7 @@ _TREE_REFRESH_MIN = 0.5
 _TREE_REFRESH_MAX = 15.0
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class AttemptConfig:
     """Everything one attempt (one launch of the command) needs."""
 
@@ -64,7 +63,7 @@ class AttemptConfig:
     status: StatusLine | None
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class AttemptResult:
     """How one attempt ended: the exit status, who stopped it, the trainers it had."""
 

@@ -13,10 +13,10 @@ import contextlib
 import os
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from trainmedic.errors import UsageError
-from trainmedic.lazyclass import lazy_dataclass
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 _UNLIMITED_V1 = 1 << 60  # v1 reports "no limit" as a huge page-aligned number
@@ -38,7 +38,7 @@ def parse_size(text: str) -> int:
     return int(value)
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CgroupInfo:
     """The memory cgroup of a process: its directory, version and current limit."""
 

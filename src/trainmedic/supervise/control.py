@@ -10,19 +10,18 @@ they are stopped with the same escalation.
 from __future__ import annotations
 
 import time
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psutil
 
 from trainmedic.errors import UsageError
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.supervise import platform, rundir, tree
 from trainmedic.supervise.signals import stop_processes
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class StopReport:
     """What `trainmedic stop` did: which processes it signalled, how, and which survived."""
 
@@ -38,7 +37,7 @@ class StopReport:
         return dict(self.__dict__)
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class LiveRun:
     """A supervised run in progress, as its supervisor announces it for `stop` and `status`."""
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainmedic.events import Epoch, Event, PhaseEnd, PhaseStart, ProcessSpawn, Step, TrainingPlan, decode
-from trainmedic.lazyclass import lazy_dataclass
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class TrainerProgress:
     """What the live status shows, from the trainer's own events."""
 

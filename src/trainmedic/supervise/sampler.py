@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import field
+from dataclasses import dataclass, field
 
 import psutil
 
 from trainmedic.events import MemorySample
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.supervise.cgroup import CgroupInfo
 from trainmedic.supervise.gpu import GpuProbe, NullProbe
 from trainmedic.supervise.tree import Proc
@@ -27,7 +26,7 @@ _STRETCH = 1.5
 _MAX_STRETCH = 4.0
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class TreeSampler:
     """Samples memory (RSS per process, cgroup usage, GPU per process) and tree CPU."""
 
@@ -88,7 +87,7 @@ class TreeSampler:
             self.interval = min(self.interval * _STRETCH, self.base_interval * _MAX_STRETCH)
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class HangWatch:
     """Decides "hung": no progress (output, events) and tree CPU under `cpu_threshold` % of one
     core, continuously for `timeout` seconds. Fires once per idle stretch."""

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 
 import psutil
 
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.supervise import platform
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class StopOutcome:
     """Which signals were sent, and which processes were still alive at the end (none, normally)."""
 

@@ -14,7 +14,7 @@ import signal as signal_module
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
@@ -32,7 +32,6 @@ from trainmedic.events import (
 from trainmedic.findings import Finding
 from trainmedic.hostname import hostname
 from trainmedic.instrument.environment import child_env
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.supervise import platform, rundir
 from trainmedic.supervise.attempt import Attempt, AttemptConfig, AttemptResult
 from trainmedic.supervise.cgroup import CgroupInfo, LimitedCgroup, effective_limit, host_oom_kills
@@ -58,7 +57,7 @@ class CommandNotFound(Exception):
         self.status = status
 
 
-@lazy_dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class RunOptions:
     """The options of `trainmedic run`, validated."""
 
@@ -79,7 +78,7 @@ class RunOptions:
     runs_base: Path = Path("runs")
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class RunOutcome:
     """How a supervised run ended: the exit status to return, the run folder, the findings."""
 

@@ -16,12 +16,11 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterable
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
 import psutil
 
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.rules._ray import is_ray_process
 
 ROLE_LAUNCHER = "launcher"
@@ -31,7 +30,7 @@ ROLE_WORKER = "worker"
 _MP_MARKERS = ("multiprocessing.spawn", "multiprocessing.forkserver", "--multiprocessing-fork")
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class Proc:
     """What the supervisor keeps of one process: enough to classify, sample and stop it."""
 

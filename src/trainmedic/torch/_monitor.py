@@ -50,14 +50,13 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 import torch
 from torch import nn
 from trainmedic.events import Epoch, Event, FindingRaised, GuardObservation, Step
 from trainmedic.instrument import channel
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import median
 from trainmedic.rules.dynamics import NONFINITE_LOSS
 from trainmedic.torch._clipping import ClipWatch
@@ -125,7 +124,7 @@ class _WindowEnd(NamedTuple):
     epoch: int
 
 
-@lazy_dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _OptState:
     """What the monitor keeps about one optimizer (looked up by id, checked by a weakref)."""
 

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from trainmedic.events import GuardObservation
 from trainmedic.findings import Finding
 from trainmedic.instrument import channel
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.record import RunRecord
 from trainmedic.rules.steps import cannot_overfit_batch, overfit_failed
 from trainmedic.torch import _patches
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class OverfitResult:
     """The losses of the test, its verdict and, when it failed, the TRN006 finding."""
 

@@ -16,6 +16,7 @@ import copy
 import gc
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from torch.optim import Optimizer
@@ -23,13 +24,12 @@ from torch.utils.data import default_collate
 
 import torch
 from torch import nn
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.train.config import PRECISIONS, ConfigError
 
 _OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "not enough memory")
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BatchSizeResult:
     """The largest per-device batch that fitted, and the accumulation that keeps the effective batch."""
 

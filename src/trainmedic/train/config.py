@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from trainmedic.errors import UsageError
-from trainmedic.lazyclass import lazy_dataclass
 
 PRECISIONS = ("32", "bf16", "fp16")
 STRATEGIES = ("auto", "none", "ddp", "fsdp")
@@ -44,7 +43,7 @@ def _choice(name: str, value: object, choices: tuple[str, ...]) -> None:
         raise ConfigError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
 
 
-@lazy_dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class EarlyStopping:
     """Stop when `monitor` has not improved by `min_delta` for `patience` epochs."""
 
@@ -69,7 +68,7 @@ class EarlyStopping:
         return value > best + self.min_delta
 
 
-@lazy_dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class FitConfig:
     """Everything `fit` does that is not an object (model, data, optimizer, loss)."""
 

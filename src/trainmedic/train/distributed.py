@@ -11,17 +11,17 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch.distributed as dist
 
 import torch
 from torch import nn
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.train.config import ConfigError
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class World:
     """This process's place in a torchrun job (rank, world size, strategy)."""
 

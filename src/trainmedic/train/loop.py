@@ -24,7 +24,7 @@ import multiprocessing
 import os
 import random
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,6 @@ from torch import nn
 from trainmedic import checkpoint as ckpt
 from trainmedic.events import Epoch, PhaseEnd, PhaseStart, Step, TrainingPlan
 from trainmedic.instrument.channel import emit, is_supervised
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.train import distributed as dist_
 from trainmedic.train.config import RESUME_FROM_ENV, ConfigError, EarlyStopping, FitConfig
 from trainmedic.train.sampler import ResumableLoader, resumable
@@ -50,7 +49,7 @@ OptimizerArg = Optimizer | Callable[[Iterable[nn.Parameter]], Optimizer]
 SchedulerArg = Any  # an LRScheduler / ReduceLROnPlateau, or a factory taking the optimizer
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class Progress:
     """Where the run is; saved in every checkpoint."""
 
@@ -63,7 +62,7 @@ class Progress:
     stopped_early: bool = False
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FitResult:
     """What `fit` did: per-epoch history, steps, epochs, whether it stopped early or resumed."""
 

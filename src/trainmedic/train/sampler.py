@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from torch.utils.data import (
@@ -28,7 +29,6 @@ from torch.utils.data import (
 )
 
 import torch
-from trainmedic.lazyclass import lazy_dataclass
 
 log = logging.getLogger("trainmedic.train")
 
@@ -90,7 +90,7 @@ class ResumableSampler(Sampler[int]):
         return max(self.per_epoch() - self.start, 0)
 
 
-@lazy_dataclass
+@dataclass(slots=True)
 class ResumableLoader:
     """A DataLoader whose epochs can start at any batch without loading the ones before."""
 

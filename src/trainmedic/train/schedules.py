@@ -13,15 +13,15 @@ Every schedule's state is plain numbers, so it checkpoints with `weights_only=Tr
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR, OneCycleLR, ReduceLROnPlateau
 
-from trainmedic.lazyclass import lazy_dataclass
 from trainmedic.train.config import ConfigError
 
 
-@lazy_dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WarmupCosine:
     """The multiplier of the base learning rate at a step (a callable object, so its state saves)."""
 
