@@ -10,7 +10,7 @@ they are stopped with the same escalation.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ class StopReport:
     run_dir: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return asdict(self)
 
 
 @dataclass(slots=True)
@@ -49,7 +49,7 @@ class LiveRun:
     started: float
 
     def to_dict(self) -> dict[str, Any]:
-        data = dict(self.__dict__)
+        data = asdict(self)
         data["run_dir"] = str(self.run_dir)
         return data
 

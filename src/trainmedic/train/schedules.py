@@ -21,9 +21,12 @@ from torch.optim.lr_scheduler import LambdaLR, OneCycleLR, ReduceLROnPlateau
 from trainmedic.train.config import ConfigError
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class WarmupCosine:
-    """The multiplier of the base learning rate at a step (a callable object, so its state saves)."""
+    """The multiplier of the base learning rate at a step (a callable object, so its state saves).
+
+    No slots: LambdaLR.state_dict() copies a callable object's ``__dict__``.
+    """
 
     warmup_steps: int
     total_steps: int
