@@ -47,19 +47,26 @@ def test_clean_real_table_gives_no_warning(name: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["wine", "breast_cancer"])
+@pytest.mark.parametrize("name", ["iris", "wine", "breast_cancer"])
 def test_planted_label_flips_found_with_recall_and_precision(name: str) -> None:
+    """Pooled over four flip draws: a 112-row table holds six flips, so one draw's recall moves
+    in steps of 1/6 (iris's two overlapping classes hide a flip now and then)."""
     train, test = user_split(table(name))
-    noisy, flipped = flip_labels(train, 0.05, seed=0)
-    scores = score_label_noise(noisy, [c for c in noisy.columns if c != LABEL], LABEL)
-    assert scores is not None
-    flagged = scores.positions[scores.suspicious]
-    hits = len(np.intersect1d(flagged, flipped))
-    assert hits / len(flipped) >= 0.8  # recall
-    assert hits / len(flagged) >= 0.8  # precision
-    (finding,) = codes(check(noisy, test, label=LABEL))["DAT012"]
-    assert finding.severity is Severity.WARNING
-    assert finding.evidence["suspicious_rows"] == len(flagged)
+    hits = flagged_rows = planted = 0
+    for seed in range(4):
+        noisy, flipped = flip_labels(train, 0.05, seed=seed)
+        scores = score_label_noise(noisy, [c for c in noisy.columns if c != LABEL], LABEL)
+        assert scores is not None
+        flagged = scores.positions[scores.suspicious]
+        hits += len(np.intersect1d(flagged, flipped))
+        flagged_rows += len(flagged)
+        planted += len(flipped)
+        if seed == 0:
+            (finding,) = codes(check(noisy, test, label=LABEL))["DAT012"]
+            assert finding.severity is Severity.WARNING
+            assert finding.evidence["suspicious_rows"] == len(flagged)
+    assert hits / planted >= 0.8  # recall
+    assert hits / flagged_rows >= 0.8  # precision
 
 
 @pytest.mark.slow

@@ -17,10 +17,20 @@ gets wrong. Three things separate them here:
    model alone on 3 folds.
 3. **Confident learning** (Northcutt et al., 2021): class j's threshold t_j is the mean
    probability of j over rows labelled j; a row labelled i is flagged when another class
-   clears its threshold and its own label gets under half of t_i. The model's own
-   probabilities then say how many rows it would flag if every label were drawn from
-   them (`expected_from_uncertainty`): a warning needs the flagged rows to exceed 1 % of
-   the table *and* that expectation by `UNCERTAINTY_MARGIN` times.
+   clears its threshold and its own label gets under half of t_i. A row is flagged too
+   when the model rules its label out (under a tenth of chance, `EXCLUDED_SHARE_OF_CHANCE`)
+   though no other class clears its threshold: in a table with a few classes whose
+   boundaries overlap, the class a wrong label hides in is rarely confident, but the given
+   label is plainly not it. The model's own probabilities, temperature-scaled on the
+   rows it trusts (an under-confident model spreads mass into the tails and would excuse
+   real errors), then say how many rows it would flag if every label were drawn from them
+   (`expected_from_uncertainty`): a warning needs the flagged rows to exceed 1 % of the
+   table *and* that expectation by `UNCERTAINTY_MARGIN` times.
+4. **Only rows a model could tell apart.** A row whose feature values, as the model sees
+   them, also occur with another label is left out of both counts: on a table of a few
+   banded or categorical columns, whole groups of people share one feature row, and no
+   label in such a group can be judged wrong from the features. `conflicting-labels`
+   (DAT006) asks whether such conflicts exceed chance.
 
 Above `NOISE_MAX_ROWS` training rows a seeded sample is scored and the count is
 extrapolated; the evidence says so. Regression targets are not checked.
@@ -46,6 +56,7 @@ NOISE_MAX_ROWS = 25_000  # two model passes (fit, refit without flagged rows) on
 SMALL_TABLE_ROWS = 1_000
 MEDIUM_TABLE_ROWS = 10_000
 SELF_CONFIDENCE_MARGIN = 0.5
+EXCLUDED_SHARE_OF_CHANCE = 0.1  # a label under a tenth of 1/k is one the model rules out
 MIN_INFORMATIVENESS = 0.5  # normalised out-of-fold accuracy needed to judge labels at all
 UNCERTAINTY_MARGIN = 2.0  # flagged rows must exceed what the model's own uncertainty predicts this many times
 MIN_FLAGGED = 3
@@ -66,6 +77,7 @@ class NoiseScores:
     baseline: float
     expected: float  # rows flagged if every label were drawn from the model's probabilities
     model: str
+    ambiguous: int = 0  # rows whose features, as the model sees them, also carry another label
 
     @property
     def informativeness(self) -> float:
@@ -140,6 +152,7 @@ def _noisy(scores: NoiseScores, train: Split) -> Finding:
         "fraction": round(fraction, 6),
         "threshold": LABEL_NOISE_FRACTION,
         "expected_from_uncertainty": round(scores.expected, 2),
+        "rows_sharing_features_with_another_label": scores.ambiguous,
         "model": scores.model,
         "out_of_fold_accuracy": round(scores.oof_accuracy, 4),
         "most_suspicious": examples,
@@ -172,6 +185,9 @@ def score_label_noise(frame: pd.DataFrame, features: list[str], label: str) -> N
     matrix = model_matrix(subset, features)
     probs, model = out_of_fold_probabilities(matrix, classes, folds)
     suspicious, suspected, self_conf = confident_learning(probs, classes)
+    ambiguous = _ambiguous(matrix, classes)
+    suspicious &= ~ambiguous
+    calibrated_probs = calibrated(probs, classes, trusted=~suspicious & ~ambiguous)
     labels = np.asarray(uniques, dtype=object)
     return NoiseScores(
         positions=known,
@@ -181,8 +197,9 @@ def score_label_noise(frame: pd.DataFrame, features: list[str], label: str) -> N
         self_confidence=self_conf,
         oof_accuracy=float(np.mean(np.argmax(probs, axis=1) == classes)),
         baseline=float(np.bincount(classes).max() / len(classes)),
-        expected=expected_flags(probs, classes),
+        expected=expected_flags(calibrated_probs, classes, judged=~ambiguous),
         model=model,
+        ambiguous=int(ambiguous.sum()),
     )
 
 
@@ -285,15 +302,36 @@ def _linear(matrix: pd.DataFrame, rows: int) -> Any:
 def confident_learning(
     probs: npt.NDArray[np.float64], labels: npt.NDArray[np.intp]
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp], npt.NDArray[np.float64]]:
-    """(suspicious, confidently predicted class, probability of the given label) per row."""
+    """(suspicious, suspected class, probability of the given label) per row."""
     n = len(labels)
     thresholds = class_thresholds(probs, labels)
     suspected, has_confident = _confident_class(probs, thresholds)
     self_conf = probs[np.arange(n), labels]
-    suspicious = (
-        has_confident & (suspected != labels) & (self_conf < SELF_CONFIDENCE_MARGIN * thresholds[labels])
-    )
-    return suspicious, suspected.astype(np.intp), self_conf
+    unlikely = self_conf < SELF_CONFIDENCE_MARGIN * thresholds[labels]
+    confidently_other = has_confident & (suspected != labels) & unlikely
+    ruled_out = _ruled_out(probs, labels) & unlikely & ~confidently_other
+    suspected = np.where(ruled_out, np.argmax(probs, axis=1), suspected)
+    return confidently_other | ruled_out, suspected.astype(np.intp), self_conf
+
+
+def _ruled_out(probs: npt.NDArray[np.float64], labels: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
+    """Rows whose given label the model all but excludes, while preferring another class."""
+    n, k = probs.shape
+    self_conf = probs[np.arange(n), labels]
+    ruled_out = (self_conf < EXCLUDED_SHARE_OF_CHANCE / k) & (np.argmax(probs, axis=1) != labels)
+    return np.asarray(ruled_out, dtype=np.bool_)
+
+
+def _ambiguous(matrix: pd.DataFrame, classes: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
+    """Rows whose feature values, exactly as the model sees them, also occur with another label.
+
+    No model can separate such rows: on a table of a few banded or categorical columns,
+    whole groups of different people share one feature row, and the minority label of each
+    group would read as noise. Whether such conflicts exceed chance is the conflicting-labels
+    check's question (DAT006); label noise is judged on the other rows."""
+    keys = pd.util.hash_pandas_object(matrix, index=False).to_numpy()
+    per_key = pd.Series(classes).groupby(keys).transform("nunique").to_numpy()
+    return np.asarray(per_key > 1, dtype=np.bool_)
 
 
 def class_thresholds(probs: npt.NDArray[np.float64], labels: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
@@ -301,17 +339,58 @@ def class_thresholds(probs: npt.NDArray[np.float64], labels: npt.NDArray[np.intp
     return np.array([probs[labels == j, j].mean() if np.any(labels == j) else 1.0 for j in range(k)])
 
 
-def expected_flags(probs: npt.NDArray[np.float64], labels: npt.NDArray[np.intp]) -> float:
+def expected_flags(
+    probs: npt.NDArray[np.float64], labels: npt.NDArray[np.intp], judged: npt.NDArray[np.bool_] | None = None
+) -> float:
     """How many rows the rule would flag if each label were drawn from the model's own
     probabilities: for every row, the probability mass of the classes that, given as its
     label, would be flagged. Hard examples (probability spread over classes) raise it;
     confidently wrong labels do not."""
+    n, k = probs.shape
     thresholds = class_thresholds(probs, labels)
     suspected, has_confident = _confident_class(probs, thresholds)
     other = np.ones_like(probs, dtype=bool)
-    other[np.arange(len(labels)), suspected] = False
-    would_flag = other & (probs < SELF_CONFIDENCE_MARGIN * thresholds[None, :]) & has_confident[:, None]
+    other[np.arange(n), suspected] = False
+    unlikely = probs < SELF_CONFIDENCE_MARGIN * thresholds[None, :]
+    ruled_out = (probs < EXCLUDED_SHARE_OF_CHANCE / k) & (
+        np.arange(k)[None, :] != np.argmax(probs, axis=1)[:, None]
+    )
+    would_flag = unlikely & ((other & has_confident[:, None]) | ruled_out)
+    if judged is not None:
+        would_flag &= judged[:, None]
     return float(np.sum(np.where(would_flag, probs, 0.0)))
+
+
+def calibrated(
+    probs: npt.NDArray[np.float64], labels: npt.NDArray[np.intp], trusted: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.float64]:
+    """The probabilities temperature-scaled (Guo et al., 2017) to fit the labels of the
+    trusted rows (those not flagged).
+
+    Out-of-fold models on small tables are often under-confident (regularised, fitted on
+    90 % of few rows); their spread-out tails would make real errors look like the model's
+    own uncertainty. One temperature, fitted by log loss, keeps the ranking and corrects
+    the spread; the flagged rows are left out of the fit, or a handful of wrong labels
+    would dominate the log loss and widen the spread again."""
+    from scipy.optimize import minimize_scalar
+
+    logits = np.log(np.clip(probs, 1e-12, 1.0))
+    rows = np.flatnonzero(trusted)
+    if len(rows) < 2:
+        return probs
+
+    def scaled(log_t: float, at: npt.NDArray[np.intp] | slice) -> npt.NDArray[np.float64]:
+        z = logits[at] / np.exp(log_t)
+        z -= z.max(axis=1, keepdims=True)
+        e: npt.NDArray[np.float64] = np.exp(z)
+        return np.asarray(e / e.sum(axis=1, keepdims=True), dtype=np.float64)
+
+    def log_loss(log_t: float) -> float:
+        p = scaled(log_t, rows)[np.arange(len(rows)), labels[rows]]
+        return float(-np.mean(np.log(np.clip(p, 1e-12, 1.0))))
+
+    best = minimize_scalar(log_loss, bounds=(np.log(0.05), np.log(5.0)), method="bounded")
+    return scaled(float(best.x), slice(None))
 
 
 def _confident_class(
