@@ -104,8 +104,7 @@ def test_supervising_a_run_without_curves_imports_no_numpy_or_metadata_parser(tm
     when a run has metric curves to judge, importlib.metadata never, NVML only where a driver is;
     a clean run compiles no worker-death patterns and needs neither tempfile nor hashlib, nor
     shutil (which loads bz2 and lzma) for a command given by path, nor the `html` package's
-    entity table, nor configcheck for a command that names no config file, nor click (`run`
-    has its own argparse parser). The exit handler
+    entity table, nor configcheck for a command that names no config file. The exit handler
     that reports them runs: the console script's fast exit still runs them."""
     import subprocess
     import sys
@@ -140,7 +139,7 @@ def test_supervising_a_run_without_curves_imports_no_numpy_or_metadata_parser(tm
     assert "trainmedic.rules._workers" not in imported  # a failed run's patterns only
     assert "tempfile" not in imported
     assert "hashlib" not in imported
-    unwanted = {"click", "shutil", "bz2", "lzma", "html", "html.entities", "trainmedic.configcheck"}
+    unwanted = {"shutil", "bz2", "lzma", "html", "html.entities", "trainmedic.configcheck"}
     assert not unwanted & set(imported)
     assert not [m for m in imported if m.split(".")[0] == "rich"]  # output to a pipe: plain text
     from trainmedic.supervise.gpu import driver_may_exist
