@@ -28,10 +28,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainmedic import osinfo
+from trainmedic import _osinfo
+from trainmedic._osinfo import hostname
 from trainmedic.errors import UsageError
 from trainmedic.events import EnvironmentManifest
-from trainmedic.hostname import hostname
 
 SCHEMA = 1
 _CHUNK = 1 << 20
@@ -126,8 +126,8 @@ def capture_manifest(
         "cwd": str(where),
         "command": list(command) if command is not None else None,
         "python": {
-            "version": osinfo.python_version(),
-            "implementation": osinfo.python_implementation(),
+            "version": _osinfo.python_version(),
+            "implementation": _osinfo.python_implementation(),
             "executable": sys.executable,
         },
         "packages": installed,
@@ -136,10 +136,10 @@ def capture_manifest(
         "cpu": cpu(),
         "memory_bytes": _total_memory(),
         "os": {
-            "system": osinfo.uname()[0],
-            "release": osinfo.uname()[1],
-            "platform": osinfo.platform_string(),
-            "libc": " ".join(osinfo.libc()).strip() or None,
+            "system": _osinfo.uname()[0],
+            "release": _osinfo.uname()[1],
+            "platform": _osinfo.platform_string(),
+            "libc": " ".join(_osinfo.libc()).strip() or None,
         },
         "git": git_state(where),
         "env": relevant_env(env),
@@ -456,8 +456,8 @@ def cpu() -> dict[str, Any]:
     except OSError:
         pass
     return {
-        "model": model or _processor() or osinfo.uname()[2],
-        "machine": osinfo.uname()[2],
+        "model": model or _processor() or _osinfo.uname()[2],
+        "machine": _osinfo.uname()[2],
         "cores_logical": psutil.cpu_count(logical=True),
         "cores_physical": psutil.cpu_count(logical=False),
         "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,

@@ -18,9 +18,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any
 
-from trainmedic import __version__, osinfo
+from trainmedic import __version__, _osinfo
+from trainmedic._osinfo import hostname
 from trainmedic.atomicfile import write_text_atomic
-from trainmedic.hostname import hostname
 
 EVENTS = "events.jsonl"
 OUTPUT = "output.log"
@@ -82,9 +82,9 @@ def build_manifest(
         "signal": signal,
         "host": {
             "hostname": hostname(),
-            "system": osinfo.uname()[0],
-            "release": osinfo.uname()[1],
-            "machine": osinfo.uname()[2],
+            "system": _osinfo.uname()[0],
+            "release": _osinfo.uname()[1],
+            "machine": _osinfo.uname()[2],
             "python": sys.version.split()[0],
             "cpus": os.cpu_count(),
         },

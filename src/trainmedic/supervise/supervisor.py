@@ -20,6 +20,7 @@ from types import FrameType
 
 import psutil
 
+from trainmedic._osinfo import hostname
 from trainmedic.errors import UsageError
 from trainmedic.events import (
     Event,
@@ -30,7 +31,6 @@ from trainmedic.events import (
     RunStart,
 )
 from trainmedic.findings import Finding
-from trainmedic.hostname import hostname
 from trainmedic.instrument.environment import child_env
 from trainmedic.supervise import platform, rundir
 from trainmedic.supervise.attempt import Attempt, AttemptConfig, AttemptResult
