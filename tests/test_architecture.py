@@ -43,7 +43,16 @@ STDLIB_ONLY = [
     "instrument/channel.py",
     "instrument/boot/sitecustomize.py",
 ]
-CORE = ["events.py", "findings.py", "errors.py", "record.py", "registry.py"]
+CORE = [
+    "events.py",
+    "findings.py",
+    "errors.py",
+    "record.py",
+    "registry.py",
+    "runfolder.py",
+    "atomicfile.py",
+    "_osinfo.py",
+]
 COLLECTORS = {"supervise", "instrument", "diagnose", "data", "train", "report", "cli"}
 
 

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 
 import click
 
+from trainmedic import runfolder
 from trainmedic.errors import UsageError
 
 if TYPE_CHECKING:
     from trainmedic.supervise import RunOutcome
 
 ON_HANG = ("wait", "stop")
-RUNS_DIR_ENV = "TRAINMEDIC_RUNS_DIR"  # where run folders go without --out (e.g. a notebook kernel's)
 FORMATS = ("text", "json")
 USAGE = "trainmedic run [OPTIONS] -- CMD ARGS..."
 SUMMARY = (
@@ -44,7 +44,7 @@ SUMMARY = (
 @click.option(
     "--out",
     metavar="DIR",
-    help=f"Run folder (default runs/<time>-<name>/, or under ${RUNS_DIR_ENV} when set).",
+    help=f"Run folder (default runs/<time>-<name>/, or under ${runfolder.RUNS_DIR_ENV} when set).",
 )
 @click.option("--name", metavar="NAME", help="Name of the run (default: the script's name).")
 @click.option(
@@ -130,7 +130,7 @@ def command(
         grace=grace,
         quiet=quiet,
         instrument=not no_instrument and os.environ.get("TRAINMEDIC_INSTRUMENT", "1") != "0",
-        runs_base=Path(os.environ.get(RUNS_DIR_ENV) or "runs"),
+        runs_base=runfolder.runs_base(),
     )
     try:
         supervisor = Supervisor(options)
@@ -157,7 +157,7 @@ def _report(outcome: RunOutcome, fmt: str) -> int:
     err.flush()
     render_text(outcome.findings, err, title=f"\ntrainmedic diagnosis (exit status {outcome.exit_status}):")
     err.write(f"trainmedic: run folder {outcome.run_dir}\n")
-    report = outcome.run_dir / "report.html"
+    report = outcome.run_dir / runfolder.REPORT
     if report.is_file():
         err.write(f"trainmedic: report {report}\n")
     return outcome.exit_status

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from trainmedic import runfolder
 from trainmedic.atomicfile import write_text_atomic
 from trainmedic.events import (
     Epoch,
@@ -31,7 +32,6 @@ from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules
 from trainmedic.report.html import write_report
 from trainmedic.rules._logtext import ACCELERATOR_OOM, FATAL_NATIVE, INPUT_EXHAUSTED, TRACEBACK_START
-from trainmedic.supervise import rundir
 
 # A live diagnosis re-reads the whole events file: after one that took d seconds the next waits
 # at least COST_FACTOR * d, so it never takes more than 1/COST_FACTOR of one core, however long
@@ -42,7 +42,7 @@ MIN_INTERVAL_S = 1.0
 
 def diagnose_run_dir(run_dir: Path) -> tuple[RunRecord, list[Finding]]:
     """Every rule of every family over all events of the run (supervisor and trainers)."""
-    path = run_dir / rundir.EVENTS
+    path = run_dir / runfolder.EVENTS
     events = read_events(path).events if path.exists() else []
     record = RunRecord.of(events)
     return record, run_rules(record)
@@ -50,7 +50,7 @@ def diagnose_run_dir(run_dir: Path) -> tuple[RunRecord, list[Finding]]:
 
 def write_outputs(run_dir: Path, record: RunRecord, findings: list[Finding]) -> None:
     """Write the diagnosis files. Renderers of new formats (the HTML report) are called here."""
-    write_text_atomic(run_dir / rundir.FINDINGS, findings_to_json(findings) + "\n")
+    write_text_atomic(run_dir / runfolder.FINDINGS, findings_to_json(findings) + "\n")
     try:
         write_report(run_dir)
     except Exception as exc:  # a report that cannot be drawn must never change how the run ends

@@ -20,6 +20,7 @@ from types import FrameType
 
 import psutil
 
+from trainmedic import runfolder
 from trainmedic._osinfo import hostname
 from trainmedic.errors import UsageError
 from trainmedic.events import (
@@ -125,19 +126,19 @@ class Supervisor:
 
     def run(self) -> RunOutcome:
         opts = self.opts
-        name = opts.name or rundir.default_name(self.command)
+        name = opts.name or runfolder.default_name(self.command)
         try:
-            run_dir = rundir.make_run_dir(opts.out, name, opts.runs_base)
+            run_dir = runfolder.make_run_dir(opts.out, name, opts.runs_base)
         except OSError as exc:
             self._cleanup_cgroup()
             raise UsageError(f"--out: cannot create the run folder ({exc})") from exc
         started = time.time()
-        writer = EventWriter(run_dir / rundir.EVENTS)
-        output = OutputLog(run_dir / rundir.OUTPUT)
+        writer = EventWriter(run_dir / runfolder.EVENTS)
+        output = OutputLog(run_dir / runfolder.OUTPUT)
         registry_entry = rundir.register(os.getpid(), run_dir)
         me = psutil.Process()
-        rundir.write_json(
-            run_dir / rundir.LIVE_STATE,
+        runfolder.write_json(
+            run_dir / runfolder.LIVE_STATE,
             {
                 "supervisor_pid": os.getpid(),
                 "supervisor_create_time": me.create_time(),
@@ -148,8 +149,8 @@ class Supervisor:
             "supervisor_pid": os.getpid(),
             "memory_limit_bytes": opts.memory_limit,
         }
-        rundir.write_json(
-            run_dir / rundir.MANIFEST,
+        runfolder.write_json(
+            run_dir / runfolder.MANIFEST,
             rundir.build_manifest(
                 command=self.command, cwd=str(Path.cwd()), name=name, started=started, extra=manifest_extra
             ),
@@ -182,7 +183,7 @@ class Supervisor:
             self._cleanup_cgroup()
             rundir.unregister(registry_entry)
             with contextlib.suppress(OSError):
-                (run_dir / rundir.STOP_REQUEST).unlink()
+                (run_dir / runfolder.STOP_REQUEST).unlink()
         assert result is not None
         status = platform.exit_status(result.returncode)
         ended = time.time()
@@ -207,12 +208,12 @@ class Supervisor:
     def _finish(run_dir: Path, environment: EnvironmentCapture, manifest: dict[str, object]) -> list[Finding]:
         """Join the environment capture, write the manifest, diagnose, write the outputs."""
         captured, environment_events = environment.result()
-        with EventWriter(run_dir / rundir.EVENTS) as late_writer:
+        with EventWriter(run_dir / runfolder.EVENTS) as late_writer:
             for event in environment_events:
                 late_writer.emit(event)
         if captured is not None:
             manifest = {**captured, **{k: v for k, v in manifest.items() if k != "host"}}
-        rundir.write_json(run_dir / rundir.MANIFEST, manifest)
+        runfolder.write_json(run_dir / runfolder.MANIFEST, manifest)
         record, findings = diagnose_run_dir(run_dir)
         write_outputs(run_dir, record, findings)
         return findings
@@ -221,9 +222,10 @@ class Supervisor:
         self, *, number: int, run_dir: Path, name: str, writer: EventWriter, output: OutputLog, gpu: GpuProbe
     ) -> AttemptResult:
         opts = self.opts
-        events_path = run_dir / rundir.EVENTS
+        events_path = run_dir / runfolder.EVENTS
         env = child_env(events_path, instrument=opts.instrument)
-        env.update(PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1", TRAINMEDIC_RUN_DIR=str(run_dir.resolve()))
+        env.update(PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
+        env[runfolder.RUN_DIR_ENV] = str(run_dir.resolve())
         env["TRAINMEDIC_RESTART"] = str(number)
         if self._logs is not None and self._logs.checkpoint:
             env["TRAINMEDIC_RESUME_FROM"] = self._logs.checkpoint
