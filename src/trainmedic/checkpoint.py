@@ -48,6 +48,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import torch
+from trainmedic.atomicfile import TMP_SUFFIX, atomic_writer
+from trainmedic.atomicfile import fsync_dir as _fsync_dir
+from trainmedic.atomicfile import temporary_path as _tmp_path
 from trainmedic.events import GuardObservation, PhaseEnd, PhaseStart
 from trainmedic.instrument.channel import emit
 
@@ -73,7 +76,6 @@ FORMAT = 1
 # through its N-th checkpoint payload, a real kill at the worst moment, exactly placed.
 KILL_IN_WRITE_ENV = "TRAINMEDIC_KILL_IN_WRITE"
 _payload_writes = 0
-TMP_SUFFIX = ".tmp"
 _STEP_NAME = re.compile(r"^step-(\d+)$")
 _CHUNK = 1 << 22
 log = logging.getLogger("trainmedic.checkpoint")
@@ -177,40 +179,15 @@ class _HashingWriter:
         return self._crc.hexdigest()
 
 
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename durable: without it a power loss can forget the new directory entry."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _tmp_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}{TMP_SUFFIX}")
-
-
 def _write_atomic(path: Path, write: Any, *, durable: bool = True, sync_dir: bool = True) -> dict[str, Any]:
     """Write `path` through a temporary file: a kill or a full disk leaves the old file intact.
 
     `durable` adds the fsyncs that make it survive a power loss or kernel crash too; a
     killed process needs none (its written pages are the kernel's already).
     """
-    tmp = _tmp_path(path)
-    try:
-        with tmp.open("wb") as raw:
-            writer = _HashingWriter(raw)
-            write(writer)
-            raw.flush()
-            if durable:
-                os.fsync(raw.fileno())
-        tmp.replace(path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    if durable and sync_dir:
-        _fsync_dir(path.parent)
+    with atomic_writer(path, durable=durable, sync_dir=sync_dir) as raw:
+        writer = _HashingWriter(raw)
+        write(writer)
     return {"crc32": writer.hexdigest(), "bytes": writer.bytes}
 
 
