@@ -36,7 +36,6 @@ import random
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -51,6 +50,7 @@ import torch
 from trainmedic.atomicfile import TMP_SUFFIX, atomic_writer
 from trainmedic.atomicfile import fsync_dir as _fsync_dir
 from trainmedic.atomicfile import temporary_path as _tmp_path
+from trainmedic.envinfo._git import code_commit
 from trainmedic.events import GuardObservation, PhaseEnd, PhaseStart
 from trainmedic.instrument.channel import emit
 
@@ -773,24 +773,3 @@ def restore_rng_state(state: Mapping[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def code_commit(cwd: str | os.PathLike[str] | None = None) -> str | None:
-    """The git commit of the code being run (with `+dirty` when the worktree has changes)."""
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5, check=False
-        )
-        if head.returncode != 0:
-            return None
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
