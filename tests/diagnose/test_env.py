@@ -124,7 +124,9 @@ def test_code_commit_is_the_commit_with_dirty_for_tracked_changes_only(repo: Pat
     """What a checkpoint records (`checkpoint.code_commit`), from the same git reader as the manifest."""
     from trainmedic.envinfo._git import code_commit
 
-    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True)
+    head = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    )
     assert code_commit(repo) == head.stdout.strip()
     (repo / "notes.txt").write_text("untracked")  # not the code being run
     assert code_commit(repo) == head.stdout.strip()
