@@ -41,6 +41,7 @@ from trainmedic.supervise.sampler import HangWatch, TreeSampler
 from trainmedic.supervise.signals import stop_processes
 from trainmedic.supervise.stacks import dump_stacks
 from trainmedic.supervise.status import StatusLine, Terminal
+from trainmedic.units import signal_name
 
 # Walking the tree reads every process of the machine (~5-15 ms): often while launchers start
 # their trainers, then less and less while the tree stays the same. A Python process that
@@ -276,7 +277,7 @@ class Attempt:
     def _handle_signals(self) -> None:
         while self._pending_signals:
             signum = self._pending_signals.pop(0)
-            name = platform.signal_name(signum)
+            name = signal_name(signum)
             if signum in platform.STOP_SIGNALS:
                 if self.stopping is not None:  # a second Ctrl-C: no more waiting
                     self._kill_now(f"second {name} to the supervisor")

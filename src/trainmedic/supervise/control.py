@@ -20,6 +20,7 @@ from trainmedic import runfolder
 from trainmedic.errors import UsageError
 from trainmedic.supervise import platform, rundir, tree
 from trainmedic.supervise.signals import stop_processes
+from trainmedic.units import signal_name
 
 
 @dataclass(slots=True)
@@ -129,6 +130,6 @@ def _stop_pid(pid: int, grace: float, report: StopReport) -> StopReport:
         return others
 
     outcome = stop_processes(handles, first=platform.SIGINT, grace=grace, rest=rest)
-    report.signals = [f"{platform.signal_name(sig)} -> {pids}" for sig, pids in outcome.sent]
+    report.signals = [f"{signal_name(sig)} -> {pids}" for sig, pids in outcome.sent]
     report.survivors = outcome.survivors
     return report
