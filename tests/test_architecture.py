@@ -4,6 +4,8 @@
 - the boot path (instrument.bootstrap/hooks/channel, events, findings) is stdlib-only,
   because it runs inside the user's interpreter.
 - core modules never import collectors, renderers or the CLI.
+- collectors never import the renderers (report/) or the CLI: what judges and renders the
+  events is handed to them (supervise/diagnosis.py), so facts flow one way.
 
 What a supervised run costs in start-up is measured, not policed by import lists:
 tests/benchmarks/test_supervisor_fixed_cost.py.
@@ -54,6 +56,25 @@ CORE = [
     "_osinfo.py",
 ]
 COLLECTORS = {"supervise", "instrument", "diagnose", "data", "train", "report", "cli"}
+# Code that gathers facts (processes, frameworks, files): packages or single modules of trainmedic.
+COLLECTOR_CODE = (
+    "supervise",
+    "instrument",
+    "diagnose",
+    "data",
+    "torch",
+    "keras",
+    "lightning",
+    "hf",
+    "jax",
+    "sklearn",
+    "boosting",
+    "xgboost",
+    "lightgbm",
+    "catboost",
+    "ray",
+)
+RENDERERS_AND_CLI = {"report", "cli"}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -64,6 +85,9 @@ def imported_modules(path: Path) -> set[str]:
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
+            names.update(
+                f"{node.module}.{alias.name}" for alias in node.names
+            )  # `from trainmedic import report`
     return names
 
 
@@ -88,6 +112,30 @@ def test_boot_path_is_stdlib_only(rel: str) -> None:
     for mod in imported_modules(SRC / rel):
         root = top(mod)
         assert root in sys.stdlib_module_names or root == "trainmedic", f"{rel} imports {mod}"
+
+
+def collector_files() -> list[Path]:
+    files: list[Path] = []
+    for name in COLLECTOR_CODE:
+        package, module = SRC / name, SRC / f"{name}.py"
+        if package.is_dir():
+            files += sorted(package.rglob("*.py"))
+        if module.is_file():
+            files.append(module)
+    return files
+
+
+@pytest.mark.parametrize("path", collector_files(), ids=lambda p: str(p.relative_to(SRC)))
+def test_collectors_never_import_renderers_or_the_cli(path: Path) -> None:
+    for mod in imported_modules(path):
+        parts = mod.split(".")
+        assert not (parts[0] == "trainmedic" and len(parts) > 1 and parts[1] in RENDERERS_AND_CLI), mod
+
+
+def test_the_collector_check_sees_the_collectors() -> None:
+    files = {str(p.relative_to(SRC)) for p in collector_files()}
+    assert {"supervise/supervisor.py", "instrument/bootstrap.py", "diagnose/loader.py"} <= files
+    assert len(files) > 40
 
 
 @pytest.mark.parametrize("rel", CORE)

@@ -109,6 +109,7 @@ def command(
     fmt: str,
     command: tuple[str, ...],
 ) -> int:
+    from trainmedic.report.diagnosis import LiveDiagnosis
     from trainmedic.supervise import CommandNotFound, RunOptions, Supervisor
     from trainmedic.supervise.cgroup import parse_size
 
@@ -133,7 +134,7 @@ def command(
         runs_base=runfolder.runs_base(),
     )
     try:
-        supervisor = Supervisor(options)
+        supervisor = Supervisor(options, diagnosis=LiveDiagnosis)
     except CommandNotFound as exc:
         sys.stderr.write(f"trainmedic: error: {exc}\n")
         return exc.status

@@ -33,8 +33,8 @@ from trainmedic.events import (
 )
 from trainmedic.supervise import platform, tree
 from trainmedic.supervise.cgroup import LimitedCgroup
+from trainmedic.supervise.diagnosis import Diagnosis
 from trainmedic.supervise.eventtail import EventTail
-from trainmedic.supervise.finish import LiveDiagnosis
 from trainmedic.supervise.loginterp import LogInterpreter
 from trainmedic.supervise.logstream import OutputLog, StreamTee
 from trainmedic.supervise.sampler import HangWatch, TreeSampler
@@ -84,7 +84,7 @@ class Attempt:
         logs: LogInterpreter,
         output: OutputLog,
         tail: EventTail,
-        diagnosis: LiveDiagnosis | None = None,
+        diagnosis: Diagnosis | None = None,
     ) -> None:
         self.cfg = config
         self.diagnosis = diagnosis

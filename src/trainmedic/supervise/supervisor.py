@@ -36,9 +36,9 @@ from trainmedic.instrument.environment import child_env
 from trainmedic.supervise import platform, rundir
 from trainmedic.supervise.attempt import Attempt, AttemptConfig, AttemptResult
 from trainmedic.supervise.cgroup import CgroupInfo, LimitedCgroup, effective_limit, host_oom_kills
+from trainmedic.supervise.diagnosis import Diagnosis, DiagnosisFactory
 from trainmedic.supervise.environment import EnvironmentCapture
 from trainmedic.supervise.eventtail import EventTail
-from trainmedic.supervise.finish import LiveDiagnosis, diagnose_run_dir, write_outputs
 from trainmedic.supervise.gpu import GpuProbe, default_probe
 from trainmedic.supervise.loginterp import LogInterpreter
 from trainmedic.supervise.logstream import OutputLog
@@ -110,8 +110,11 @@ def resolve_command(command: list[str]) -> list[str]:
 
 
 class Supervisor:
-    def __init__(self, options: RunOptions, gpu: GpuProbe | None = None) -> None:
+    def __init__(
+        self, options: RunOptions, *, diagnosis: DiagnosisFactory, gpu: GpuProbe | None = None
+    ) -> None:
         self.opts = options
+        self._diagnosis = diagnosis
         self.command = resolve_command(list(options.command))
         self.cgroup = LimitedCgroup(options.memory_limit) if options.memory_limit else None
         self.gpu = gpu
@@ -120,7 +123,7 @@ class Supervisor:
         self._early_signals: list[int] = []  # received before the first attempt started
         self._wake = threading.Event()
         self._logs: LogInterpreter | None = None
-        self._live: LiveDiagnosis | None = None
+        self._live: Diagnosis | None = None
         live = not options.quiet and os.isatty(2) and os.environ.get("TERM", "") != "dumb"
         self.terminal = Terminal(live=live) if options.echo else None
 
@@ -156,7 +159,7 @@ class Supervisor:
             ),
         )
         environment = EnvironmentCapture(self.command, Path.cwd())
-        self._live = LiveDiagnosis(run_dir)
+        self._live = diagnosis = self._diagnosis(run_dir)
         platform.become_subreaper()
         self._say(f"trainmedic: supervising {' '.join(self.command)}; run folder {run_dir}")
         result: AttemptResult | None = None
@@ -191,6 +194,7 @@ class Supervisor:
         findings = self._finish(
             run_dir,
             environment,
+            diagnosis,
             rundir.build_manifest(
                 command=self.command,
                 cwd=str(Path.cwd()),
@@ -205,7 +209,9 @@ class Supervisor:
         return RunOutcome(status, run_dir, findings, attempt_no + 1)
 
     @staticmethod
-    def _finish(run_dir: Path, environment: EnvironmentCapture, manifest: dict[str, object]) -> list[Finding]:
+    def _finish(
+        run_dir: Path, environment: EnvironmentCapture, diagnosis: Diagnosis, manifest: dict[str, object]
+    ) -> list[Finding]:
         """Join the environment capture, write the manifest, diagnose, write the outputs."""
         captured, environment_events = environment.result()
         with EventWriter(run_dir / runfolder.EVENTS) as late_writer:
@@ -214,9 +220,7 @@ class Supervisor:
         if captured is not None:
             manifest = {**captured, **{k: v for k, v in manifest.items() if k != "host"}}
         runfolder.write_json(run_dir / runfolder.MANIFEST, manifest)
-        record, findings = diagnose_run_dir(run_dir)
-        write_outputs(run_dir, record, findings)
-        return findings
+        return diagnosis.conclude()
 
     def _one_attempt(
         self, *, number: int, run_dir: Path, name: str, writer: EventWriter, output: OutputLog, gpu: GpuProbe
@@ -230,7 +234,8 @@ class Supervisor:
         if self._logs is not None and self._logs.checkpoint:
             env["TRAINMEDIC_RESUME_FROM"] = self._logs.checkpoint
         node = os.environ.get("TRAINMEDIC_NODE") or hostname()
-        live = self._live or LiveDiagnosis(run_dir)
+        live = self._live
+        assert live is not None  # made in run(), before the first attempt
 
         def emit(event: Event) -> None:
             """The supervisor's events carry its node, like the trainers' (several nodes may

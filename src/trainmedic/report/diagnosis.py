@@ -4,7 +4,9 @@
 folder: findings.json, then report.html, each replaced atomically.
 `LiveDiagnosis` calls it during the run whenever an error-level finding appears,
 so a supervisor killed without warning (SIGKILL to the job's process group at a
-scheduler's time limit) leaves the diagnosis so far, not only raw events.
+scheduler's time limit) leaves the diagnosis so far, not only raw events; and once
+more when the run has ended. The supervisor knows it only as `supervise.diagnosis.
+Diagnosis`: collectors never import the renderers.
 """
 
 from __future__ import annotations
@@ -120,3 +122,9 @@ class LiveDiagnosis:
         took = time.monotonic() - now
         self._next_allowed = time.monotonic() + max(MIN_INTERVAL_S, COST_FACTOR * took)
         return changed
+
+    def conclude(self) -> list[Finding]:
+        """The run has ended: every rule over every event, the outputs written; the findings."""
+        record, findings = diagnose_run_dir(self.run_dir)
+        write_outputs(self.run_dir, record, findings)
+        return findings
