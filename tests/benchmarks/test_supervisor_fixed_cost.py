@@ -12,7 +12,7 @@ from benchmarks.supervise_fixed_cost import TARGET_S, fixed_cost
 
 
 def test_a_trivial_run_costs_at_most_the_target_in_supervisor_cpu() -> None:
-    median, rounds = fixed_cost(rounds=3)
+    median, rounds = fixed_cost(rounds=5)
     cheapest = min(r.fixed_s for r in rounds)
     assert cheapest <= TARGET_S, f"fixed cost {cheapest:.3f} s CPU (median {median:.3f} s) > {TARGET_S} s"
     assert all(r.bare_s > 0 for r in rounds)  # the bare child was measured, not skipped
