@@ -1,20 +1,22 @@
-"""osinfo gives the strings `platform` gives, without its `uname -p` subprocess."""
+"""_osinfo gives the strings `platform` and `socket` give, without `uname -p` or `socket`."""
 
 from __future__ import annotations
 
 import platform
+import socket
 import subprocess
 import sys
 
-from trainmedic import osinfo
+from trainmedic import _osinfo
 
 
 def test_the_same_answers_as_platform_on_this_machine() -> None:
-    assert osinfo.python_version() == platform.python_version()
-    assert osinfo.python_implementation() == platform.python_implementation()
-    assert osinfo.uname() == (platform.system(), platform.release(), platform.machine())
-    assert osinfo.libc() == platform.libc_ver()
-    assert osinfo.platform_string() == platform.platform()
+    assert _osinfo.python_version() == platform.python_version()
+    assert _osinfo.python_implementation() == platform.python_implementation()
+    assert _osinfo.uname() == (platform.system(), platform.release(), platform.machine())
+    assert _osinfo.libc() == platform.libc_ver()
+    assert _osinfo.platform_string() == platform.platform()
+    assert _osinfo.hostname() == socket.gethostname()
 
 
 def test_a_manifest_starts_no_process_and_imports_no_platform() -> None:

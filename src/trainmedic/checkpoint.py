@@ -36,7 +36,6 @@ import random
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -48,6 +47,10 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import torch
+from trainmedic.atomicfile import TMP_SUFFIX, atomic_writer
+from trainmedic.atomicfile import fsync_dir as _fsync_dir
+from trainmedic.atomicfile import temporary_path as _tmp_path
+from trainmedic.envinfo._git import code_commit
 from trainmedic.events import GuardObservation, PhaseEnd, PhaseStart
 from trainmedic.instrument.channel import emit
 
@@ -73,7 +76,6 @@ FORMAT = 1
 # through its N-th checkpoint payload, a real kill at the worst moment, exactly placed.
 KILL_IN_WRITE_ENV = "TRAINMEDIC_KILL_IN_WRITE"
 _payload_writes = 0
-TMP_SUFFIX = ".tmp"
 _STEP_NAME = re.compile(r"^step-(\d+)$")
 _CHUNK = 1 << 22
 log = logging.getLogger("trainmedic.checkpoint")
@@ -177,40 +179,15 @@ class _HashingWriter:
         return self._crc.hexdigest()
 
 
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename durable: without it a power loss can forget the new directory entry."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _tmp_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}{TMP_SUFFIX}")
-
-
 def _write_atomic(path: Path, write: Any, *, durable: bool = True, sync_dir: bool = True) -> dict[str, Any]:
     """Write `path` through a temporary file: a kill or a full disk leaves the old file intact.
 
     `durable` adds the fsyncs that make it survive a power loss or kernel crash too; a
     killed process needs none (its written pages are the kernel's already).
     """
-    tmp = _tmp_path(path)
-    try:
-        with tmp.open("wb") as raw:
-            writer = _HashingWriter(raw)
-            write(writer)
-            raw.flush()
-            if durable:
-                os.fsync(raw.fileno())
-        tmp.replace(path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    if durable and sync_dir:
-        _fsync_dir(path.parent)
+    with atomic_writer(path, durable=durable, sync_dir=sync_dir) as raw:
+        writer = _HashingWriter(raw)
+        write(writer)
     return {"crc32": writer.hexdigest(), "bytes": writer.bytes}
 
 
@@ -796,24 +773,3 @@ def restore_rng_state(state: Mapping[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def code_commit(cwd: str | os.PathLike[str] | None = None) -> str | None:
-    """The git commit of the code being run (with `+dirty` when the worktree has changes)."""
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5, check=False
-        )
-        if head.returncode != 0:
-            return None
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")

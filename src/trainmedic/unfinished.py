@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from trainmedic.events import Event, RunEnd, RunStart
-
-LIVE_STATE = "supervisor.json"
+from trainmedic.runfolder import LIVE_STATE
 
 
 def unfinished_note(folder: Path, events: Sequence[Event]) -> str | None:

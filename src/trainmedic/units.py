@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 _STEPS = ("B", "KiB", "MiB", "GiB")
 
 
@@ -14,3 +16,11 @@ def human_bytes(n: float | None, missing: str = "unknown") -> str:
             return f"{n:.0f} {unit}" if unit in ("B", "KiB") else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"  # pragma: no cover - the loop returns at GiB
+
+
+def signal_name(signum: int) -> str:
+    """`SIGKILL` for 9; `signal 64` for a number this platform does not name."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"

@@ -125,11 +125,11 @@ def test_a_script_that_is_not_executable_is_126(tmp_path: Path) -> None:
     [
         ((), "no command given"),
         (("--quiet",), "no command given"),
-        (("--restarts", "-1", PY, "-c", "pass"), "argument --restarts: expected an integer >= 0, got '-1'"),
-        (("--on-hang", "maybe", PY, "-c", "pass"), "argument --on-hang: invalid choice: 'maybe'"),
-        (("--sample-interval", "0.001", PY, "-c", "pass"), "argument --sample-interval"),
-        (("--bogus", PY, "-c", "pass"), "unrecognized arguments: --bogus"),
-        (("--quie", PY, "-c", "pass"), "unrecognized arguments: --quie"),  # no abbreviations
+        (("--restarts", "-1", PY, "-c", "pass"), "'--restarts': -1 is not in the range x>=0"),
+        (("--on-hang", "maybe", PY, "-c", "pass"), "'--on-hang': 'maybe' is not one of 'wait', 'stop'"),
+        (("--sample-interval", "0.001", PY, "-c", "pass"), "'--sample-interval': 0.001"),
+        (("--bogus", PY, "-c", "pass"), "No such option '--bogus'"),
+        (("--quie", PY, "-c", "pass"), "No such option '--quie'"),  # no abbreviations
     ],
 )
 def test_bad_options_are_one_line_exit_2_and_leave_nothing(
@@ -159,26 +159,14 @@ def test_help_of_run_and_its_place_in_the_group(tmp_path: Path) -> None:
         [*trainmedic_cmd(), "run", "--help"], capture_output=True, text=True, env=env, check=False
     )
     assert own.returncode == 0
-    assert own.stdout.startswith("usage: trainmedic run [OPTIONS] -- CMD ARGS...")
-    for option in ("--memory-limit SIZE", "--hang-timeout SECONDS", "--on-hang {wait,stop}", "--restarts N"):
+    assert own.stdout.startswith("Usage: trainmedic run [OPTIONS] -- CMD ARGS...")
+    for option in ("--memory-limit SIZE", "--hang-timeout SECONDS", "--on-hang [wait|stop]", "--restarts N"):
         assert option in own.stdout
     group = subprocess.run(
         [*trainmedic_cmd(), "--help"], capture_output=True, text=True, env=env, check=False
     )
     assert group.returncode == 0
     assert "  run " in group.stdout
-    # the click face forwards to the same parser
-    from trainmedic.cli.group import cli
-
-    forwarded = subprocess.run(
-        [PY, "-c", "import sys; from trainmedic.cli.group import cli; cli(['run', '--help'])"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    assert forwarded.stdout == own.stdout
-    assert cli.get_command(None, "run") is not None  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("limit", ["lots", "6X", "12"])

@@ -120,6 +120,24 @@ def test_git_state_counts_untracked_entries_and_reads_a_repository_without_commi
     }
 
 
+def test_code_commit_is_the_commit_with_dirty_for_tracked_changes_only(repo: Path, tmp_path: Path) -> None:
+    """What a checkpoint records (`checkpoint.code_commit`), from the same git reader as the manifest."""
+    from trainmedic.envinfo._git import code_commit
+
+    head = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    )
+    assert code_commit(repo) == head.stdout.strip()
+    (repo / "notes.txt").write_text("untracked")  # not the code being run
+    assert code_commit(repo) == head.stdout.strip()
+    (repo / "train.py").write_text("print('v2')\n")
+    assert code_commit(repo) == head.stdout.strip() + "+dirty"
+    assert code_commit(tmp_path / "nowhere") is None  # no such folder: not an error
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    assert code_commit(outside) is None
+
+
 def test_git_state_lists_changes_renames_and_a_detached_head_from_a_subfolder(repo: Path) -> None:
     (repo / "train.py").write_text("print('v2')\n")  # modified in the worktree
     (repo / "data.py").write_text("x = 1\n")

@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from trainmedic import runfolder
 from trainmedic.cli.options import fail_on_option, findings_exit_code, format_option, write_ci_format
 from trainmedic.errors import UsageError
 from trainmedic.record import RunRecord
@@ -87,7 +88,8 @@ def load_side(path: Path) -> Side:
             except UsageError:
                 pass
         return Side(str(path), None, load([path]).record)
-    manifest = load_manifest(path / "manifest.json") if (path / "manifest.json").is_file() else None
+    manifest_file = path / runfolder.MANIFEST
+    manifest = load_manifest(manifest_file) if manifest_file.is_file() else None
     try:
         record: RunRecord | None = load([path]).record
     except UsageError:

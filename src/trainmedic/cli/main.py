@@ -2,8 +2,7 @@
 
 click's own usage errors (bad option, missing argument) and trainmedic's
 `UsageError` are both printed as a single `trainmedic: error: ...` line with exit
-status 2, never a traceback. `trainmedic run` goes to its own parser (cli/run_args.py)
-without importing click: its start-up is part of every supervised run's cost.
+status 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -15,20 +14,15 @@ import sys
 import threading
 from collections.abc import Sequence
 
+import click
+
+from trainmedic.cli.group import cli
 from trainmedic.errors import ExitCode, UsageError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return the exit status (for `python -m trainmedic` and tests)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["run"]:
-        from trainmedic.cli import run_args
-
-        return run_args.main(args[1:])
-    import click
-
-    from trainmedic.cli.group import cli
-
     try:
         result = cli.main(args=args, prog_name="trainmedic", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:

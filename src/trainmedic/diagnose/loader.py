@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainmedic import runfolder
 from trainmedic.diagnose import hf_state, keras_logs, lightning_csv, run_folder, tensorboard
 from trainmedic.diagnose.source import LOG_PID, LogRead
 from trainmedic.errors import UsageError
@@ -81,7 +82,7 @@ def read_path(path: Path) -> list[LogRead]:
 
 
 def _read_folder(path: Path) -> list[LogRead]:
-    if run_folder.is_run_folder(path):
+    if runfolder.is_run_folder(path):
         return [run_folder.read_run_folder(path)]
     state = _latest_trainer_state(path)
     if state is not None:
@@ -123,7 +124,7 @@ def _latest_trainer_state(path: Path) -> Path | None:
 
 
 def _read_file(path: Path) -> LogRead:
-    if path.name == run_folder.EVENTS:
+    if path.name == runfolder.EVENTS:
         return run_folder.read_run_folder(path)
     if tensorboard.is_event_file(path):
         return tensorboard.read_tensorboard(path)

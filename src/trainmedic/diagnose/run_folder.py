@@ -5,7 +5,6 @@ A folder that did not end under supervision is said to be so (`trainmedic.unfini
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from trainmedic.diagnose.source import LogRead
@@ -17,14 +16,8 @@ from trainmedic.events import (
     Step,
     read_events,
 )
+from trainmedic.runfolder import EVENTS, MANIFEST, read_json
 from trainmedic.unfinished import unfinished_note
-
-EVENTS = "events.jsonl"
-MANIFEST = "manifest.json"
-
-
-def is_run_folder(path: Path) -> bool:
-    return path.is_dir() and (path / EVENTS).is_file()
 
 
 def read_run_folder(path: Path) -> LogRead:
@@ -37,7 +30,7 @@ def read_run_folder(path: Path) -> LogRead:
         read.skipped.append(f"{EVENTS}: {len(result.skipped_lines)} unreadable line(s) ({shown})")
     if result.truncated_tail:
         read.skipped.append(f"{EVENTS}: the last line was cut mid-write")
-    manifest = load_manifest(folder / MANIFEST)
+    manifest = read_json(folder / MANIFEST)
     if manifest is not None:
         start = min((e.t for e in read.events), default=0.0)
         read.events.append(EnvironmentManifest(manifest=manifest, t=start, pid=0))
@@ -56,14 +49,3 @@ def read_run_folder(path: Path) -> LogRead:
         for e in read.events
     )
     return read
-
-
-def load_manifest(path: Path) -> dict[str, object] | None:
-    """A manifest.json as a dict; None when absent or unreadable (a run folder may predate it)."""
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    return data if isinstance(data, dict) else None

@@ -14,8 +14,8 @@ import os
 import threading
 from collections.abc import Callable
 
+from trainmedic._osinfo import hostname
 from trainmedic.events import Event, EventWriter
-from trainmedic.hostname import hostname
 
 EVENTS_ENV = "TRAINMEDIC_EVENTS"
 INSTRUMENT_ENV = "TRAINMEDIC_INSTRUMENT"

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from trainmedic import runfolder
 from trainmedic.events import (
     CellStart,
     Epoch,
@@ -39,8 +40,6 @@ from trainmedic.instrument import channel
 from trainmedic.notebook import display
 from trainmedic.record import cell_label
 
-RUN_DIR_ENV = "TRAINMEDIC_RUN_DIR"
-RUNS_DIR_ENV = "TRAINMEDIC_RUNS_DIR"
 USAGE = "usage: %trainmedic last (why the previous kernel ended) | %trainmedic (this kernel's run folder)"
 
 
@@ -134,7 +133,7 @@ class InlineFindings:
         if words == ["last"]:
             _display(last_run_bundle())
         elif not words:
-            here = os.environ.get(RUN_DIR_ENV)
+            here = os.environ.get(runfolder.RUN_DIR_ENV)
             text = f"run folder of this kernel: {here}" if here else "this kernel is not supervised"
             _display(display.bundle([], header=("trainmedic", [text, USAGE])))
         else:
@@ -173,48 +172,40 @@ def _read_from(path: str | None, offset: int) -> list[Event]:
 # -- the previous kernel ---------------------------------------------------------------------
 def runs_base() -> Path:
     """Where this kernel's runs go: beside its own run folder, else $TRAINMEDIC_RUNS_DIR or ./runs."""
-    here = os.environ.get(RUN_DIR_ENV)
+    here = os.environ.get(runfolder.RUN_DIR_ENV)
     if here:
         return Path(here).parent
-    return Path(os.environ.get(RUNS_DIR_ENV) or "runs")
+    return runfolder.runs_base()
 
 
 def previous_run(base: Path, current: Path | None) -> Path | None:
     """The latest run folder under `base` other than `current`, by the time its manifest was last
     written; one that ended wins over one still running (another notebook's kernel, say)."""
-    from trainmedic.supervise import rundir
-
-    if not base.is_dir():
-        return None
     own = current.resolve() if current is not None else None
-    candidates = [
-        d for d in base.iterdir() if (d / rundir.MANIFEST).is_file() and (own is None or d.resolve() != own)
-    ]
+    candidates = [d for d in runfolder.run_folders(base) if own is None or d.resolve() != own]
 
     def key(folder: Path) -> tuple[bool, float, str]:
-        manifest = rundir.read_json(folder / rundir.MANIFEST) or {}
+        manifest = runfolder.read_json(folder / runfolder.MANIFEST) or {}
         ended = manifest.get("end") is not None
-        return ended, (folder / rundir.MANIFEST).stat().st_mtime, folder.name
+        return ended, (folder / runfolder.MANIFEST).stat().st_mtime, folder.name
 
     return max(candidates, key=key) if candidates else None
 
 
 def last_run_bundle() -> dict[str, str]:
     """How the previous kernel ended, and its findings (its findings.json, else the rules run now)."""
-    from trainmedic.supervise import rundir
-
-    here = os.environ.get(RUN_DIR_ENV)
+    here = os.environ.get(runfolder.RUN_DIR_ENV)
     base = runs_base()
     run = previous_run(base, Path(here) if here else None)
     if run is None:
         return display.bundle([], header=("trainmedic: no previous run", [f"no run folder in {base}"]))
-    manifest = rundir.read_json(run / rundir.MANIFEST) or {}
-    stored = rundir.read_json(run / rundir.FINDINGS)
+    manifest = runfolder.read_json(run / runfolder.MANIFEST) or {}
+    stored = runfolder.read_json(run / runfolder.FINDINGS)
     if stored is not None:
         findings = [Finding.from_dict(f) for f in stored.get("findings", [])]
-        source = "findings.json"
+        source = runfolder.FINDINGS
     else:
-        from trainmedic.supervise.finish import diagnose_run_dir
+        from trainmedic.report.diagnosis import diagnose_run_dir
 
         findings = diagnose_run_dir(run)[1]
         source = "diagnosed now: the supervisor left no findings.json"
@@ -223,7 +214,7 @@ def last_run_bundle() -> dict[str, str]:
     lines = [f"run folder {run}", f"{ended}; ended {manifest.get('end') or '?'} ({source})"]
     if not findings:
         lines.append("no findings")
-    report = run / "report.html"
+    report = run / runfolder.REPORT
     if report.is_file():
         lines.append(f"report: {report}")
     return display.bundle(findings, header=("trainmedic: the previous kernel", lines))

@@ -28,7 +28,8 @@ from trainmedic.report import html_plots, html_sections
 from trainmedic.report.html_format import escape
 from trainmedic.report.html_style import CSP, CSS, PRINT_SCRIPT
 from trainmedic.report.indexed import IndexedRecord
-from trainmedic.report.rundir import REPORT, load_run_folder
+from trainmedic.report.rundir import load_run_folder
+from trainmedic.runfolder import REPORT
 
 
 def render_html(

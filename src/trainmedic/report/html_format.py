@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import signal
 from collections.abc import Mapping
 from typing import Any
 
@@ -61,13 +60,6 @@ def fmt_value(value: Any, limit: int = 300) -> str:
     else:
         shown = str(value)
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
-
-
-def signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def fmt_number(value: float) -> str:

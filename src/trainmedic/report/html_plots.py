@@ -33,9 +33,9 @@ from trainmedic.report.html_format import (
     fmt_duration,
     fmt_number,
     shown_epoch,
-    signal_name,
 )
 from trainmedic.report.html_sections import Outcome
+from trainmedic.units import signal_name
 
 MAX_PROCESS_LINES = 6
 MAX_METRIC_CHARTS = 12

@@ -27,8 +27,8 @@ from trainmedic.report.html_format import (
     fmt_bytes,
     fmt_duration,
     fmt_value,
-    signal_name,
 )
+from trainmedic.units import signal_name
 
 OOM_CODE = "RUN001"
 _SIGKILL = 9

@@ -20,15 +20,9 @@ from trainmedic.errors import UsageError
 from trainmedic.events import read_events
 from trainmedic.findings import Finding
 from trainmedic.record import RunRecord
+from trainmedic.runfolder import EVENTS, FINDINGS, MANIFEST, OUTPUT
 from trainmedic.unfinished import unfinished_note
 
-EVENTS, FINDINGS, MANIFEST, LOG, REPORT = (
-    "events.jsonl",
-    "findings.json",
-    "manifest.json",
-    "output.log",
-    "report.html",
-)
 LOG_TAIL_BYTES = 256 * 1024
 LOG_LINES = 60
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -63,7 +57,7 @@ def load_run_folder(run_dir: str | os.PathLike[str]) -> RunFolder:
         record=record,
         findings=_findings(path / FINDINGS, record, ended=note is None),
         manifest=_manifest(path / MANIFEST),
-        log_tail=_log_tail(path / LOG, record),
+        log_tail=_log_tail(path / OUTPUT, record),
         note=note,
     )
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import psutil
 
+from trainmedic import runfolder
 from trainmedic.events import (
     Event,
     HangDetected,
@@ -30,16 +31,17 @@ from trainmedic.events import (
     ProcessSpawn,
     StopRequest,
 )
-from trainmedic.supervise import platform, rundir, tree
+from trainmedic.supervise import platform, tree
 from trainmedic.supervise.cgroup import LimitedCgroup
+from trainmedic.supervise.diagnosis import Diagnosis
 from trainmedic.supervise.eventtail import EventTail
-from trainmedic.supervise.finish import LiveDiagnosis
 from trainmedic.supervise.loginterp import LogInterpreter
 from trainmedic.supervise.logstream import OutputLog, StreamTee
 from trainmedic.supervise.sampler import HangWatch, TreeSampler
 from trainmedic.supervise.signals import stop_processes
 from trainmedic.supervise.stacks import dump_stacks
 from trainmedic.supervise.status import StatusLine, Terminal
+from trainmedic.units import signal_name
 
 # Walking the tree reads every process of the machine (~5-15 ms): often while launchers start
 # their trainers, then less and less while the tree stays the same. A Python process that
@@ -82,7 +84,7 @@ class Attempt:
         logs: LogInterpreter,
         output: OutputLog,
         tail: EventTail,
-        diagnosis: LiveDiagnosis | None = None,
+        diagnosis: Diagnosis | None = None,
     ) -> None:
         self.cfg = config
         self.diagnosis = diagnosis
@@ -100,7 +102,7 @@ class Attempt:
         self._hang = HangWatch(config.hang_timeout)
         self._seen_bytes = 0
         self._announced_seen = 0
-        self._stop_request = os.fspath(config.run_dir / rundir.STOP_REQUEST)
+        self._stop_request = os.fspath(config.run_dir / runfolder.STOP_REQUEST)
         # the phase last sampled at once: in-process (events file) and told by the log
         self._phase_seen: tuple[str | None, int] = (None, 0)
         logs.on_phase = self.wake.set  # a phase the log tells wakes the loop to sample it
@@ -258,13 +260,13 @@ class Attempt:
 
     def _write_live_state(self) -> None:
         assert self.popen is not None
-        state = rundir.read_json(self.cfg.run_dir / rundir.LIVE_STATE) or {}
+        state = runfolder.read_json(self.cfg.run_dir / runfolder.LIVE_STATE) or {}
         state.update(
             root_pid=self.popen.pid,
             trainer_pids=[p.pid for p in self.trainers()],
             processes={str(p.pid): {"role": p.role, "cmdline": p.cmdline} for p in self.procs.values()},
         )
-        rundir.write_json(self.cfg.run_dir / rundir.LIVE_STATE, state)
+        runfolder.write_json(self.cfg.run_dir / runfolder.LIVE_STATE, state)
 
     # -- stopping -------------------------------------------------------------------------
     def request_signal(self, signum: int) -> None:
@@ -275,7 +277,7 @@ class Attempt:
     def _handle_signals(self) -> None:
         while self._pending_signals:
             signum = self._pending_signals.pop(0)
-            name = platform.signal_name(signum)
+            name = signal_name(signum)
             if signum in platform.STOP_SIGNALS:
                 if self.stopping is not None:  # a second Ctrl-C: no more waiting
                     self._kill_now(f"second {name} to the supervisor")
@@ -292,7 +294,7 @@ class Attempt:
         if self.stopping is not None or not os.path.exists(self._stop_request):  # noqa: PTH110  # twice a second
             return
         request = Path(self._stop_request)
-        data = rundir.read_json(request) or {}
+        data = runfolder.read_json(request) or {}
         with contextlib.suppress(OSError):
             request.unlink()
         self.stop(platform.SIGINT, str(data.get("reason", "trainmedic stop")), float(data.get("grace", 0)))

@@ -16,9 +16,11 @@ from typing import Any
 
 import psutil
 
+from trainmedic import runfolder
 from trainmedic.errors import UsageError
 from trainmedic.supervise import platform, rundir, tree
 from trainmedic.supervise.signals import stop_processes
+from trainmedic.units import signal_name
 
 
 @dataclass(slots=True)
@@ -58,7 +60,7 @@ def live_runs() -> list[LiveRun]:
     """Supervised runs whose supervisor is alive; stale registry entries are dropped."""
     runs = []
     for entry, run_dir in rundir.registered():
-        state = rundir.read_json(run_dir / rundir.LIVE_STATE) or {}
+        state = runfolder.read_json(run_dir / runfolder.LIVE_STATE) or {}
         pid = int(state.get("supervisor_pid", -1))
         if not tree.is_alive(pid, state.get("supervisor_create_time")):
             rundir.unregister(entry)
@@ -93,16 +95,16 @@ def stop(target: str, grace: float = 10.0) -> StopReport:
 
 
 def _stop_run_dir(run_dir: Path, grace: float) -> StopReport:
-    state = rundir.read_json(run_dir / rundir.LIVE_STATE)
+    state = runfolder.read_json(run_dir / runfolder.LIVE_STATE)
     if state is None:
-        raise UsageError(f"stop: {run_dir} is not a trainmedic run folder (no {rundir.LIVE_STATE})")
+        raise UsageError(f"stop: {run_dir} is not a trainmedic run folder (no {runfolder.LIVE_STATE})")
     report = StopReport(target=str(run_dir), run_dir=str(run_dir))
     supervisor = int(state.get("supervisor_pid", -1))
     if tree.is_alive(supervisor, state.get("supervisor_create_time")):
         report.via_supervisor = supervisor
         report.trainer_pids = [p for p in state.get("trainer_pids", []) if tree.is_alive(p)]
-        rundir.write_json(
-            run_dir / rundir.STOP_REQUEST, {"reason": "trainmedic stop", "grace": grace, "at": time.time()}
+        runfolder.write_json(
+            run_dir / runfolder.STOP_REQUEST, {"reason": "trainmedic stop", "grace": grace, "at": time.time()}
         )
         deadline = time.monotonic() + 3 * grace + 30
         while tree.is_alive(supervisor) and time.monotonic() < deadline:
@@ -128,6 +130,6 @@ def _stop_pid(pid: int, grace: float, report: StopReport) -> StopReport:
         return others
 
     outcome = stop_processes(handles, first=platform.SIGINT, grace=grace, rest=rest)
-    report.signals = [f"{platform.signal_name(sig)} -> {pids}" for sig, pids in outcome.sent]
+    report.signals = [f"{signal_name(sig)} -> {pids}" for sig, pids in outcome.sent]
     report.survivors = outcome.survivors
     return report

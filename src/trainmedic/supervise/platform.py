@@ -44,13 +44,6 @@ def become_subreaper() -> bool:
         return False
 
 
-def signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
-
-
 def exit_status(returncode: int) -> int:
     """Popen's returncode as a shell reports it: -N (killed by signal N) becomes 128+N."""
     return 128 - returncode if returncode < 0 else returncode

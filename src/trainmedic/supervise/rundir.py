@@ -1,59 +1,24 @@
-"""The run folder, its manifest, and the live-run registry `trainmedic ps` and `stop` read.
+"""The supervisor's part of a run folder: the run's facts in its manifest, and the registry
+of live runs that `trainmedic ps` and `stop` read.
 
-Layout (DESIGN.md): `events.jsonl`, `output.log`, `findings.json`,
-`manifest.json`, `report.html`; plus `supervisor.json`, the live state of the
-supervisor (its PID, the launched PID, the trainer PIDs), so `trainmedic stop
-RUN_DIR` works from another terminal.
+The folder's layout (file names, where folders go) is `trainmedic.runfolder`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import re
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Any
 
-from trainmedic import __version__, osinfo
-from trainmedic.atomicfile import write_text_atomic
-from trainmedic.hostname import hostname
+from trainmedic import __version__, _osinfo
+from trainmedic._osinfo import hostname
+from trainmedic.runfolder import read_json, write_json
 
-EVENTS = "events.jsonl"
-OUTPUT = "output.log"
-FINDINGS = "findings.json"
-MANIFEST = "manifest.json"
-LIVE_STATE = "supervisor.json"
-STOP_REQUEST = "stop.request"
 STATE_DIR_ENV = "TRAINMEDIC_STATE_DIR"
-
-
-def default_name(command: Sequence[str]) -> str:
-    """'train' for `python train.py`, else the program's name."""
-    for arg in command[1:]:
-        if arg.endswith(".py"):
-            return PurePath(arg).stem
-    return PurePath(command[0]).stem if command else "run"
-
-
-def make_run_dir(out: Path | None, name: str, base: Path = Path("runs")) -> Path:
-    """`--out` as given, else runs/<UTC timestamp>-<name>/ (suffixed if taken)."""
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        return out
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "run"
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    path = base / f"{stamp}-{safe}"
-    for n in range(2, 1000):
-        try:
-            path.mkdir(parents=True)
-            return path
-        except FileExistsError:
-            path = base / f"{stamp}-{safe}-{n}"
-    raise FileExistsError(path)
 
 
 def build_manifest(
@@ -82,28 +47,15 @@ def build_manifest(
         "signal": signal,
         "host": {
             "hostname": hostname(),
-            "system": osinfo.uname()[0],
-            "release": osinfo.uname()[1],
-            "machine": osinfo.uname()[2],
+            "system": _osinfo.uname()[0],
+            "release": _osinfo.uname()[1],
+            "machine": _osinfo.uname()[2],
             "python": sys.version.split()[0],
             "cpus": os.cpu_count(),
         },
     }
     manifest.update(extra or {})
     return manifest
-
-
-def write_json(path: Path, data: Mapping[str, Any]) -> None:
-    """Write JSON atomically (temp file + rename): a reader never sees half a file."""
-    write_text_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _iso(t: float) -> str:

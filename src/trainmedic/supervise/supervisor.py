@@ -20,6 +20,8 @@ from types import FrameType
 
 import psutil
 
+from trainmedic import runfolder
+from trainmedic._osinfo import hostname
 from trainmedic.errors import UsageError
 from trainmedic.events import (
     Event,
@@ -30,14 +32,13 @@ from trainmedic.events import (
     RunStart,
 )
 from trainmedic.findings import Finding
-from trainmedic.hostname import hostname
 from trainmedic.instrument.environment import child_env
 from trainmedic.supervise import platform, rundir
 from trainmedic.supervise.attempt import Attempt, AttemptConfig, AttemptResult
 from trainmedic.supervise.cgroup import CgroupInfo, LimitedCgroup, effective_limit, host_oom_kills
+from trainmedic.supervise.diagnosis import Diagnosis, DiagnosisFactory
 from trainmedic.supervise.environment import EnvironmentCapture
 from trainmedic.supervise.eventtail import EventTail
-from trainmedic.supervise.finish import LiveDiagnosis, diagnose_run_dir, write_outputs
 from trainmedic.supervise.gpu import GpuProbe, default_probe
 from trainmedic.supervise.loginterp import LogInterpreter
 from trainmedic.supervise.logstream import OutputLog
@@ -109,8 +110,11 @@ def resolve_command(command: list[str]) -> list[str]:
 
 
 class Supervisor:
-    def __init__(self, options: RunOptions, gpu: GpuProbe | None = None) -> None:
+    def __init__(
+        self, options: RunOptions, *, diagnosis: DiagnosisFactory, gpu: GpuProbe | None = None
+    ) -> None:
         self.opts = options
+        self._diagnosis = diagnosis
         self.command = resolve_command(list(options.command))
         self.cgroup = LimitedCgroup(options.memory_limit) if options.memory_limit else None
         self.gpu = gpu
@@ -119,25 +123,25 @@ class Supervisor:
         self._early_signals: list[int] = []  # received before the first attempt started
         self._wake = threading.Event()
         self._logs: LogInterpreter | None = None
-        self._live: LiveDiagnosis | None = None
+        self._live: Diagnosis | None = None
         live = not options.quiet and os.isatty(2) and os.environ.get("TERM", "") != "dumb"
         self.terminal = Terminal(live=live) if options.echo else None
 
     def run(self) -> RunOutcome:
         opts = self.opts
-        name = opts.name or rundir.default_name(self.command)
+        name = opts.name or runfolder.default_name(self.command)
         try:
-            run_dir = rundir.make_run_dir(opts.out, name, opts.runs_base)
+            run_dir = runfolder.make_run_dir(opts.out, name, opts.runs_base)
         except OSError as exc:
             self._cleanup_cgroup()
             raise UsageError(f"--out: cannot create the run folder ({exc})") from exc
         started = time.time()
-        writer = EventWriter(run_dir / rundir.EVENTS)
-        output = OutputLog(run_dir / rundir.OUTPUT)
+        writer = EventWriter(run_dir / runfolder.EVENTS)
+        output = OutputLog(run_dir / runfolder.OUTPUT)
         registry_entry = rundir.register(os.getpid(), run_dir)
         me = psutil.Process()
-        rundir.write_json(
-            run_dir / rundir.LIVE_STATE,
+        runfolder.write_json(
+            run_dir / runfolder.LIVE_STATE,
             {
                 "supervisor_pid": os.getpid(),
                 "supervisor_create_time": me.create_time(),
@@ -148,14 +152,14 @@ class Supervisor:
             "supervisor_pid": os.getpid(),
             "memory_limit_bytes": opts.memory_limit,
         }
-        rundir.write_json(
-            run_dir / rundir.MANIFEST,
+        runfolder.write_json(
+            run_dir / runfolder.MANIFEST,
             rundir.build_manifest(
                 command=self.command, cwd=str(Path.cwd()), name=name, started=started, extra=manifest_extra
             ),
         )
         environment = EnvironmentCapture(self.command, Path.cwd())
-        self._live = LiveDiagnosis(run_dir)
+        self._live = diagnosis = self._diagnosis(run_dir)
         platform.become_subreaper()
         self._say(f"trainmedic: supervising {' '.join(self.command)}; run folder {run_dir}")
         result: AttemptResult | None = None
@@ -182,7 +186,7 @@ class Supervisor:
             self._cleanup_cgroup()
             rundir.unregister(registry_entry)
             with contextlib.suppress(OSError):
-                (run_dir / rundir.STOP_REQUEST).unlink()
+                (run_dir / runfolder.STOP_REQUEST).unlink()
         assert result is not None
         status = platform.exit_status(result.returncode)
         ended = time.time()
@@ -190,6 +194,7 @@ class Supervisor:
         findings = self._finish(
             run_dir,
             environment,
+            diagnosis,
             rundir.build_manifest(
                 command=self.command,
                 cwd=str(Path.cwd()),
@@ -204,31 +209,33 @@ class Supervisor:
         return RunOutcome(status, run_dir, findings, attempt_no + 1)
 
     @staticmethod
-    def _finish(run_dir: Path, environment: EnvironmentCapture, manifest: dict[str, object]) -> list[Finding]:
+    def _finish(
+        run_dir: Path, environment: EnvironmentCapture, diagnosis: Diagnosis, manifest: dict[str, object]
+    ) -> list[Finding]:
         """Join the environment capture, write the manifest, diagnose, write the outputs."""
         captured, environment_events = environment.result()
-        with EventWriter(run_dir / rundir.EVENTS) as late_writer:
+        with EventWriter(run_dir / runfolder.EVENTS) as late_writer:
             for event in environment_events:
                 late_writer.emit(event)
         if captured is not None:
             manifest = {**captured, **{k: v for k, v in manifest.items() if k != "host"}}
-        rundir.write_json(run_dir / rundir.MANIFEST, manifest)
-        record, findings = diagnose_run_dir(run_dir)
-        write_outputs(run_dir, record, findings)
-        return findings
+        runfolder.write_json(run_dir / runfolder.MANIFEST, manifest)
+        return diagnosis.conclude()
 
     def _one_attempt(
         self, *, number: int, run_dir: Path, name: str, writer: EventWriter, output: OutputLog, gpu: GpuProbe
     ) -> AttemptResult:
         opts = self.opts
-        events_path = run_dir / rundir.EVENTS
+        events_path = run_dir / runfolder.EVENTS
         env = child_env(events_path, instrument=opts.instrument)
-        env.update(PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1", TRAINMEDIC_RUN_DIR=str(run_dir.resolve()))
+        env.update(PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
+        env[runfolder.RUN_DIR_ENV] = str(run_dir.resolve())
         env["TRAINMEDIC_RESTART"] = str(number)
         if self._logs is not None and self._logs.checkpoint:
             env["TRAINMEDIC_RESUME_FROM"] = self._logs.checkpoint
         node = os.environ.get("TRAINMEDIC_NODE") or hostname()
-        live = self._live or LiveDiagnosis(run_dir)
+        live = self._live
+        assert live is not None  # made in run(), before the first attempt
 
         def emit(event: Event) -> None:
             """The supervisor's events carry its node, like the trainers' (several nodes may

@@ -4,7 +4,9 @@
 folder: findings.json, then report.html, each replaced atomically.
 `LiveDiagnosis` calls it during the run whenever an error-level finding appears,
 so a supervisor killed without warning (SIGKILL to the job's process group at a
-scheduler's time limit) leaves the diagnosis so far, not only raw events.
+scheduler's time limit) leaves the diagnosis so far, not only raw events; and once
+more when the run has ended. The supervisor knows it only as `supervise.diagnosis.
+Diagnosis`: collectors never import the renderers.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from trainmedic import runfolder
 from trainmedic.atomicfile import write_text_atomic
 from trainmedic.events import (
     Epoch,
@@ -31,7 +34,6 @@ from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules
 from trainmedic.report.html import write_report
 from trainmedic.rules._logtext import ACCELERATOR_OOM, FATAL_NATIVE, INPUT_EXHAUSTED, TRACEBACK_START
-from trainmedic.supervise import rundir
 
 # A live diagnosis re-reads the whole events file: after one that took d seconds the next waits
 # at least COST_FACTOR * d, so it never takes more than 1/COST_FACTOR of one core, however long
@@ -42,7 +44,7 @@ MIN_INTERVAL_S = 1.0
 
 def diagnose_run_dir(run_dir: Path) -> tuple[RunRecord, list[Finding]]:
     """Every rule of every family over all events of the run (supervisor and trainers)."""
-    path = run_dir / rundir.EVENTS
+    path = run_dir / runfolder.EVENTS
     events = read_events(path).events if path.exists() else []
     record = RunRecord.of(events)
     return record, run_rules(record)
@@ -50,7 +52,7 @@ def diagnose_run_dir(run_dir: Path) -> tuple[RunRecord, list[Finding]]:
 
 def write_outputs(run_dir: Path, record: RunRecord, findings: list[Finding]) -> None:
     """Write the diagnosis files. Renderers of new formats (the HTML report) are called here."""
-    write_text_atomic(run_dir / rundir.FINDINGS, findings_to_json(findings) + "\n")
+    write_text_atomic(run_dir / runfolder.FINDINGS, findings_to_json(findings) + "\n")
     try:
         write_report(run_dir)
     except Exception as exc:  # a report that cannot be drawn must never change how the run ends
@@ -120,3 +122,9 @@ class LiveDiagnosis:
         took = time.monotonic() - now
         self._next_allowed = time.monotonic() + max(MIN_INTERVAL_S, COST_FACTOR * took)
         return changed
+
+    def conclude(self) -> list[Finding]:
+        """The run has ended: every rule over every event, the outputs written; the findings."""
+        record, findings = diagnose_run_dir(self.run_dir)
+        write_outputs(self.run_dir, record, findings)
+        return findings

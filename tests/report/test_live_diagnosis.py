@@ -1,4 +1,4 @@
-"""The diagnosis written while the run goes on (`finish.LiveDiagnosis`), on a real events file."""
+"""The diagnosis written while the run goes on (`report.diagnosis.LiveDiagnosis`), on a real events file."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from trainmedic.events import EventWriter, LogLine, Step
-from trainmedic.supervise.finish import LiveDiagnosis
+from trainmedic.report.diagnosis import LiveDiagnosis
 
 
 def codes(run_dir: Path) -> list[str]:
