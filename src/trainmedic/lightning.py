@@ -10,6 +10,8 @@ the train/validation phases. Under `trainmedic run` it is added automatically.
 
 from __future__ import annotations
 
+import functools
+from types import ModuleType
 from typing import Any
 
 from trainmedic.events import Epoch, Event, PhaseEnd, PhaseStart, TrainingPlan
@@ -106,4 +108,25 @@ def _scalars(metrics: Any) -> dict[str, float]:
     return out
 
 
-__all__ = ["Guard"]
+def install(module: ModuleType) -> None:
+    """Add a `Guard` to every Trainer of `module` (`lightning` or `pytorch_lightning`).
+
+    Called by the post-import hook under `trainmedic run`; a Trainer that already has a
+    Guard among its callbacks keeps its own.
+    """
+    trainer_cls = getattr(getattr(module, "pytorch", module), "Trainer", None)
+    if trainer_cls is None or getattr(trainer_cls.__init__, "_trainmedic", False):
+        return
+    original = trainer_cls.__init__
+
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        if not any(isinstance(c, Guard) for c in self.callbacks):
+            self.callbacks.append(Guard())
+
+    __init__._trainmedic = True  # type: ignore[attr-defined]
+    trainer_cls.__init__ = __init__
+
+
+__all__ = ["Guard", "install"]
