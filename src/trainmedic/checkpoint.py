@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import torch
+from trainmedic.errors import TrainmedicError
 from trainmedic.events import GuardObservation, PhaseEnd, PhaseStart
 from trainmedic.instrument.channel import emit
 
@@ -79,7 +80,7 @@ _CHUNK = 1 << 22
 log = logging.getLogger("trainmedic.checkpoint")
 
 
-class CheckpointError(Exception):
+class CheckpointError(TrainmedicError):
     """A checkpoint could not be written or read."""
 
 

@@ -23,7 +23,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from trainmedic.atomicfile import write_text_atomic
-from trainmedic.errors import UsageError
+from trainmedic.errors import TrainmedicError, UsageError
 from trainmedic.findings import Finding, Severity
 from trainmedic.rules.data import PREPROCESSING_MISMATCH
 
@@ -37,7 +37,7 @@ UNSEEN_FRACTION = 0.01
 _CHANNEL_COUNTS = (1, 3, 4)
 
 
-class ContractViolation(Exception):
+class ContractViolation(TrainmedicError):
     """Raised by `check(..., raise_on_error=True)`; `findings` holds the DAT013 findings."""
 
     def __init__(self, findings: Sequence[Finding]) -> None:

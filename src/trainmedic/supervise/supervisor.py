@@ -20,7 +20,7 @@ from types import FrameType
 
 import psutil
 
-from trainmedic.errors import UsageError
+from trainmedic.errors import TrainmedicError, UsageError
 from trainmedic.events import (
     Event,
     EventWriter,
@@ -48,7 +48,7 @@ NO_RESTART_STATUSES = (0, 2, 126, 127)  # success, usage error, not executable, 
 MAX_BACKOFF_S = 30.0
 
 
-class CommandNotFound(Exception):
+class CommandNotFound(TrainmedicError):
     """The command to supervise does not exist (exit 127) or cannot be executed (exit 126):
     the CLI says so in one line, like a shell, and creates nothing."""
 
