@@ -415,7 +415,7 @@ def _check_values(expected: Mapping[str, Any], received: Mapping[str, Any]) -> l
 
 
 def _kind(series: pd.Series) -> str:
-    from trainmedic.data.parity import kind
+    from trainmedic.data._parity import kind
 
     return kind(series)
 

@@ -36,7 +36,7 @@ from trainmedic.events import (
 )
 from trainmedic.findings import Finding, Severity
 from trainmedic.instrument import channel
-from trainmedic.notebook import display
+from trainmedic.notebook import _display as display
 from trainmedic.record import cell_label
 
 RUN_DIR_ENV = "TRAINMEDIC_RUN_DIR"

@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from trainmedic.events import Epoch, MemorySample, Metric, ProcessSpawn, Step, TrainingPlan
 from trainmedic.findings import Finding
 from trainmedic.record import RunRecord, median
-from trainmedic.report.downsample import Point, split_finite
-from trainmedic.report.html_charts import (
+from trainmedic.report._html_charts import (
     Axis,
     Band,
     Chart,
@@ -26,6 +25,8 @@ from trainmedic.report.html_charts import (
     render_chart,
     time_ticks,
 )
+from trainmedic.report._html_sections import Outcome
+from trainmedic.report.downsample import Point, split_finite
 from trainmedic.report.html_format import (
     byte_unit,
     escape,
@@ -35,7 +36,6 @@ from trainmedic.report.html_format import (
     shown_epoch,
     signal_name,
 )
-from trainmedic.report.html_sections import Outcome
 
 MAX_PROCESS_LINES = 6
 MAX_METRIC_CHARTS = 12
