@@ -1,8 +1,8 @@
 """The OS and interpreter facts of a manifest, as `platform` gives them, without `platform`.
 
 On Linux `platform.platform()` runs `uname -p` in a subprocess (once per process: every
-supervised run) for a processor name it then leaves out, and importing `platform` costs
-about 2 ms more. On POSIX the same strings come from `os.uname()`, `os.confstr` and `sys`
+supervised run) for a processor name it then leaves out, and importing `platform` adds
+to every run's start-up. On POSIX the same strings come from `os.uname()`, `os.confstr` and `sys`
 (tests compare them with `platform`'s own); elsewhere, or where a piece is missing,
 `platform` answers.
 """
