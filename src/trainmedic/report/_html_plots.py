@@ -1,7 +1,7 @@
 """Chart sections of the HTML report: memory timeline, training curves, throughput.
 
-They turn a RunRecord into `html_charts.Chart` data (what to draw) and leave the
-drawing to `html_charts`. Times are seconds since the run started.
+They turn a RunRecord into `_html_charts.Chart` data (what to draw) and leave the
+drawing to `_html_charts`. Times are seconds since the run started.
 """
 
 from __future__ import annotations
