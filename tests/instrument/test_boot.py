@@ -10,10 +10,12 @@ from pathlib import Path
 from trainmedic.events import ProcessSpawn, read_events
 from trainmedic.instrument.environment import BOOT_DIR
 
+SRC = Path(__file__).resolve().parents[2] / "src"  # this checkout's trainmedic, not an installed one
+
 
 def run_child(tmp_path: Path, code: str, extra_path: list[str] | None = None, **env: str):
     events = tmp_path / "events.jsonl"
-    pythonpath = [str(BOOT_DIR), *(extra_path or [])]
+    pythonpath = [str(BOOT_DIR), *(extra_path or []), str(SRC)]
     full_env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(pythonpath),
@@ -74,9 +76,6 @@ def test_instrument_off_writes_nothing_and_changes_nothing(tmp_path: Path) -> No
     assert events == []
 
 
-SRC = Path(__file__).resolve().parents[2] / "src"
-
-
 def test_every_hook_target_names_an_installer_in_its_integration() -> None:
     """The hook table names installers by string: each must exist, outside instrument/."""
     import ast
@@ -96,7 +95,7 @@ def test_every_hook_target_names_an_installer_in_its_integration() -> None:
 def test_booting_imports_no_integration_before_its_framework(tmp_path: Path) -> None:
     """Arming the hooks must not import `trainmedic.torch` (hence torch) or any other integration."""
     code = "import sys; print(' '.join(sorted(m for m in sys.modules if m.startswith('trainmedic'))))"
-    result, events = run_child(tmp_path, code, extra_path=[str(SRC)])
+    result, events = run_child(tmp_path, code)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert any(isinstance(e, ProcessSpawn) for e in events)  # the boot ran
