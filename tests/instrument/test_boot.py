@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from trainmedic.events import ProcessSpawn, read_events
 from trainmedic.instrument.environment import BOOT_DIR
 
@@ -103,3 +105,16 @@ def test_booting_imports_no_integration_before_its_framework(tmp_path: Path) -> 
     assert "trainmedic.instrument.bootstrap" in loaded
     integrations = {"keras", "torch", "lightning", "hf", "sklearn", "xgboost", "lightgbm", "catboost", "ray"}
     assert not {m for m in loaded if m.split(".")[1:2] and m.split(".")[1] in integrations}
+
+
+def test_pytorch_lightning_is_instrumented_without_importing_lightning(tmp_path: Path) -> None:
+    """Both Lightning packages hooked: importing one must not import (or half-instrument) the other."""
+    pytest.importorskip("pytorch_lightning")
+    code = (
+        "import sys, pytorch_lightning\n"
+        "print('lightning' in sys.modules, pytorch_lightning.Trainer.__init__._trainmedic)\n"
+    )
+    result, _ = run_child(tmp_path, code)
+    assert result.returncode == 0, result.stderr
+    assert "trainmedic:" not in result.stderr
+    assert result.stdout == "False True\n"

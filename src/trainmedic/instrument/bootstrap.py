@@ -27,8 +27,8 @@ FRAMEWORK_HOOKS: dict[str, str] = {
     "keras": "trainmedic.keras._auto:install",
     "tf_keras": "trainmedic.keras._auto:install",
     "torch": "trainmedic.torch._auto:install",
-    "lightning": "trainmedic.lightning:install",
-    "pytorch_lightning": "trainmedic.lightning:install",
+    "lightning": "trainmedic.lightning._auto:install",
+    "pytorch_lightning": "trainmedic.lightning._auto:install",
     # transformers imports its Trainer lazily: the patch waits for the Trainer's own module.
     "transformers.trainer": "trainmedic.hf:install",
     "sklearn.model_selection": "trainmedic.sklearn:install",

@@ -1,17 +1,7 @@
-"""trainmedic for Lightning: `Guard`, a callback that guards `Trainer.fit`.
-
-    trainer = lightning.Trainer(callbacks=[trainmedic.lightning.Guard()])
-
-It starts the PyTorch guard on the LightningModule and its optimizer (so every
-TOR/TRN check applies) and reports what Lightning knows: the epochs and steps
-requested, early stopping, each finished epoch with its logged metrics, and
-the train/validation phases. Under `trainmedic run` it is added automatically.
-"""
+"""The Lightning callback: `Guard`, imported by `trainmedic.lightning` when first used."""
 
 from __future__ import annotations
 
-import functools
-from types import ModuleType
 from typing import Any
 
 from trainmedic.events import Epoch, Event, PhaseEnd, PhaseStart, TrainingPlan
@@ -108,25 +98,4 @@ def _scalars(metrics: Any) -> dict[str, float]:
     return out
 
 
-def install(module: ModuleType) -> None:
-    """Add a `Guard` to every Trainer of `module` (`lightning` or `pytorch_lightning`).
-
-    Called by the post-import hook under `trainmedic run`; a Trainer that already has a
-    Guard among its callbacks keeps its own.
-    """
-    trainer_cls = getattr(getattr(module, "pytorch", module), "Trainer", None)
-    if trainer_cls is None or getattr(trainer_cls.__init__, "_trainmedic", False):
-        return
-    original = trainer_cls.__init__
-
-    @functools.wraps(original)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        if not any(isinstance(c, Guard) for c in self.callbacks):
-            self.callbacks.append(Guard())
-
-    __init__._trainmedic = True  # type: ignore[attr-defined]
-    trainer_cls.__init__ = __init__
-
-
-__all__ = ["Guard", "install"]
+__all__ = ["Guard"]
