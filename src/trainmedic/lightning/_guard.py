@@ -98,4 +98,7 @@ def _scalars(metrics: Any) -> dict[str, float]:
     return out
 
 
+# Its public name: what repr, pickle and `type(callback).__module__` show.
+Guard.__module__ = "trainmedic.lightning"
+
 __all__ = ["Guard"]
