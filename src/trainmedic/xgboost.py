@@ -26,7 +26,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("trainmedic.xgboost needs XGBoost: pip install 'trainmedic[boosting]'") from exc
 
-from trainmedic.boosting import RoundWatch, wrap_everywhere
+from trainmedic._boosting import RoundWatch, wrap_everywhere
 from trainmedic.findings import Finding
 
 __all__ = ["Guard", "guarded_train", "install"]
