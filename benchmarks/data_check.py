@@ -57,7 +57,7 @@ TRAINMEDIC_CHILD = (
     CHILD_COMMON
     + r"""
 import pandas as pd
-import trainmedic.data, trainmedic.data.noise, trainmedic.data.parity  # imports before the clock
+import trainmedic.data, trainmedic.data.noise, trainmedic.data._parity  # imports before the clock
 import sklearn.ensemble, scipy.stats
 folder, noise = sys.argv[1], sys.argv[2] == "1"
 base = rss_mb()

@@ -31,7 +31,7 @@ ROUNDS = 7
 
 MEASURE = f"""
 import json, statistics, time
-from trainmedic.notebook import cells, extension
+from trainmedic.notebook import _cells as cells, extension
 ip = get_ipython()
 rec = cells.recorder()
 extension.load(ip)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from trainmedic.errors import TrainmedicError
 from trainmedic.findings import Finding, FindingSpec, Severity
 
 __version__ = "0.1.0"
 
-__all__ = ["Finding", "FindingSpec", "Severity", "__version__"]
+__all__ = ["Finding", "FindingSpec", "Severity", "TrainmedicError", "__version__"]
 
 
 def load_ipython_extension(ipython: object) -> None:

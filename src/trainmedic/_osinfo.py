@@ -2,11 +2,10 @@
 
 Every supervised run and every instrumented trainer process names its node and its OS.
 On Linux `platform.platform()` runs `uname -p` in a subprocess (once per process: every
-supervised run) for a processor name it then leaves out, and importing `platform` costs
-about 2 ms more; importing `socket` for `gethostname()` costs ~5 ms in each process. On
-POSIX the same strings come from `os.uname()`, `os.confstr` and `sys` (tests compare them
-with `platform`'s and `socket`'s own); elsewhere, or where a piece is missing, those
-modules answer.
+supervised run) for a processor name it then leaves out, and importing `platform` and
+`socket` adds to every process's start-up. On POSIX the same strings come from
+`os.uname()`, `os.confstr` and `sys` (tests compare them with `platform`'s and `socket`'s
+own); elsewhere, or where a piece is missing, those modules answer.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("trainmedic.catboost needs CatBoost: pip install 'trainmedic[boosting]'") from exc
 
-from trainmedic.boosting import RoundWatch
+from trainmedic._boosting import RoundWatch
 from trainmedic.findings import Finding
 
 __all__ = ["Guard", "install"]

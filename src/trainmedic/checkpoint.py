@@ -51,6 +51,7 @@ from trainmedic.atomicfile import TMP_SUFFIX, atomic_writer
 from trainmedic.atomicfile import fsync_dir as _fsync_dir
 from trainmedic.atomicfile import temporary_path as _tmp_path
 from trainmedic.envinfo._git import code_commit
+from trainmedic.errors import TrainmedicError
 from trainmedic.events import GuardObservation, PhaseEnd, PhaseStart
 from trainmedic.instrument.channel import emit
 
@@ -81,7 +82,7 @@ _CHUNK = 1 << 22
 log = logging.getLogger("trainmedic.checkpoint")
 
 
-class CheckpointError(Exception):
+class CheckpointError(TrainmedicError):
     """A checkpoint could not be written or read."""
 
 

@@ -1,4 +1,9 @@
-"""The one error type a user sees, and the exit-code contract.
+"""trainmedic's exception root, the one error type a user sees, and the exit-code contract.
+
+Every exception trainmedic raises derives from `TrainmedicError`, so
+`except TrainmedicError` catches all of them; each also keeps the built-in base
+its callers may catch (`SequenceLenHugeError` is a `ValueError`,
+`NonFiniteLossError` a `RuntimeError`).
 
 A usage error is raised anywhere below the CLI with a message that names the
 file or option and what was expected; the CLI edge catches it once, prints it
@@ -9,6 +14,8 @@ traceback for bad input.
 from __future__ import annotations
 
 from enum import IntEnum
+
+__all__ = ["ExitCode", "TrainmedicError", "UsageError"]
 
 
 class ExitCode(IntEnum):
@@ -22,7 +29,11 @@ class ExitCode(IntEnum):
     USAGE_ERROR = 2
 
 
-class UsageError(Exception):
+class TrainmedicError(Exception):
+    """The base of every exception trainmedic raises."""
+
+
+class UsageError(TrainmedicError):
     """Bad input from the user: an option, a file, a value. Printed as one line, exit 2."""
 
     def __init__(self, message: str) -> None:

@@ -35,7 +35,7 @@ class Event:
 
     Event types are dataclasses with `eq=False, repr=False`: they share the __eq__ and
     __repr__ defined here once, instead of dataclass() compiling both for each of the
-    ~25 types at import, in every supervised process (about 10 ms of start-up).
+    event types at import, in every supervised process (start-up each process pays).
     """
 
     kind: ClassVar[str] = "event"
@@ -46,8 +46,8 @@ class Event:
 
     def to_dict(self) -> dict[str, Any]:
         """The fields by name, and the kind. Shallow: the JSON encoder walks the containers
-        itself; `dataclasses.asdict` deep-copies every list and dict first (0.1-0.5 ms an
-        event, a line of output being one)."""
+        itself; `dataclasses.asdict` deep-copies every list and dict first (for every event,
+        a line of output being one)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["kind"] = self.kind
         return data

@@ -16,6 +16,17 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+__all__ = [
+    "DOC_SECTIONS",
+    "Finding",
+    "FindingSpec",
+    "Severity",
+    "epoch_number",
+    "findings_to_json",
+    "sort_findings",
+    "worst_severity",
+]
+
 
 class Severity(str, Enum):
     """How bad a finding is. Ordered: ERROR > WARNING > INFO."""

@@ -10,7 +10,9 @@ each finished epoch with its training loss, and evaluation losses as
 
 from __future__ import annotations
 
+import functools
 import math
+from types import ModuleType
 from typing import Any
 
 from trainmedic.events import Epoch, Event, Metric, PhaseEnd, PhaseStart, TrainingPlan
@@ -99,4 +101,27 @@ class Guard(TrainerCallback):
         return max(0, math.ceil(state.epoch or 0) - 1) if state.epoch else 0
 
 
-__all__ = ["Guard"]
+def install(module: ModuleType) -> None:
+    """Add a `Guard` to every Trainer of `transformers.trainer` (the post-import hook's call).
+
+    A Trainer given `EarlyStoppingCallback` gets a Guard that knows it stops early; one that
+    already has a Guard keeps its own.
+    """
+    trainer_cls = getattr(module, "Trainer", None)
+    if trainer_cls is None or getattr(trainer_cls.__init__, "_trainmedic", False):
+        return
+    original = trainer_cls.__init__
+
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        callbacks = self.callback_handler.callbacks
+        if not any(isinstance(c, Guard) for c in callbacks):
+            stopping = any(type(c).__name__ == "EarlyStoppingCallback" for c in callbacks)
+            self.add_callback(Guard(early_stopping=stopping))
+
+    __init__._trainmedic = True  # type: ignore[attr-defined]
+    trainer_cls.__init__ = __init__
+
+
+__all__ = ["Guard", "install"]

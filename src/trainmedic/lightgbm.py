@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any
 
 try:
@@ -26,10 +28,10 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("trainmedic.lightgbm needs LightGBM: pip install 'trainmedic[boosting]'") from exc
 
-from trainmedic.boosting import RoundWatch
+from trainmedic._boosting import RoundWatch, wrap_everywhere
 from trainmedic.findings import Finding
 
-__all__ = ["Guard", "guarded_train"]
+__all__ = ["Guard", "guarded_train", "install"]
 
 # LightGBM's aliases of early_stopping_round (lightgbm/basic.py _ConfigAliases)
 _EARLY_STOPPING_KEYS = ("early_stopping_round", "early_stopping_rounds", "early_stopping", "n_iter_no_change")
@@ -151,3 +153,11 @@ def _observe_labels(guard: Guard, params: dict[str, Any], train_set: Any) -> Non
     )
     parameter = "scale_pos_weight / is_unbalance" if objective == "binary" else "class_weight"
     guard.watch.observe_labels(getattr(train_set, "label", None), weighted=weighted, parameter=parameter)
+
+
+def install(module: ModuleType) -> None:
+    """Wrap `train` wherever LightGBM binds it (called when `lightgbm` is imported under `run`)."""
+    modules = ["lightgbm", "lightgbm.engine"]
+    if "lightgbm.sklearn" in sys.modules:  # only when scikit-learn is installed
+        modules.append("lightgbm.sklearn")
+    wrap_everywhere(modules, "train", guarded_train)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
 try:
@@ -25,10 +26,10 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("trainmedic.xgboost needs XGBoost: pip install 'trainmedic[boosting]'") from exc
 
-from trainmedic.boosting import RoundWatch
+from trainmedic._boosting import RoundWatch, wrap_everywhere
 from trainmedic.findings import Finding
 
-__all__ = ["Guard", "guarded_train"]
+__all__ = ["Guard", "guarded_train", "install"]
 
 
 class Guard(xgb.callback.TrainingCallback):
@@ -127,3 +128,8 @@ def _observe_labels(guard: Guard, settings: Mapping[str, Any], dtrain: Any) -> N
     weighted = len(weights) > 0 or float(settings.get("scale_pos_weight", 1) or 1) != 1
     parameter = "scale_pos_weight" if objective.startswith("binary:") else "sample_weight"
     guard.watch.observe_labels(dtrain.get_label(), weighted=weighted, parameter=parameter)
+
+
+def install(module: ModuleType) -> None:
+    """Wrap `train` wherever XGBoost binds it (called when `xgboost` is imported under `run`)."""
+    wrap_everywhere(["xgboost", "xgboost.training", "xgboost.sklearn"], "train", guarded_train)

@@ -7,13 +7,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from trainmedic.events import ProcessSpawn, read_events
 from trainmedic.instrument.environment import BOOT_DIR
+
+SRC = Path(__file__).resolve().parents[2] / "src"  # this checkout's trainmedic, not an installed one
 
 
 def run_child(tmp_path: Path, code: str, extra_path: list[str] | None = None, **env: str):
     events = tmp_path / "events.jsonl"
-    pythonpath = [str(BOOT_DIR), *(extra_path or [])]
+    pythonpath = [str(BOOT_DIR), *(extra_path or []), str(SRC)]
     full_env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(pythonpath),
@@ -72,3 +76,45 @@ def test_instrument_off_writes_nothing_and_changes_nothing(tmp_path: Path) -> No
     result, events = run_child(tmp_path, "print('hi')", TRAINMEDIC_INSTRUMENT="0")
     assert (result.returncode, result.stdout, result.stderr) == (0, "hi\n", "")
     assert events == []
+
+
+def test_every_hook_target_names_an_installer_in_its_integration() -> None:
+    """The hook table names installers by string: each must exist, outside instrument/."""
+    import ast
+
+    from trainmedic.instrument.bootstrap import FRAMEWORK_HOOKS
+
+    for framework, target in FRAMEWORK_HOOKS.items():
+        module_name, _, func_name = target.partition(":")
+        assert not module_name.startswith("trainmedic.instrument"), target
+        base = SRC.joinpath(*module_name.split("."))
+        path = base.with_suffix(".py") if base.with_suffix(".py").exists() else base / "__init__.py"
+        assert path.exists(), f"{framework}: {target} has no module"
+        functions = {n.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef)}
+        assert func_name in functions, f"{framework}: {target} has no {func_name}()"
+
+
+def test_booting_imports_no_integration_before_its_framework(tmp_path: Path) -> None:
+    """Arming the hooks must not import `trainmedic.torch` (hence torch) or any other integration."""
+    code = "import sys; print(' '.join(sorted(m for m in sys.modules if m.startswith('trainmedic'))))"
+    result, events = run_child(tmp_path, code)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert any(isinstance(e, ProcessSpawn) for e in events)  # the boot ran
+    loaded = set(result.stdout.split())
+    assert "trainmedic.instrument.bootstrap" in loaded
+    integrations = {"keras", "torch", "lightning", "hf", "sklearn", "xgboost", "lightgbm", "catboost", "ray"}
+    assert not {m for m in loaded if m.split(".")[1:2] and m.split(".")[1] in integrations}
+
+
+def test_pytorch_lightning_is_instrumented_without_importing_lightning(tmp_path: Path) -> None:
+    """Both Lightning packages hooked: importing one must not import (or half-instrument) the other."""
+    pytest.importorskip("pytorch_lightning")
+    code = (
+        "import sys, pytorch_lightning\n"
+        "print('lightning' in sys.modules, pytorch_lightning.Trainer.__init__._trainmedic)\n"
+    )
+    result, _ = run_child(tmp_path, code)
+    assert result.returncode == 0, result.stderr
+    assert "trainmedic:" not in result.stderr
+    assert result.stdout == "False True\n"

@@ -58,9 +58,9 @@ def entry() -> None:
 def _exit_without_teardown(status: int) -> None:
     """Run the exit handlers, flush, and leave: skip freeing every module and object.
 
-    A supervised run has imported ~220 modules by its end; tearing them down costs 30-50
-    ms of CPU, about a sixth of the supervisor's fixed cost per run (benchmarks/
-    supervise_overhead.py), for nothing: every file is closed and the process ends. The
+    A supervised run has imported a few hundred modules by its end; tearing them down is a
+    real share of the supervisor's fixed cost per run (docs/supervise.md, Overhead), for
+    nothing: every file is closed and the process ends. The
     exit handlers (logging, finalizers) still run. Where a non-daemon thread is still
     running, the normal exit waits for it, as Python would.
     """

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trainmedic.configcheck.normalise import load, recognise
+from trainmedic.configcheck._normalise import load, recognise
 from trainmedic.errors import UsageError
 from trainmedic.events import GuardObservation
 from trainmedic.findings import Finding

@@ -11,9 +11,10 @@ from typing import TypeAlias
 import numpy as np
 import pandas as pd
 
-from trainmedic.data import leakage, quality
-from trainmedic.data.columns import Roles
-from trainmedic.data.context import Dataset, Split
+from trainmedic.data import _leakage as leakage
+from trainmedic.data import _quality as quality
+from trainmedic.data._columns import Roles
+from trainmedic.data._context import Dataset, Split
 from trainmedic.data.images import LABEL_COLUMN, PATH_COLUMN, hamming_matches, read_images
 from trainmedic.data.runner import DataReport
 from trainmedic.data.summary import summarize

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from trainmedic.data.columns import require_column
+from trainmedic.data._columns import require_column
 from trainmedic.data.readers import read_table
 from trainmedic.errors import UsageError
 

@@ -46,9 +46,9 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from trainmedic.data.context import Dataset, Split
-from trainmedic.data.parity import kind
-from trainmedic.data.predictability import is_classification
+from trainmedic.data._context import Dataset, Split
+from trainmedic.data._parity import kind
+from trainmedic.data._predictability import is_classification
 from trainmedic.findings import Finding, Severity
 from trainmedic.rules.data import LABEL_NOISE, LABEL_NOISE_FRACTION
 

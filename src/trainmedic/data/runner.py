@@ -13,9 +13,14 @@ from typing import TypeAlias
 
 import pandas as pd
 
-from trainmedic.data import identifiers, leakage, noise, parity, preprocessing, quality
-from trainmedic.data.columns import Roles, validate_roles
-from trainmedic.data.context import Dataset, Split
+from trainmedic.data import _identifiers as identifiers
+from trainmedic.data import _leakage as leakage
+from trainmedic.data import _parity as parity
+from trainmedic.data import _preprocessing as preprocessing
+from trainmedic.data import _quality as quality
+from trainmedic.data import noise
+from trainmedic.data._columns import Roles, validate_roles
+from trainmedic.data._context import Dataset, Split
 from trainmedic.data.readers import read_table
 from trainmedic.data.summary import DataSummary, summarize
 from trainmedic.errors import UsageError

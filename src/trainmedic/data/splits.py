@@ -17,10 +17,10 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from trainmedic.data.columns import Roles, require_column
-from trainmedic.data.context import Dataset, Split
-from trainmedic.data.hashing import column_hash, row_hashes
-from trainmedic.data.leakage import group_overlap, split_overlap, temporal_overlap
+from trainmedic.data._columns import Roles, require_column
+from trainmedic.data._context import Dataset, Split
+from trainmedic.data._hashing import column_hash, row_hashes
+from trainmedic.data._leakage import group_overlap, split_overlap, temporal_overlap
 from trainmedic.errors import UsageError
 
 STRATEGIES = ("random", "stratified", "group", "time")

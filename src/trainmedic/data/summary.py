@@ -8,9 +8,9 @@ from typing import Any
 
 import pandas as pd
 
-from trainmedic.data.context import Dataset
-from trainmedic.data.parity import kind
-from trainmedic.data.predictability import is_classification
+from trainmedic.data._context import Dataset
+from trainmedic.data._parity import kind
+from trainmedic.data._predictability import is_classification
 
 _TOP_CLASSES = 10
 

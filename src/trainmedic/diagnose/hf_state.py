@@ -32,7 +32,7 @@ _SCALAR = re.compile(r'"(\w+)":\s*(-?[0-9][0-9.eE+\-]*|null|true|false|"[^"\\]*"
 
 
 def parse_json(raw: bytes) -> Any:
-    """orjson when installed (about 4x faster on a 100 MB state), else json. orjson refuses the
+    """orjson when installed (several times faster on a large state), else json. orjson refuses the
     NaN/Infinity tokens Python's json writes for a diverged loss: those files take the json path."""
     try:
         import orjson

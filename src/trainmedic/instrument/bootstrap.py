@@ -12,7 +12,6 @@ program.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -21,19 +20,21 @@ from types import ModuleType
 from trainmedic.events import ProcessSpawn
 from trainmedic.instrument import channel, hooks
 
-# framework module -> "trainmedic module:function" that instruments it. Installers whose
-# module does not exist (yet) are skipped.
+# framework module -> "trainmedic module:function" that instruments it. Each integration keeps
+# its installer in its own package; they are named by string so that booting imports none of
+# them (nor, through them, a framework) before the user's code imports that framework.
 FRAMEWORK_HOOKS: dict[str, str] = {
-    "keras": "trainmedic.instrument.keras:install",
-    "tf_keras": "trainmedic.instrument.keras:install",
-    "torch": "trainmedic.instrument.torch:install",
-    "lightning": "trainmedic.instrument.lightning:install",
-    "pytorch_lightning": "trainmedic.instrument.lightning:install",
-    "transformers": "trainmedic.instrument.hf:install",
-    "sklearn.model_selection": "trainmedic.instrument.sklearn:install",
-    "xgboost": "trainmedic.instrument.boosting:install_xgboost",
-    "lightgbm": "trainmedic.instrument.boosting:install_lightgbm",
-    "catboost": "trainmedic.instrument.boosting:install_catboost",
+    "keras": "trainmedic.keras._auto:install",
+    "tf_keras": "trainmedic.keras._auto:install",
+    "torch": "trainmedic.torch._auto:install",
+    "lightning": "trainmedic.lightning._auto:install",
+    "pytorch_lightning": "trainmedic.lightning._auto:install",
+    # transformers imports its Trainer lazily: the patch waits for the Trainer's own module.
+    "transformers.trainer": "trainmedic.hf:install",
+    "sklearn.model_selection": "trainmedic.sklearn:install",
+    "xgboost": "trainmedic.xgboost:install",
+    "lightgbm": "trainmedic.lightgbm:install",
+    "catboost": "trainmedic.catboost:install",
     "ray.train": "trainmedic.ray:install",
 }
 
@@ -49,10 +50,13 @@ def _argv() -> list[str]:
         return [sys.executable, *getattr(sys, "argv", [])]
 
 
-def _installer(target: str) -> hooks.Callback | None:
+def _installer(target: str) -> hooks.Callback:
+    """A callback that imports the installer named by `target` only when its framework loads.
+
+    No lookup happens here: finding `trainmedic.torch._auto` would import `trainmedic.torch`,
+    hence torch itself, in every process at boot.
+    """
     module_name, _, func_name = target.partition(":")
-    if importlib.util.find_spec(module_name) is None:
-        return None
 
     def install(module: ModuleType) -> None:
         installer = getattr(importlib.import_module(module_name), func_name)
@@ -75,6 +79,4 @@ def start() -> None:
         if notebook_boot.is_kernel(argv):
             notebook_boot.arm()
     for framework, target in FRAMEWORK_HOOKS.items():
-        callback = _installer(target)
-        if callback is not None:
-            hooks.when_imported(framework, callback)
+        hooks.when_imported(framework, _installer(target))

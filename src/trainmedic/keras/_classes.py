@@ -50,7 +50,7 @@ def fit_arguments(model: object) -> dict[str, Any]:
 
 
 def _guard_class(base: type, module: ModuleType) -> type:
-    from trainmedic.instrument.keras import keras_line, stop_if_huge
+    from trainmedic.keras._auto import keras_line, stop_if_huge
 
     class Guard(base):  # type: ignore[misc]
         """The KER checks as an explicit callback, for runs without `trainmedic run`.

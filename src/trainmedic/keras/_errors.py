@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from trainmedic.errors import TrainmedicError
 from trainmedic.findings import Finding
 
 
-class SequenceLenHugeError(ValueError):
+class SequenceLenHugeError(TrainmedicError, ValueError):
     """KER002: fit was given a sequence whose shuffled index list cannot fit in memory.
 
     A ValueError, as Keras raises for other bad `fit` arguments; `.finding` holds

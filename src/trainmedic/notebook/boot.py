@@ -49,7 +49,7 @@ def _patch_kernel_app(module: ModuleType) -> None:
         if shell is None:
             return
         try:
-            from trainmedic.notebook import cells
+            from trainmedic.notebook import _cells as cells
 
             cells.attach(shell)
         except Exception as exc:  # the kernel runs on without cell events

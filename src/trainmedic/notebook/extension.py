@@ -37,7 +37,7 @@ from trainmedic.events import (
 )
 from trainmedic.findings import Finding, Severity
 from trainmedic.instrument import channel
-from trainmedic.notebook import display
+from trainmedic.notebook import _display as display
 from trainmedic.record import cell_label
 
 USAGE = "usage: %trainmedic last (why the previous kernel ended) | %trainmedic (this kernel's run folder)"

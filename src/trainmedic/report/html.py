@@ -24,12 +24,15 @@ from trainmedic import __version__
 from trainmedic.atomicfile import write_text_atomic
 from trainmedic.findings import Finding, sort_findings
 from trainmedic.record import RunRecord
-from trainmedic.report import html_plots, html_sections
+from trainmedic.report import _html_plots as html_plots
+from trainmedic.report import _html_sections as html_sections
 from trainmedic.report.html_format import escape
 from trainmedic.report.html_style import CSP, CSS, PRINT_SCRIPT
 from trainmedic.report.indexed import IndexedRecord
 from trainmedic.report.rundir import load_run_folder
 from trainmedic.runfolder import REPORT
+
+__all__ = ["render_html", "write_report"]
 
 
 def render_html(

@@ -1,7 +1,7 @@
 """Terminal renderer: severity colour, code, slug, message, evidence, fix.
 
 Colour (rich) only on a terminal or with FORCE_COLOR; with a file or pipe the same
-lines come out plain, written directly: rich's import (~50 ms of CPU) is most of what
+lines come out plain, written directly: rich's import is most of what
 `trainmedic run` spends after a run whose output goes to a log file, as long runs' do.
 """
 

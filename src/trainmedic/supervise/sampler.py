@@ -1,7 +1,7 @@
 """Memory and CPU of the trainer tree, sampled cheaply and adaptively.
 
 One sample reads RSS and CPU times of the processes already known (a few
-/proc reads each, ~0.1 ms per process); the tree itself is re-walked only every
+/proc reads each); the tree itself is re-walked only every
 few seconds, because walking it reads every process on the machine. While
 memory is flat the interval stretches up to 4x `--sample-interval`; any change
 of more than 5 % snaps it back, so a spike at epoch end is sampled densely.

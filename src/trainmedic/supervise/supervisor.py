@@ -22,7 +22,7 @@ import psutil
 
 from trainmedic import runfolder
 from trainmedic._osinfo import hostname
-from trainmedic.errors import UsageError
+from trainmedic.errors import TrainmedicError, UsageError
 from trainmedic.events import (
     Event,
     EventWriter,
@@ -49,7 +49,7 @@ NO_RESTART_STATUSES = (0, 2, 126, 127)  # success, usage error, not executable, 
 MAX_BACKOFF_S = 30.0
 
 
-class CommandNotFound(Exception):
+class CommandNotFound(TrainmedicError):
     """The command to supervise does not exist (exit 127) or cannot be executed (exit 126):
     the CLI says so in one line, like a shell, and creates nothing."""
 

@@ -72,8 +72,8 @@ def descendants(root_pid: int) -> list[int] | None:
     """Every process below `root_pid`, from the kernel's per-thread children lists (Linux).
 
     psutil's `children(recursive=True)` reads the parent of every process of the machine
-    (/proc/*/stat): ~3 ms on an idle box, tens of ms on a shared node with thousands of
-    processes, at every tree refresh. The children files cost reads of the tree only.
+    (/proc/*/stat), a cost that grows with the node's process count, at every tree
+    refresh. The children files cost reads of the tree only.
     None where the kernel does not have them (CONFIG_PROC_CHILDREN) or off Linux.
     """
     if not Path(f"/proc/{root_pid}/task/{root_pid}/children").exists():

@@ -55,6 +55,7 @@ from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 import torch
 from torch import nn
+from trainmedic.errors import TrainmedicError
 from trainmedic.events import Epoch, Event, FindingRaised, GuardObservation, Step
 from trainmedic.instrument import channel
 from trainmedic.record import median
@@ -84,7 +85,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class NonFiniteLossError(RuntimeError):
+class NonFiniteLossError(TrainmedicError, RuntimeError):
     """Raised with `on_nonfinite="stop"` before the optimizer applies a NaN/Inf update."""
 
     def __init__(self, message: str, finding: dict[str, Any]) -> None:

@@ -6,7 +6,7 @@ half of the rows and scored on the other half, so an ID-like column (unique per
 row) predicts nothing on the held-out half, while a column that encodes the
 label predicts it perfectly. Classification is scored as accuracy normalised by
 the majority baseline, `(acc - base) / (1 - base)`; regression as R² of the bin
-means. One `np.bincount` per feature: about 20 ms per million rows.
+means. One `np.bincount` per feature, so it scales to millions of rows.
 """
 
 from __future__ import annotations

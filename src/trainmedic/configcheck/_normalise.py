@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from trainmedic.configcheck.readers import read_config
+from trainmedic.configcheck._readers import read_config
 from trainmedic.errors import UsageError
 from trainmedic.rules.config import TrainingConfig
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from trainmedic.data.chance import chance_within
-from trainmedic.data.context import Dataset, Split
-from trainmedic.data.hashing import U64
-from trainmedic.data.predictability import is_classification
+from trainmedic.data._chance import chance_within
+from trainmedic.data._context import Dataset, Split
+from trainmedic.data._hashing import U64
+from trainmedic.data._predictability import is_classification
 from trainmedic.findings import Finding, Severity
 from trainmedic.rules.data import (
     CLASS_IMBALANCE,

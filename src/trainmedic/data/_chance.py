@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from trainmedic.data.hashing import column_hash, row_hashes
+from trainmedic.data._hashing import column_hash, row_hashes
 from trainmedic.rules.data import CHANCE_P_VALUE
 
 REFERENCE_SAMPLE = 20_000

@@ -2,7 +2,7 @@
 
 Each function takes plain data (a RunRecord, findings, the manifest) and
 returns an HTML fragment; everything user-controlled is escaped here. The
-charts live in `html_plots`.
+charts live in `_html_plots`.
 """
 
 from __future__ import annotations

@@ -17,9 +17,9 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from trainmedic.data.context import Dataset, Split
-from trainmedic.data.leakage import EVALUATION_SPLITS
-from trainmedic.data.parity import kind
+from trainmedic.data._context import Dataset, Split
+from trainmedic.data._leakage import EVALUATION_SPLITS
+from trainmedic.data._parity import kind
 from trainmedic.findings import Finding
 from trainmedic.rules.data import PREPROCESSING_BEFORE_SPLIT
 

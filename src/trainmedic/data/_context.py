@@ -9,8 +9,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from trainmedic.data.columns import Roles
-from trainmedic.data.hashing import U64, column_hash, normalised_row_hashes, row_hashes
+from trainmedic.data._columns import Roles
+from trainmedic.data._hashing import U64, column_hash, normalised_row_hashes, row_hashes
 
 SPLIT_ORDER = ("train", "val", "test", "serving")
 MAX_EXAMPLES = 10

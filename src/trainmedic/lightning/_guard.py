@@ -1,12 +1,4 @@
-"""trainmedic for Lightning: `Guard`, a callback that guards `Trainer.fit`.
-
-    trainer = lightning.Trainer(callbacks=[trainmedic.lightning.Guard()])
-
-It starts the PyTorch guard on the LightningModule and its optimizer (so every
-TOR/TRN check applies) and reports what Lightning knows: the epochs and steps
-requested, early stopping, each finished epoch with its logged metrics, and
-the train/validation phases. Under `trainmedic run` it is added automatically.
-"""
+"""The Lightning callback: `Guard`, imported by `trainmedic.lightning` when first used."""
 
 from __future__ import annotations
 
@@ -105,5 +97,8 @@ def _scalars(metrics: Any) -> dict[str, float]:
             out[name.removesuffix("_epoch")] = number
     return out
 
+
+# Its public name: what repr, pickle and `type(callback).__module__` show.
+Guard.__module__ = "trainmedic.lightning"
 
 __all__ = ["Guard"]

@@ -1,7 +1,7 @@
 """Chart sections of the HTML report: memory timeline, training curves, throughput.
 
-They turn a RunRecord into `html_charts.Chart` data (what to draw) and leave the
-drawing to `html_charts`. Times are seconds since the run started.
+They turn a RunRecord into `_html_charts.Chart` data (what to draw) and leave the
+drawing to `_html_charts`. Times are seconds since the run started.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from trainmedic.events import Epoch, MemorySample, Metric, ProcessSpawn, Step, TrainingPlan
 from trainmedic.findings import Finding
 from trainmedic.record import RunRecord, median
-from trainmedic.report.downsample import Point, split_finite
-from trainmedic.report.html_charts import (
+from trainmedic.report._html_charts import (
     Axis,
     Band,
     Chart,
@@ -26,6 +25,8 @@ from trainmedic.report.html_charts import (
     render_chart,
     time_ticks,
 )
+from trainmedic.report._html_sections import Outcome
+from trainmedic.report.downsample import Point, split_finite
 from trainmedic.report.html_format import (
     byte_unit,
     escape,
@@ -34,7 +35,6 @@ from trainmedic.report.html_format import (
     fmt_number,
     shown_epoch,
 )
-from trainmedic.report.html_sections import Outcome
 from trainmedic.units import signal_name
 
 MAX_PROCESS_LINES = 6

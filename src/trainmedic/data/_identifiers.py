@@ -18,9 +18,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from trainmedic.data.context import Dataset
-from trainmedic.data.leakage import split_pairs
-from trainmedic.data.parity import kind
+from trainmedic.data._context import Dataset
+from trainmedic.data._leakage import split_pairs
+from trainmedic.data._parity import kind
 from trainmedic.findings import Finding, Severity
 from trainmedic.rules.data import IDENTIFIER_COLUMN, IDENTIFIER_UNIQUE_FRACTION
 

@@ -11,10 +11,11 @@ set is measured here too, once, before training.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import math
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -278,3 +279,22 @@ def _row_count(data: Any) -> int | None:
                 return None
     shape = getattr(data, "shape", None)
     return int(shape[0]) if shape else None
+
+
+def wrap_everywhere(modules: list[str], name: str, wrap: Callable[[Any], Any]) -> None:
+    """Replace `name` by `wrap(name)` in each of `modules` that binds it, once.
+
+    A training entry point is bound in several modules (the library's namespace, its engine
+    module, and its sklearn module, which imported the function by name): each binding is
+    wrapped so `xgb.train` and `XGBClassifier.fit` alike reach the guard.
+    """
+    for module_name in modules:
+        module = sys.modules.get(module_name)
+        if module is None:
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                continue
+        original = getattr(module, name, None)
+        if original is not None and not getattr(original, "__trainmedic_wrapped__", False):
+            setattr(module, name, wrap(original))

@@ -13,10 +13,10 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from trainmedic.data.chance import chance_across
-from trainmedic.data.context import Dataset, Split
-from trainmedic.data.hashing import ROUND_DECIMALS, rounded_row_hashes, row_decimals
-from trainmedic.data.predictability import feature_scores
+from trainmedic.data._chance import chance_across
+from trainmedic.data._context import Dataset, Split
+from trainmedic.data._hashing import ROUND_DECIMALS, rounded_row_hashes, row_decimals
+from trainmedic.data._predictability import feature_scores
 from trainmedic.errors import UsageError
 from trainmedic.findings import Finding
 from trainmedic.rules.data import (

@@ -15,8 +15,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from trainmedic.data.context import Dataset, Split
-from trainmedic.data.hashing import normalise
+from trainmedic.data._context import Dataset, Split
+from trainmedic.data._hashing import normalise
 from trainmedic.findings import Finding, Severity
 from trainmedic.rules.data import (
     DRIFT_EFFECT,

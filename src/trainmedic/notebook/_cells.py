@@ -6,8 +6,8 @@ them). Between cells the kernel is in the "idle" phase: it waits for its user, w
 supervisor never calls a hang, and memory sampled then belongs to no training phase. A kernel
 that dies mid-cell leaves a CellStart without its CellEnd: the rules name that cell.
 
-The cost is what a cell pays: two /proc reads and two events at each end (well under a
-millisecond; benchmarks/notebook_cells.py).
+The cost is what a cell pays: two /proc reads and two events at each end (docs/notebooks.md,
+Cost, gives it as `benchmarks/notebook_cells.py` measures it).
 """
 
 from __future__ import annotations
