@@ -7,6 +7,9 @@ scikit-learn); this module stays pure: no I/O, no framework.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
 from trainmedic.findings import FindingSpec, Severity
 
 # Thresholds (the defaults of `trainmedic.data.check`; documented in docs/data.md).
@@ -21,6 +24,28 @@ LABEL_NOISE_FRACTION = 0.01  # share of training labels contradicted by out-of-f
 IDENTIFIER_UNIQUE_FRACTION = 0.95  # distinct values per non-missing row for a key-like column
 CHANCE_P_VALUE = 1e-3  # identical rows beyond what chance gives: Poisson tail below this
 NEAR_DUPLICATE_HAMMING = 4  # bits of a 64-bit perceptual hash two near-identical images may differ by
+
+Columns = Mapping[str, Sequence[object]]
+
+
+@dataclass(frozen=True, slots=True)
+class TablesExample:
+    """The input of a DAT example: splits as plain columns (`train`, `val`, `test`, `serving`
+    -> column -> values) and the roles `check data` is given (`label`, `group`, `time`, `id`).
+    Plain data, so this module stays free of pandas; the caller makes the DataFrames."""
+
+    splits: Mapping[str, Columns]
+    roles: Mapping[str, object] = field(default_factory=lambda: {"label": None})
+
+
+@dataclass(frozen=True, slots=True)
+class ContractExample:
+    """The input of the DAT013 example: the table an input contract is captured from, and the
+    batch served to the model at inference."""
+
+    trained_on: Columns
+    served: Columns
+
 
 SPLIT_OVERLAP = FindingSpec(
     code="DAT001",

@@ -12,7 +12,7 @@ import signal as _signal
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
-from trainmedic.events import Epoch, KernelShutdown
+from trainmedic.events import Epoch, Event, KernelShutdown, LogLine, RunEnd, RunStart
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import RunRecord
 from trainmedic.rules import _logtext
@@ -34,6 +34,25 @@ from trainmedic.rules.run._attempts import (
 if TYPE_CHECKING:  # imported where a failed run needs it (see `dead_worker`)
     from trainmedic.rules._workers import WorkerDeath
 
+
+def _run(*events: Event, exit_code: int) -> list[Event]:
+    """A run of `python train.py` (PID 100) around `events`, ending with `exit_code`."""
+    return [
+        RunStart(t=0.0, pid=100, command=["python", "train.py"]),
+        *events,
+        RunEnd(t=10.0, pid=100, exit_code=exit_code),
+    ]
+
+
+def _log(*lines: str, stream: str = "stdout") -> list[LogLine]:
+    return [LogLine(t=1.0 + i / 100, pid=100, stream=stream, text=line) for i, line in enumerate(lines)]
+
+
+def _silent_early_exit_example() -> list[Event]:
+    """fit(epochs=12) logs 'Epoch 1/12' and returns; the process exits 0."""
+    return _run(*_log("Epoch 1/12", "500/500 - 3s - loss: 0.4102"), exit_code=0)
+
+
 SILENT_EARLY_EXIT = FindingSpec(
     code="RUN004",
     slug="silent-early-exit",
@@ -47,7 +66,18 @@ SILENT_EARLY_EXIT = FindingSpec(
     why="The job looks successful to the scheduler; the model is undertrained.",
     example="model.fit(ds, epochs=12, steps_per_epoch=500) returns after epoch 1, exit 0.",
     fix="Find what stopped the loop (input exhausted, a callback setting stop_training) and fix it.",
+    example_input=_silent_early_exit_example,
 )
+
+
+def _input_exhausted_example() -> list[Event]:
+    """Keras' warning when a dataset of 100 batches meets steps_per_epoch=500."""
+    warning = (
+        "UserWarning: Your input ran out of data; interrupting training. Make sure that your "
+        "dataset or generator can generate at least `steps_per_epoch * epochs` batches."
+    )
+    return _run(*_log("Epoch 1/10", warning, stream="stderr"), exit_code=0)
+
 
 INPUT_EXHAUSTED = FindingSpec(
     code="RUN005",
@@ -70,7 +100,13 @@ INPUT_EXHAUSTED = FindingSpec(
         "Repeat the dataset (ds.repeat()), wrap the Sequence in trainmedic.keras.LoopingSequence, "
         "or set steps_per_epoch to the number of batches the input really has."
     ),
+    example_input=_input_exhausted_example,
 )
+
+
+def _killed_by_signal_example() -> list[Event]:
+    """Slurm's SIGTERM at the time limit, reported by the launching shell as 143 (128 + 15)."""
+    return _run(*_log("Epoch 4/20"), exit_code=143)
 
 
 KILLED_BY_SIGNAL = FindingSpec(
@@ -91,7 +127,21 @@ KILLED_BY_SIGNAL = FindingSpec(
         "For preemption/time limits, checkpoint on SIGTERM and resume (`--restarts`); "
         "for a native crash, read the faulthandler stack in the log."
     ),
+    example_input=_killed_by_signal_example,
 )
+
+
+def _crashed_example() -> list[Event]:
+    """A Keras shape error, its traceback on stderr, exit 1."""
+    traceback = _log(
+        "Traceback (most recent call last):",
+        '  File "/home/u/train.py", line 42, in <module>',
+        "    model.fit(x, y)",
+        "ValueError: Shapes (None, 10) and (None, 1) are incompatible",
+        stream="stderr",
+    )
+    return _run(*traceback, exit_code=1)
+
 
 CRASHED = FindingSpec(
     code="RUN009",
@@ -108,6 +158,7 @@ CRASHED = FindingSpec(
         "Ray Train worker rank 1, quoted by the driver after '[Rank 1 Error Snippet]:'."
     ),
     fix="Fix the error at the user frame given; rerun with `--restarts` only once it is fixed.",
+    example_input=_crashed_example,
 )
 
 

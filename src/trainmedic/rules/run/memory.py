@@ -12,7 +12,17 @@ import signal as _signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from trainmedic.events import MemoryLimit, MemorySample, OomKill
+from trainmedic.events import (
+    Event,
+    LogLine,
+    MemoryLimit,
+    MemorySample,
+    OomKill,
+    PhaseEnd,
+    PhaseStart,
+    RunEnd,
+    RunStart,
+)
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import RunRecord
 from trainmedic.rules import _logtext, _spikes
@@ -33,6 +43,33 @@ from trainmedic.units import human_bytes
 
 if TYPE_CHECKING:
     from trainmedic.rules._workers import WorkerDeath
+
+_GIB = 1 << 30
+
+
+def _epoch_with_eval(train: int, evaluation: int) -> list[Event]:
+    """Epoch 3 (index 2) of a run: five memory samples in training, one in evaluation."""
+    events: list[Event] = [PhaseStart(t=1.0, pid=100, phase="train", epoch=2)]
+    events += [MemorySample(t=2.0 + i, pid=100, rss_bytes=train) for i in range(5)]
+    events += [
+        PhaseEnd(t=7.0, pid=100, phase="train", epoch=2),
+        PhaseStart(t=7.0, pid=100, phase="eval", epoch=2),
+        MemorySample(t=8.0, pid=100, rss_bytes=evaluation),
+    ]
+    return events
+
+
+def _oom_killed_example() -> list[Event]:
+    """RSS climbs from 3 to 6 GiB at the evaluation of epoch 3 under a 6 GiB cgroup limit; the
+    cgroup's OOM-kill counter rises and the trainer ends with 137 (SIGKILL)."""
+    return [
+        RunStart(t=0.0, pid=100, command=["python", "train.py"]),
+        MemoryLimit(t=0.1, pid=100, limit_bytes=6 * _GIB, source="memory-limit-option"),
+        *_epoch_with_eval(3 * _GIB, 6 * _GIB),
+        OomKill(t=8.5, pid=100, count=1, scope="cgroup"),
+        RunEnd(t=9.0, pid=100, exit_code=137),
+    ]
+
 
 OOM_KILLED = FindingSpec(
     code="RUN001",
@@ -59,7 +96,25 @@ OOM_KILLED = FindingSpec(
         "Look at the phase it died in: for evaluation/epoch end, evaluate once after training "
         "or with a smaller batch; for training, lower the batch size or the data kept in memory."
     ),
+    example_input=_oom_killed_example,
 )
+
+
+def _accelerator_oom_example() -> list[Event]:
+    """PyTorch's CUDA out-of-memory error on stderr, then exit 1."""
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/home/u/train.py", line 42, in <module>',
+        "    loss = model(x).sum()",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+        "capacity of 15.77 GiB of which 1.20 GiB is free.",
+    ]
+    return [
+        RunStart(t=0.0, pid=100, command=["python", "train.py"]),
+        *(LogLine(t=1.0 + i / 100, pid=100, stream="stderr", text=line) for i, line in enumerate(lines)),
+        RunEnd(t=2.0, pid=100, exit_code=1),
+    ]
+
 
 ACCELERATOR_OOM = FindingSpec(
     code="RUN002",
@@ -76,7 +131,19 @@ ACCELERATOR_OOM = FindingSpec(
         "Lower the per-device batch size and keep the effective batch with gradient "
         "accumulation, use bf16/fp16, or activation checkpointing."
     ),
+    example_input=_accelerator_oom_example,
 )
+
+
+def _eval_memory_spike_example() -> list[Event]:
+    """Training holds 2 GiB; the epoch's evaluation peaks at 4 GiB (2x); the run ends well."""
+    return [
+        RunStart(t=0.0, pid=100, command=["python", "train.py"]),
+        *_epoch_with_eval(2 * _GIB, 4 * _GIB),
+        PhaseEnd(t=9.0, pid=100, phase="eval", epoch=2),
+        RunEnd(t=10.0, pid=100, exit_code=0),
+    ]
+
 
 EVAL_MEMORY_SPIKE = FindingSpec(
     code="RUN003",
@@ -99,6 +166,7 @@ EVAL_MEMORY_SPIKE = FindingSpec(
         "per-epoch validation loss (fit's validation_data); stream the metric in small "
         "batches instead of one big predict."
     ),
+    example_input=_eval_memory_spike_example,
 )
 
 

@@ -11,12 +11,23 @@ import re
 from collections.abc import Sequence
 from pathlib import PurePath
 
-from trainmedic.events import HangDetected, OrphanEnded, ProcessSpawn
+from trainmedic.events import Event, HangDetected, OrphanEnded, ProcessSpawn, RunEnd, RunStart
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import RunRecord, cell_label, cell_running
 from trainmedic.rules import _ray
 from trainmedic.rules.run._attempts import signal_name
 from trainmedic.units import human_bytes
+
+
+def _launcher_stub_example() -> list[Event]:
+    """bash -c 'python train.py': the shell is PID 100, the trainer PID 101."""
+    return [
+        RunStart(t=0.0, pid=100, command=["bash", "-c", "python train.py"]),
+        ProcessSpawn(t=0.1, pid=100, cmdline=["bash", "-c", "python train.py"], role="launcher"),
+        ProcessSpawn(t=0.2, pid=101, ppid=100, cmdline=["python", "train.py"], role="trainer"),
+        RunEnd(t=10.0, pid=100, exit_code=0),
+    ]
+
 
 LAUNCHER_STUB = FindingSpec(
     code="RUN006",
@@ -36,7 +47,23 @@ LAUNCHER_STUB = FindingSpec(
     ),
     example="bash -c 'python train.py' -> bash (PID 100, 3 MB) -> python (PID 101, 5 GB).",
     fix="Signal and profile the trainer PIDs given here; `trainmedic stop` does it for you.",
+    example_input=_launcher_stub_example,
 )
+
+
+def _hang_example() -> list[Event]:
+    """No output and 0 % CPU for 10 minutes; py-spy finds the main thread waiting on a lock."""
+    dump = (
+        "Process 101: python train.py\n"
+        'Thread 101 (idle): "MainThread"\n'
+        "    acquire (threading.py:320)\n"
+        "    train_step (train.py:23)\n"
+    )
+    return [
+        RunStart(t=0.0, pid=100, command=["python", "train.py"]),
+        HangDetected(t=600.0, pid=100, idle_s=600.0, cpu_percent=0.0, stacks={"101": dump}),
+    ]
+
 
 HANG = FindingSpec(
     code="RUN007",
@@ -54,7 +81,24 @@ HANG = FindingSpec(
         "waits in names the lock, queue or collective; `--on-hang stop` ends such runs instead "
         "of holding the machine."
     ),
+    example_input=_hang_example,
 )
+
+
+def _orphan_processes_example() -> list[Event]:
+    """The trainer (PID 101) ended by os._exit; its DataLoader worker PID 102 kept 3 GB."""
+    return [
+        RunStart(t=0.0, pid=100, command=["python", "train.py"]),
+        RunEnd(t=10.0, pid=100, exit_code=0),
+        OrphanEnded(
+            t=10.5,
+            pid=102,
+            ppid=101,
+            cmdline=["python", "train.py"],
+            rss_bytes=3_000_000_000,
+            signal=15,
+        ),
+    ]
 
 
 ORPHAN_PROCESSES = FindingSpec(
@@ -69,6 +113,7 @@ ORPHAN_PROCESSES = FindingSpec(
     why="Orphans keep memory, GPU contexts and ports busy and can block the next run.",
     example="The trainer died by os._exit; its 4 DataLoader workers kept 3 GB each.",
     fix="Shut workers down on exit (context managers, persistent_workers=False at teardown).",
+    example_input=_orphan_processes_example,
 )
 
 
