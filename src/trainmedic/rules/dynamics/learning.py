@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from trainmedic.events import Epoch, Event
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import RunRecord
 from trainmedic.rules.curves import (
@@ -49,6 +50,15 @@ LOSS_FUNCTION_CHECK = "loss_function"
 MIN_REL_DECREASE = 0.02
 DECREASE_NOISE = 2.0
 
+
+def _not_learning_example() -> list[Event]:
+    """Loss stays at 2.30 (= ln 10) for 20 epochs on a 10-class problem."""
+    return [
+        Epoch(t=float(i), pid=100, epoch=i, metrics={"loss": 2.3026 + (0.001 if i % 2 else -0.001)})
+        for i in range(20)
+    ]
+
+
 NOT_LEARNING = FindingSpec(
     code="TRN003",
     slug="not-learning",
@@ -66,6 +76,7 @@ NOT_LEARNING = FindingSpec(
         "Run the tiny-batch overfit test (trainmedic.torch.overfit_batch); check that the "
         "optimizer holds the parameters, the labels match the inputs, and the learning rate."
     ),
+    example_input=_not_learning_example,
 )
 
 

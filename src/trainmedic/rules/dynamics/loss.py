@@ -7,8 +7,10 @@ named constants below, documented in docs/diagnose.md.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
+from trainmedic.events import Epoch, Event, Step
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import RunRecord
 from trainmedic.rules.curves import (
@@ -45,6 +47,17 @@ RISE_HELD = 0.7
 EXPLOSION_FACTOR = 10.0
 EXPLOSION_MIN_POINTS = 3
 
+
+def _epochs(*losses: float) -> list[Event]:
+    """One `Epoch` event per training loss, as a Keras history or a trainer's epoch log gives them."""
+    return [Epoch(t=float(i), pid=100, epoch=i, metrics={"loss": loss}) for i, loss in enumerate(losses)]
+
+
+def _nonfinite_loss_example() -> list[Event]:
+    """A learning rate of 10 on an MLP: loss 2.3, 8.1, 1e12, inf, nan."""
+    return _epochs(2.3, 8.1, 1e12, math.inf, math.nan)
+
+
 NONFINITE_LOSS = FindingSpec(
     code="TRN001",
     slug="nonfinite-loss",
@@ -66,7 +79,19 @@ NONFINITE_LOSS = FindingSpec(
         "Lower the learning rate or add warm-up, clip gradients, check the inputs of that "
         "batch for NaN/Inf, use bf16 instead of fp16 or a loss scaler."
     ),
+    example_input=_nonfinite_loss_example,
 )
+
+
+def _loss_divergence_example() -> list[Event]:
+    """Loss falls from 2.3 to 0.4 by step 300, then climbs steadily to 5.0 by step 600."""
+    falling = [2.3 - (2.3 - 0.4) * i / 15 for i in range(16)]  # steps 0, 20, ..., 300
+    rising = [0.4 + (5.0 - 0.4) * i / 15 for i in range(1, 16)]  # steps 320, ..., 600
+    return [
+        Step(t=float(i), pid=100, step=20 * i, metrics={"loss": loss})
+        for i, loss in enumerate(falling + rising)
+    ]
+
 
 LOSS_DIVERGENCE = FindingSpec(
     code="TRN002",
@@ -82,6 +107,7 @@ LOSS_DIVERGENCE = FindingSpec(
     why="The optimiser has left the region it was converging to; more steps make it worse.",
     example="Loss falls to 0.4 by step 300, then climbs steadily to 5.0 by step 600.",
     fix="Lower the learning rate (or its peak), add warm-up and gradient clipping.",
+    example_input=_loss_divergence_example,
 )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from trainmedic.events import Epoch, Event
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import RunRecord
 from trainmedic.rules.curves import (
@@ -32,6 +33,18 @@ OVERFIT_REL = 0.10
 OVERFIT_NOISE = 3.0
 TRAIN_FALL_REL = 0.01
 
+
+def _overfitting_example() -> list[Event]:
+    """val_loss falls to 0.52 at epoch 6, then rises to 0.61 by epoch 10 and 0.80 by 15, while
+    the training loss falls from 0.9 to 0.05."""
+    val = [0.95, 0.8, 0.68, 0.6, 0.55, 0.52, 0.53, 0.55, 0.58, 0.61, 0.65, 0.69, 0.73, 0.77, 0.8]
+    train = [0.9 - (0.9 - 0.05) * i / 14 for i in range(15)]
+    return [
+        Epoch(t=float(i), pid=100, epoch=i, metrics={"loss": t, "val_loss": v})
+        for i, (t, v) in enumerate(zip(train, val, strict=True))
+    ]
+
+
 OVERFITTING = FindingSpec(
     code="TRN004",
     slug="overfitting",
@@ -47,6 +60,7 @@ OVERFITTING = FindingSpec(
         "Keep the checkpoint of the turning epoch (early stopping on val_loss), add "
         "regularisation or data augmentation, or get more data."
     ),
+    example_input=_overfitting_example,
 )
 
 
