@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from trainmedic.events import Event, GuardObservation
 from trainmedic.findings import Finding, FindingSpec
 from trainmedic.record import RunRecord
 
@@ -99,4 +100,12 @@ def mismatch_findings(cfg: TrainingConfig, topic: str, spec: FindingSpec) -> lis
         )
         for m in cfg.mismatches
         if m.get("topic") == topic
+    ]
+
+
+def observed(*checked: TrainingConfig) -> list[Event]:
+    """The events a collector sends for these configs: what the CFG rules read (for examples)."""
+    return [
+        GuardObservation(t=float(i), pid=100, check=CONFIG_CHECK, data=cfg.to_data())
+        for i, cfg in enumerate(checked)
     ]

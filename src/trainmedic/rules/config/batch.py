@@ -9,9 +9,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainmedic.events import Event
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import RunRecord
-from trainmedic.rules.config._model import TrainingConfig, configs, mismatch_findings
+from trainmedic.rules.config._model import TrainingConfig, configs, mismatch_findings, observed
+
+
+def _batch_size_mismatch_example() -> list[Event]:
+    """train_batch_size 64, micro batch 8, accumulation 2, on 2 GPUs: 8 x 2 x 2 = 32, not 64."""
+    return observed(
+        TrainingConfig(
+            source="deepspeed",
+            file="ds.json",
+            world_size=2,
+            world_size_origin="--world-size",
+            micro_batch=8,
+            grad_accum=2,
+            global_batch=64,
+        )
+    )
+
 
 BATCH_SIZE_MISMATCH = FindingSpec(
     code="CFG001",
@@ -39,7 +56,13 @@ BATCH_SIZE_MISMATCH = FindingSpec(
         "Make train_batch_size = micro batch x world size x accumulation, or set the DeepSpeed "
         "values to 'auto' so the HF Trainer / Accelerate fill them from their own arguments."
     ),
+    example_input=_batch_size_mismatch_example,
 )
+
+
+def _invalid_distributed_config_example() -> list[Event]:
+    """ZeRO stage 2 with parameter offload to the CPU (offload_param needs stage 3)."""
+    return observed(TrainingConfig(source="deepspeed", file="ds.json", zero_stage=2, offload_param="cpu"))
 
 
 INVALID_DISTRIBUTED_CONFIG = FindingSpec(
@@ -66,6 +89,7 @@ INVALID_DISTRIBUTED_CONFIG = FindingSpec(
         "Use parameter offload only with ZeRO stage 3; give main_process_ip/port for several "
         "machines; make the batch divisible by micro batch x world size."
     ),
+    example_input=_invalid_distributed_config_example,
 )
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 
+from trainmedic.events import Event
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import RunRecord
-from trainmedic.rules.config._model import TrainingConfig, configs
+from trainmedic.rules.config._model import TrainingConfig, configs, observed
 
 # A batch change below this factor is noise, not a new regime (CFG003).
 _BATCH_CHANGE = 2.0
@@ -14,6 +15,14 @@ _LR_SAME = 0.05  # relative difference under which two learning rates are "the s
 # Samples per optimizer step from which a run without warm-up is flagged (Goyal et al. 2017 needed
 # warm-up from 8k on ImageNet; large-batch LLM recipes always warm up).
 LARGE_BATCH = 4096
+
+
+def _lr_not_scaled_example() -> list[Event]:
+    """Reference: 256 samples per step at lr 0.1. New: 2048 (8 GPUs), lr still 0.1, no warm-up."""
+    reference = TrainingConfig(source="loop", file="old.json", role="reference", global_batch=256, lr=0.1)
+    new = TrainingConfig(source="loop", file="new.json", global_batch=2048, lr=0.1, warmup_steps=0)
+    return observed(reference, new)
+
 
 LR_NOT_SCALED = FindingSpec(
     code="CFG003",
@@ -37,6 +46,7 @@ LR_NOT_SCALED = FindingSpec(
         "Scale the LR with the effective batch: linearly for SGD, by the square root for Adam-type "
         "optimizers; add a linear warm-up of a few hundred steps at large batches."
     ),
+    example_input=_lr_not_scaled_example,
 )
 
 

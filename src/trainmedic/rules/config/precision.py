@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+from trainmedic.events import Event
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import RunRecord
-from trainmedic.rules.config._model import HARDWARE_PRECISIONS, TrainingConfig, configs, mismatch_findings
+from trainmedic.rules.config._model import (
+    HARDWARE_PRECISIONS,
+    TrainingConfig,
+    configs,
+    mismatch_findings,
+    observed,
+)
+
+
+def _precision_conflict_example() -> list[Event]:
+    """fp16 and bf16 both enabled in a DeepSpeed config."""
+    return observed(TrainingConfig(source="deepspeed", file="ds.json", fp16=True, bf16=True))
+
 
 PRECISION_CONFLICT = FindingSpec(
     code="CFG002",
@@ -30,6 +43,7 @@ PRECISION_CONFLICT = FindingSpec(
         "Enable one precision: bf16 where the hardware has it (Ampere or later, no loss scale), "
         "else fp16 with a dynamic loss scaler; let 'auto' follow the trainer's arguments."
     ),
+    example_input=_precision_conflict_example,
 )
 
 
