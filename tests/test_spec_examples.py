@@ -32,7 +32,16 @@ def findings_of(given: Any) -> list[Finding]:
         from trainmedic.data import check
 
         frames = {name: pd.DataFrame(dict(columns)) for name, columns in given.splits.items()}
-        return check(**frames, **given.roles)
+        return check(
+            frames["train"],
+            frames.get("val"),
+            frames.get("test"),
+            frames.get("serving"),
+            label=given.label,
+            group=given.group,
+            time=given.time,
+            id=given.id,
+        )
     if isinstance(given, ContractExample):
         import pandas as pd
 
