@@ -5,7 +5,7 @@ events with `data_wait_s`/`duration_s` and a `grad_norm` metric, and guard
 observations such as per-parameter gradient norms or the tiny-batch overfit
 test). Host-syncing measurements are sampled (every N steps) by the guards; the
 rules say so in the evidence. TRN001-TRN004 (the metric stream) live in
-`dynamics.py`.
+`dynamics/`.
 """
 
 from __future__ import annotations
