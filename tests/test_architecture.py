@@ -95,7 +95,9 @@ def top(name: str) -> str:
     return name.split(".", maxsplit=1)[0]
 
 
-@pytest.mark.parametrize("path", sorted((SRC / "rules").glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", sorted((SRC / "rules").rglob("*.py")), ids=lambda p: str(p.relative_to(SRC / "rules"))
+)
 def test_rules_are_pure(path: Path) -> None:
     mods = imported_modules(path)
     assert not {top(m) for m in mods} & (FRAMEWORKS | IO_MODULES), mods

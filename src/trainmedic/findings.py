@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
@@ -50,7 +50,12 @@ DOC_SECTIONS = ("what", "why", "example", "fix")
 
 @dataclass(frozen=True, slots=True)
 class FindingSpec:
-    """One catalogue entry. Its four doc fields are what `trainmedic explain` prints."""
+    """One catalogue entry. Its four doc fields are what `trainmedic explain` prints.
+
+    `example_input` makes the example executable: a zero-argument function that returns
+    what the rule reads (events for an event rule; a family with another input says which),
+    small enough to read, on which the rule fires with this code. The registry test runs it.
+    """
 
     code: str
     slug: str
@@ -60,6 +65,7 @@ class FindingSpec:
     why: str
     example: str
     fix: str
+    example_input: Callable[[], Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not _CODE.match(self.code):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainmedic.events import Event, GuardObservation
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
 from trainmedic.rules.data import CLASS_IMBALANCE
@@ -28,6 +29,20 @@ BEST_BEFORE_SHARE = 0.8
 MIN_RELATIVE_WORSENING = 0.01
 # minority / majority class count below which unweighted boosting mostly learns the majority
 IMBALANCE_RATIO = 0.1
+
+
+def _eval_set_is_train_example() -> list[Event]:
+    """xgb.train(params, dtrain, evals=[(dtrain, "valid")], early_stopping_rounds=10)."""
+    overlap = {
+        "framework": "XGBoost",
+        "eval_name": "valid",
+        "same_object": True,
+        "shared_rows": 1000,
+        "eval_rows": 1000,
+        "early_stopping": True,
+    }
+    return [GuardObservation(t=1.0, pid=100, check=EVAL_OVERLAP_CHECK, data=overlap)]
+
 
 EVAL_SET_IS_TRAIN = FindingSpec(
     code="TRN009",
@@ -54,6 +69,7 @@ EVAL_SET_IS_TRAIN = FindingSpec(
         "Hold out a validation split that shares no rows with the training data and stop on it "
         "(with XGBoost, put it last in eval_set)."
     ),
+    example_input=_eval_set_is_train_example,
 )
 
 SPECS: tuple[FindingSpec, ...] = (EVAL_SET_IS_TRAIN,)

@@ -26,7 +26,7 @@ Why these thresholds, on general grounds:
 
 from __future__ import annotations
 
-from trainmedic.events import GuardObservation
+from trainmedic.events import Event, GuardObservation
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord, median
 
@@ -34,6 +34,21 @@ CLIP_WARMUP_SHARE = 0.2
 CLIP_MIN_CALLS = 10
 CLIP_ENGAGED_SHARE = 0.9
 CLIP_FACTOR = 10.0
+
+
+def _clipping_saturated_example() -> list[Event]:
+    """clip_grad_norm_(max_norm=1.0) on gradients of norm ~40: every read of 10 steps clipped
+    them all, by ~40x (the guard reads its counters every 10 steps)."""
+    reads: list[Event] = []
+    for first in range(1, 100, 10):
+        last = first + 9
+        counters = {"calls": 10, "engaged": 10, "factor_median": 40.0, "first_step": first, "last_step": last}
+        norms = {"norm_median": 40.0, "norm_max": 55.0, "threshold": 1.0, "kind": "norm"}
+        reads.append(
+            GuardObservation(t=float(last), pid=100, check="clipping", data=counters | norms, step=last)
+        )
+    return reads
+
 
 CLIPPING_SATURATED = FindingSpec(
     code="TRN010",
@@ -69,6 +84,7 @@ CLIPPING_SATURATED = FindingSpec(
         "reduction and the scale of inputs and targets. Then set the threshold just above the "
         "typical pre-clip norm of a healthy run, so that it cuts spikes only."
     ),
+    example_input=_clipping_saturated_example,
 )
 
 

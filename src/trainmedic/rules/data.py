@@ -7,6 +7,10 @@ scikit-learn); this module stays pure: no I/O, no framework.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
 from trainmedic.findings import FindingSpec, Severity
 
 # Thresholds (the defaults of `trainmedic.data.check`; documented in docs/data.md).
@@ -21,6 +25,170 @@ LABEL_NOISE_FRACTION = 0.01  # share of training labels contradicted by out-of-f
 IDENTIFIER_UNIQUE_FRACTION = 0.95  # distinct values per non-missing row for a key-like column
 CHANCE_P_VALUE = 1e-3  # identical rows beyond what chance gives: Poisson tail below this
 NEAR_DUPLICATE_HAMMING = 4  # bits of a 64-bit perceptual hash two near-identical images may differ by
+
+Columns = Mapping[str, Sequence[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class TablesExample:
+    """The input of a DAT example: splits as plain columns (`train`, `val`, `test`, `serving`
+    -> column -> values) and the roles `check data` is given. Plain data, so this module stays
+    free of pandas; the caller makes the DataFrames."""
+
+    splits: Mapping[str, Columns]
+    label: str | None = "y"
+    group: str | None = None
+    time: str | None = None
+    id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContractExample:
+    """The input of the DAT013 example: the table an input contract is captured from, and the
+    batch served to the model at inference."""
+
+    trained_on: Columns
+    served: Columns
+
+
+def _rows(n: int, seed: int) -> dict[str, list[Any]]:
+    """A small, healthy classification table: two numbers, a city, and a noisy label of them."""
+    import random  # examples only: a clean run does not load it
+
+    rng = random.Random(seed)
+    x1 = [round(rng.gauss(0, 1), 4) for _ in range(n)]
+    x2 = [round(rng.gauss(0, 1), 4) for _ in range(n)]
+    city = [rng.choice(["paris", "oslo", "rome", "lima"]) for _ in range(n)]
+    y = [int(a + b + rng.gauss(0, 1.5) > 0) for a, b in zip(x1, x2, strict=True)]
+    return {"x1": x1, "x2": x2, "city": city, "y": y}
+
+
+def _head(columns: Columns, k: int) -> dict[str, list[Any]]:
+    return {name: list(values[:k]) for name, values in columns.items()}
+
+
+def _joined(*tables: Columns) -> dict[str, list[Any]]:
+    return {name: [v for t in tables for v in t[name]] for name in tables[0]}
+
+
+def _tables(**splits: Columns) -> TablesExample:
+    return TablesExample(splits)
+
+
+def _split_overlap_example() -> TablesExample:
+    """A row duplicated before train_test_split: 20 test rows are train rows."""
+    train = _rows(300, seed=0)
+    return _tables(train=train, test=_joined(_rows(100, seed=1), _head(train, 20)))
+
+
+def _near_duplicate_overlap_example() -> TablesExample:
+    """Train rows again in test, their numbers off in the 9th digit and the city as ' Paris '."""
+    train = _rows(300, seed=0)
+    again = _head(train, 20)
+    again["x1"] = [float(v) * (1 + 1e-9) + 1e-9 for v in again["x1"]]
+    again["city"] = [f" {str(c).title()} " for c in again["city"]]
+    return _tables(train=train, test=_joined(_rows(100, seed=1), again))
+
+
+def _group_overlap_example() -> TablesExample:
+    """Scans of the same patient in train and test."""
+    train, test = _rows(300, seed=0), _rows(100, seed=1)
+    train["patient"] = [f"p{i % 100}" for i in range(300)]
+    test["patient"] = [f"p{i}" for i in range(100)]
+    return TablesExample({"train": train, "test": test}, group="patient")
+
+
+def _temporal_overlap_example() -> TablesExample:
+    """A random split of a time series: test days fall inside the training period."""
+    train, test = _rows(300, seed=0), _rows(100, seed=1)
+    train["day"] = list(range(300))
+    test["day"] = [3 * i for i in range(100)]
+    return TablesExample({"train": train, "test": test}, time="day")
+
+
+def _target_leakage_example() -> TablesExample:
+    """A 'refund_issued' column in a churn data set: it is the label, written after the outcome."""
+    train = _rows(400, seed=0)
+    train["refund_issued"] = ["yes" if y else "no" for y in train["y"]]
+    return _tables(train=train)
+
+
+def _conflicting_labels_example() -> TablesExample:
+    """Twenty rows appear twice, once with each label."""
+    train = _rows(300, seed=0)
+    twins = _head(train, 20)
+    twins["y"] = [1 - int(str(y)) for y in twins["y"]]
+    return _tables(train=_joined(train, twins))
+
+
+def _duplicate_rows_example() -> TablesExample:
+    """The same 100 rows appended twice by an export job."""
+    train = _rows(300, seed=0)
+    return _tables(train=_joined(train, _head(train, 100)))
+
+
+def _missing_values_example() -> TablesExample:
+    """'income' is empty in 40 % of rows."""
+    train = _rows(300, seed=0)
+    train["income"] = [None if i % 5 < 2 else 30_000 + 100 * i for i in range(300)]
+    return _tables(train=train)
+
+
+def _class_imbalance_example() -> TablesExample:
+    """3 % positives."""
+    train = _rows(400, seed=0)
+    train["y"] = [int(i % 33 == 0) for i in range(400)]
+    return _tables(train=train)
+
+
+def _schema_mismatch_example() -> TablesExample:
+    """Serving data has 'x1' as text."""
+    serving = _rows(100, seed=1)
+    serving["x1"] = [str(v) for v in serving["x1"]]
+    return _tables(train=_rows(300, seed=0), serving=serving)
+
+
+def _feature_drift_example() -> TablesExample:
+    """'x1' moved by 3 standard deviations between train and serving."""
+    serving = _rows(300, seed=1)
+    serving["x1"] = [float(v) + 3 for v in serving["x1"]]
+    return _tables(train=_rows(300, seed=0), serving=serving)
+
+
+def _label_noise_example() -> TablesExample:
+    """A clean label (x1 > 0) with 5 % of it flipped by an annotation bug."""
+    train = _rows(600, seed=0)
+    train["y"] = [int((float(v) > 0) != (i % 20 == 0)) for i, v in enumerate(train["x1"])]
+    return _tables(train=train)
+
+
+def _preprocessing_mismatch_example() -> ContractExample:
+    """Trained on (age, income); served (income, age): the features come reordered."""
+    trained_on: Columns = {"age": [23, 35, 47, 52, 61], "income": [21_000, 38_000, 52_000, 61_000, 58_000]}
+    return ContractExample(trained_on, {"income": [40_000, 55_000], "age": [30, 44]})
+
+
+def _preprocessing_before_split_example() -> TablesExample:
+    """X = StandardScaler().fit_transform(X) before train_test_split: train + test together
+    have mean 0 and std 1 exactly, train alone does not."""
+    import random
+
+    rng = random.Random(0)
+    raw = [rng.gauss(50, 10) for _ in range(400)]
+    mean = sum(raw) / len(raw)
+    std = (sum((v - mean) ** 2 for v in raw) / len(raw)) ** 0.5
+    scaled = [(v - mean) / std for v in raw]
+    train, test = _rows(300, seed=0), _rows(100, seed=1)
+    train["x1"], test["x1"] = scaled[:300], scaled[300:]
+    return _tables(train=train, test=test)
+
+
+def _identifier_column_example() -> TablesExample:
+    """A 'customer_id' column, unique per row."""
+    train = _rows(300, seed=0)
+    train["customer_id"] = [f"C{100_000 + 7 * i}" for i in range(300)]
+    return _tables(train=train)
+
 
 SPLIT_OVERLAP = FindingSpec(
     code="DAT001",
@@ -42,6 +210,7 @@ SPLIT_OVERLAP = FindingSpec(
         "  ERROR DAT001 split-overlap: 1,204 of 20,000 test rows (6.0%) have features identical to a train row"
     ),
     fix="Deduplicate before splitting, then split again (by group when examples are related).",
+    example_input=_split_overlap_example,
 )
 
 NEAR_DUPLICATE_OVERLAP = FindingSpec(
@@ -61,6 +230,7 @@ NEAR_DUPLICATE_OVERLAP = FindingSpec(
         "a 64-bit dHash within 4 bits)."
     ),
     fix="Normalise and deduplicate (or group near-duplicates) before splitting.",
+    example_input=_near_duplicate_overlap_example,
 )
 
 GROUP_OVERLAP = FindingSpec(
@@ -72,6 +242,7 @@ GROUP_OVERLAP = FindingSpec(
     why="The model learns the group, not the task: the score does not hold for new groups.",
     example="Scans of the same patient in train and test.",
     fix="Split by group: GroupKFold / GroupShuffleSplit or trainmedic.data.split(strategy='group').",
+    example_input=_group_overlap_example,
 )
 
 TEMPORAL_OVERLAP = FindingSpec(
@@ -83,6 +254,7 @@ TEMPORAL_OVERLAP = FindingSpec(
     why="The model is trained on the future of what it is evaluated on: a forecast score it cannot reach.",
     example="A random split of a time series.",
     fix="Split by time: everything in validation/test after the last training timestamp.",
+    example_input=_temporal_overlap_example,
 )
 
 TARGET_LEAKAGE = FindingSpec(
@@ -102,6 +274,7 @@ TARGET_LEAKAGE = FindingSpec(
         "numbers; 0.95 or more is reported. A unique ID column scores 0 on the held-out half."
     ),
     fix="Remove the feature, or confirm it is available at prediction time before keeping it.",
+    example_input=_target_leakage_example,
 )
 
 CONFLICTING_LABELS = FindingSpec(
@@ -113,6 +286,7 @@ CONFLICTING_LABELS = FindingSpec(
     why="The examples contradict each other: a ceiling on accuracy and a sign of labelling errors.",
     example="Two identical rows labelled 'cat' and 'dog'.",
     fix="Review the conflicting rows; relabel or drop them, or add the feature that separates them.",
+    example_input=_conflicting_labels_example,
 )
 
 DUPLICATE_ROWS = FindingSpec(
@@ -124,6 +298,7 @@ DUPLICATE_ROWS = FindingSpec(
     why="Duplicates weigh some examples more and, split later, leak across splits.",
     example="The same 2,000 rows appended twice by an export job.",
     fix="Drop exact duplicates (df.drop_duplicates()) unless the repetition is intended.",
+    example_input=_duplicate_rows_example,
 )
 
 MISSING_VALUES = FindingSpec(
@@ -138,6 +313,7 @@ MISSING_VALUES = FindingSpec(
         "label (always an error)."
     ),
     fix="Impute inside the training pipeline (fitted on train only), or drop the column; never train on missing labels.",
+    example_input=_missing_values_example,
 )
 
 CLASS_IMBALANCE = FindingSpec(
@@ -158,6 +334,7 @@ CLASS_IMBALANCE = FindingSpec(
         "Report PR-AUC, balanced accuracy or F1; use class weights or threshold tuning; "
         "never oversample before splitting."
     ),
+    example_input=_class_imbalance_example,
 )
 
 SCHEMA_MISMATCH = FindingSpec(
@@ -172,6 +349,7 @@ SCHEMA_MISMATCH = FindingSpec(
         "hold a 'country' never seen in train (warning, over 1% of rows)."
     ),
     fix="Align the columns, order and dtypes to the training schema (save it with trainmedic.contract).",
+    example_input=_schema_mismatch_example,
 )
 
 FEATURE_DRIFT = FindingSpec(
@@ -188,6 +366,7 @@ FEATURE_DRIFT = FindingSpec(
         "rows per split above that), worst feature first."
     ),
     fix="Find the cause (pipeline change, new population); retrain on representative data or fix the pipeline.",
+    example_input=_feature_drift_example,
 )
 
 LABEL_NOISE = FindingSpec(
@@ -211,6 +390,7 @@ LABEL_NOISE = FindingSpec(
         "themselves; with normalised out-of-fold accuracy under 0.5, labels are not judged (info)."
     ),
     fix="Review the listed rows first (most suspicious first) and relabel or drop them.",
+    example_input=_label_noise_example,
 )
 
 PREPROCESSING_MISMATCH = FindingSpec(
@@ -230,6 +410,7 @@ PREPROCESSING_MISMATCH = FindingSpec(
         "  ERROR DAT013: Inputs are 224x224, the model was trained at 400x400"
     ),
     fix="Apply the training preprocessing at inference; load it from the saved contract.",
+    example_input=_preprocessing_mismatch_example,
 )
 
 PREPROCESSING_BEFORE_SPLIT = FindingSpec(
@@ -249,6 +430,7 @@ PREPROCESSING_BEFORE_SPLIT = FindingSpec(
         "train leaves train itself exactly standardised."
     ),
     fix="Put preprocessing inside a Pipeline/ColumnTransformer fitted on the training fold.",
+    example_input=_preprocessing_before_split_example,
 )
 
 IDENTIFIER_COLUMN = FindingSpec(
@@ -272,6 +454,7 @@ IDENTIFIER_COLUMN = FindingSpec(
         "distinct values in train), not a feature: left out of the features."
     ),
     fix="Pass it as --id COL (it then names rows in findings), or drop it; split by it when it recurs.",
+    example_input=_identifier_column_example,
 )
 
 SPECS: tuple[FindingSpec, ...] = (

@@ -7,12 +7,41 @@ compares two manifests handed over as dicts (`compare_manifests`, `env_drift`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from trainmedic.events import EnvironmentManifest
+from trainmedic.events import EnvironmentManifest, Event
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestPair:
+    """The input of the ENV001 example: the manifests of a known-good run (`a`) and of the run
+    that differs (`b`), as `trainmedic diff` compares them."""
+
+    a: Mapping[str, Any]
+    b: Mapping[str, Any]
+
+
+def _env_drift_example() -> ManifestPair:
+    """torch 2.12.0 -> 2.13.0 and a changed dataset hash between the good and the bad run."""
+    good = {
+        "python": "3.11.7",
+        "packages": {"torch": "2.12.0", "numpy": "2.1.0"},
+        "data": [{"path": "train.csv", "sha256": "3f2a9c"}],
+    }
+    bad = {**good, "packages": {"torch": "2.13.0", "numpy": "2.1.0"}}
+    bad["data"] = [{"path": "train.csv", "sha256": "b71e04"}]
+    return ManifestPair(good, bad)
+
+
+def _dirty_worktree_example() -> list[Event]:
+    """The manifest a run records: git says train.py is modified on commit 5f3c1e2."""
+    git = {"commit": "5f3c1e2a9b7d", "root": "/home/u/project", "dirty": True, "modified": ["train.py"]}
+    return [EnvironmentManifest(t=0.0, pid=100, manifest={"git": git})]
+
 
 ENV_DRIFT = FindingSpec(
     code="ENV001",
@@ -26,6 +55,7 @@ ENV_DRIFT = FindingSpec(
     why="Half of 'it worked yesterday' is an environment change; this lists what changed.",
     example="torch 2.12.0 -> 2.13.0 and the dataset hash changed between the good and the bad run.",
     fix="Pin the versions that matter (frameworks, CUDA, numpy) and record data hashes with every run.",
+    example_input=_env_drift_example,
 )
 
 DIRTY_WORKTREE = FindingSpec(
@@ -37,6 +67,7 @@ DIRTY_WORKTREE = FindingSpec(
     why="The exact code of the run cannot be recovered from the commit it names.",
     example="git status shows modified train.py when the run starts.",
     fix="Commit (or stash) before long runs; trainmedic records the commit in the manifest.",
+    example_input=_dirty_worktree_example,
 )
 
 SPECS: tuple[FindingSpec, ...] = (ENV_DRIFT, DIRTY_WORKTREE)

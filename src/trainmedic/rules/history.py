@@ -3,7 +3,7 @@
 The same fact has an owner in two other families, and this rule steps aside for
 both, so one run never gets two findings for it:
 
-- a supervised run (a `RunEnd` event) is judged by RUN004 in `rules/run.py`, which
+- a supervised run (a `RunEnd` event) is judged by RUN004 in `rules/run/exits.py`, which
   knows the exit status;
 - a Keras fit seen in-process (a `keras_fit_end` observation) is judged by KER003's
   rule in `rules/keras.py`.

@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from trainmedic.events import Epoch, GuardObservation
+from trainmedic.events import Epoch, Event, GuardObservation
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
 
@@ -28,6 +28,43 @@ FAR_BELOW = 0.5
 HUGE_LEN = 2**31
 # ... or an index list (36 bytes per batch) taking at least this share of the memory available.
 HUGE_INDEX_SHARE = 0.10
+
+
+def _fit_input(**data: Any) -> list[Event]:
+    """The `keras_input` observation of one fit over a Sequence (PID 100)."""
+    described = {"is_sequence": True, "input_type": "Batches", "input_class": "train.Batches", **data}
+    return [GuardObservation(t=1.0, pid=100, check=INPUT_CHECK, data=described)]
+
+
+def _sequence_too_short_example() -> list[Event]:
+    """640 samples at batch size 32 make 20 batches; __len__ says 2."""
+    return _fit_input(sequence_len=2, samples=640, batch_size=32, shuffle=True)
+
+
+def _sequence_len_huge_example() -> list[Event]:
+    """__len__ returns sys.maxsize and fit shuffles (its default)."""
+    return _fit_input(
+        sequence_len=9_223_372_036_854_775_807,
+        index_bytes=36 * 9_223_372_036_854_775_807,
+        memory_bytes=16 << 30,
+        shuffle=True,
+        steps_per_epoch=100,
+    )
+
+
+def _history_epochs_mismatch_example() -> list[Event]:
+    """Legacy tf.keras: fit(ds, epochs=3, steps_per_epoch=10) over 4 batches returns after 1 epoch."""
+    return [
+        *_fit_input(sequence_len=4, samples=64, batch_size=16, steps_per_epoch=10, is_sequence=False),
+        Epoch(t=2.0, pid=100, epoch=0, steps=4),
+        GuardObservation(
+            t=3.0,
+            pid=100,
+            check=FIT_END_CHECK,
+            data={"epochs_requested": 3, "epochs_run": 1, "completed": True, "steps_per_epoch": 10},
+        ),
+    ]
+
 
 SEQUENCE_TOO_SHORT = FindingSpec(
     code="KER001",
@@ -58,6 +95,7 @@ SEQUENCE_TOO_SHORT = FindingSpec(
         "steps over a short sequence, wrap it in trainmedic.keras.LoopingSequence(seq, "
         "multiple=k) and set steps_per_epoch."
     ),
+    example_input=_sequence_too_short_example,
 )
 
 SEQUENCE_LEN_HUGE = FindingSpec(
@@ -92,6 +130,7 @@ SEQUENCE_LEN_HUGE = FindingSpec(
         "trainmedic.keras.LoopingSequence(seq, multiple=k) (len = k x the real length, index "
         "modulo the real length), keeping steps_per_epoch; or pass shuffle=False."
     ),
+    example_input=_sequence_len_huge_example,
 )
 
 HISTORY_EPOCHS_MISMATCH = FindingSpec(
@@ -119,6 +158,7 @@ HISTORY_EPOCHS_MISMATCH = FindingSpec(
         "Sequence in trainmedic.keras.LoopingSequence, or set steps_per_epoch to the batches "
         "the input really has."
     ),
+    example_input=_history_epochs_mismatch_example,
 )
 
 SPECS: tuple[FindingSpec, ...] = (SEQUENCE_TOO_SHORT, SEQUENCE_LEN_HUGE, HISTORY_EPOCHS_MISMATCH)

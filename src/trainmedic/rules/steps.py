@@ -5,7 +5,7 @@ events with `data_wait_s`/`duration_s` and a `grad_norm` metric, and guard
 observations such as per-parameter gradient norms or the tiny-batch overfit
 test). Host-syncing measurements are sampled (every N steps) by the guards; the
 rules say so in the evidence. TRN001-TRN004 (the metric stream) live in
-`dynamics.py`.
+`dynamics/`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,36 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from trainmedic.events import GuardObservation, Step
+from trainmedic.events import Event, GuardObservation, Step
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord, median
+
+
+def _input_bound_example() -> list[Event]:
+    """num_workers=0 with JPEG decoding: 70 ms of each 100 ms step wait for the next batch."""
+    return [Step(t=float(i), pid=100, step=i, duration_s=0.1, data_wait_s=0.07) for i in range(1, 6)]
+
+
+def _cannot_overfit_batch_example() -> list[Event]:
+    """The tiny-batch test: the loss on a fixed batch of 8 stays at 2.2 after 200 steps."""
+    result = {"batch_size": 8, "initial_loss": 2.31, "final_loss": 2.2, "steps": 200}
+    return [GuardObservation(t=1.0, pid=100, check="overfit_batch", data=result)]
+
+
+def _exploding_gradients_example() -> list[Event]:
+    """Gradient norm ~1 for the sampled steps, then 3e4 at step 512."""
+    norms = [(100, 1.1), (200, 0.9), (300, 1.0), (400, 1.2), (512, 3e4)]
+    return [Step(t=float(step), pid=100, step=step, metrics={"grad_norm": g}) for step, g in norms]
+
+
+def _vanishing_gradients_example() -> list[Event]:
+    """A 20-layer sigmoid MLP: the first layer's gradient norm is 1e-9 of the last layer's."""
+    norms = {"min": 1e-9, "min_param": "layers.0.weight", "max": 1.5, "max_param": "layers.19.weight"}
+    return [
+        GuardObservation(t=float(step), pid=100, check="grad_norms", data=norms, step=step)
+        for step in (100, 200, 300, 400, 500)
+    ]
+
 
 INPUT_BOUND = FindingSpec(
     code="TRN005",
@@ -31,6 +58,7 @@ INPUT_BOUND = FindingSpec(
     ),
     example="DataLoader(num_workers=0) with JPEG decoding: 70% of each step waits for data.",
     fix="Raise num_workers, use pin_memory and prefetching, cache decoded data, or move augmentation to the device.",
+    example_input=_input_bound_example,
 )
 
 CANNOT_OVERFIT_BATCH = FindingSpec(
@@ -45,6 +73,7 @@ CANNOT_OVERFIT_BATCH = FindingSpec(
         "Check that the loss gets logits (not probabilities), the labels match the inputs, "
         "parameters are in the optimizer and require grad, and the learning rate."
     ),
+    example_input=_cannot_overfit_batch_example,
 )
 
 EXPLODING_GRADIENTS = FindingSpec(
@@ -62,6 +91,7 @@ EXPLODING_GRADIENTS = FindingSpec(
     ),
     example="Gradient norm ~1 for 500 steps, then 3e4 at step 512.",
     fix="Clip gradients (max_grad_norm=1.0), lower the learning rate, add warm-up, check for bad batches.",
+    example_input=_exploding_gradients_example,
 )
 
 VANISHING_GRADIENTS = FindingSpec(
@@ -73,6 +103,7 @@ VANISHING_GRADIENTS = FindingSpec(
     why="Those layers do not learn; deep nets with saturating activations stall this way.",
     example="A 20-layer sigmoid MLP: first-layer gradient norm 1e-9.",
     fix="Use ReLU/GELU, residual connections, normalisation layers, and a suitable initialisation.",
+    example_input=_vanishing_gradients_example,
 )
 
 # -- thresholds (documented in docs/torch.md) ---------------------------------------------------

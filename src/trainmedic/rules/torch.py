@@ -11,9 +11,66 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from trainmedic.events import GuardObservation
+from trainmedic.events import Event, GuardObservation
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord
+
+
+def _observed(check: str, **data: Any) -> list[Event]:
+    """What the guard sends when it sees `check` (rank 0 of the job, at step 40 of epoch 1)."""
+    return [GuardObservation(t=1.0, pid=100, rank=0, check=check, data=data, step=40, epoch=0)]
+
+
+def _frozen_parameters_example() -> list[Event]:
+    """optimizer = SGD(model.head.parameters()): the backbone's tensors are in no optimizer."""
+    return _observed(
+        "params_not_in_optimizer",
+        count=2,
+        numel=4_718_592,
+        params=["backbone.conv1.weight", "backbone.conv1.bias"],
+        optimizer_tensors=2,
+    )
+
+
+def _eval_mode_training_example() -> list[Event]:
+    """model.eval() before the loop and never model.train(): dropout off in every step."""
+    return _observed("eval_mode_training", modules=["dropout", "bn1"], checked_steps=[10, 20, 30])
+
+
+def _grads_not_zeroed_example() -> list[Event]:
+    """No optimizer.zero_grad(): the gradient of fc.weight grows over 8 steps."""
+    return _observed("grads_not_zeroed", steps_without_zeroing=8, optimizer="SGD", parameter="fc.weight")
+
+
+def _softmax_into_crossentropy_example() -> list[Event]:
+    """CrossEntropyLoss()(softmax(logits), y): every input row already sums to 1."""
+    return _observed("softmax_into_crossentropy", input_kind="probabilities", checked_steps=[10, 20, 30])
+
+
+def _sampler_epoch_not_set_example() -> list[Event]:
+    """A DistributedSampler iterated for 5 epochs without set_epoch."""
+    return _observed("sampler_epoch_not_set", iterations=5, epoch=0)
+
+
+def _scheduler_before_optimizer_example() -> list[Event]:
+    """scheduler.step() before the first optimizer.step()."""
+    return _observed("scheduler_before_optimizer", scheduler="StepLR", optimizer="SGD")
+
+
+def _decay_on_norm_bias_example() -> list[Event]:
+    """AdamW(model.parameters(), weight_decay=0.1): biases and LayerNorm weights decay too."""
+    return _observed("decay_on_norm_bias", weight_decay=0.1, count=2, params=["ln.weight", "fc.bias"])
+
+
+def _unseeded_run_example() -> list[Event]:
+    """No torch.manual_seed: the initial seed is the start-up value."""
+    return _observed("unseeded", initial_seed=67280421310721)
+
+
+def _single_class_cross_entropy_example() -> list[Event]:
+    """A 1-unit output into cross-entropy: log_softmax over a dimension of size 1."""
+    return _observed("single_class_softmax", dim=1, shape=[32, 1], checked_steps=[10, 20, 30])
+
 
 FROZEN_PARAMETERS = FindingSpec(
     code="TOR001",
@@ -33,6 +90,7 @@ FROZEN_PARAMETERS = FindingSpec(
         "whose output is .detach()-ed, so its parameters never get a gradient"
     ),
     fix="Pass model.parameters() (or every group you mean to train) to the optimizer; check requires_grad.",
+    example_input=_frozen_parameters_example,
 )
 
 EVAL_MODE_TRAINING = FindingSpec(
@@ -44,6 +102,7 @@ EVAL_MODE_TRAINING = FindingSpec(
     why="Dropout is off and batch-norm statistics freeze: the model trains differently than intended.",
     example="validate() calls model.eval() and the loop never calls model.train() again.",
     fix="Call model.train() at the start of every training epoch (after validation).",
+    example_input=_eval_mode_training_example,
 )
 
 GRADS_NOT_ZEROED = FindingSpec(
@@ -59,6 +118,7 @@ GRADS_NOT_ZEROED = FindingSpec(
     ),
     example="for x, y in loader: loss(model(x), y).backward(); opt.step()  # no opt.zero_grad()",
     fix="Call optimizer.zero_grad(set_to_none=True) once per optimizer step.",
+    example_input=_grads_not_zeroed_example,
 )
 
 SOFTMAX_INTO_CROSSENTROPY = FindingSpec(
@@ -73,6 +133,7 @@ SOFTMAX_INTO_CROSSENTROPY = FindingSpec(
     why="The double softmax squashes the gradients: training is slow and accuracy lower.",
     example="loss = nn.CrossEntropyLoss()(torch.softmax(logits, dim=1), y)",
     fix="Feed raw logits to CrossEntropyLoss (or use NLLLoss on log_softmax outputs).",
+    example_input=_softmax_into_crossentropy_example,
 )
 
 SAMPLER_EPOCH_NOT_SET = FindingSpec(
@@ -87,6 +148,7 @@ SAMPLER_EPOCH_NOT_SET = FindingSpec(
     ),
     example="for epoch in range(E): for batch in loader: ...  # no sampler.set_epoch(epoch)",
     fix="Call sampler.set_epoch(epoch) at the start of every epoch, before iterating the loader.",
+    example_input=_sampler_epoch_not_set_example,
 )
 
 SCHEDULER_BEFORE_OPTIMIZER = FindingSpec(
@@ -102,6 +164,7 @@ SCHEDULER_BEFORE_OPTIMIZER = FindingSpec(
     ),
     example="scheduler.step(); optimizer.step()",
     fix="Call optimizer.step() first, then scheduler.step().",
+    example_input=_scheduler_before_optimizer_example,
 )
 
 DECAY_ON_NORM_BIAS = FindingSpec(
@@ -113,6 +176,7 @@ DECAY_ON_NORM_BIAS = FindingSpec(
     why="Decaying them regularises nothing useful and can cost accuracy, especially with AdamW.",
     example="AdamW(model.parameters(), weight_decay=0.05)",
     fix="Use trainmedic.train.param_groups(model, weight_decay) to exclude bias and norm parameters.",
+    example_input=_decay_on_norm_bias_example,
 )
 
 UNSEEDED_RUN = FindingSpec(
@@ -127,6 +191,7 @@ UNSEEDED_RUN = FindingSpec(
     ),
     example="A script that never calls torch.manual_seed / random.seed / np.random.seed.",
     fix="Seed Python, NumPy and torch once at start (and the DataLoader generator).",
+    example_input=_unseeded_run_example,
 )
 
 SINGLE_CLASS_CROSS_ENTROPY = FindingSpec(
@@ -153,6 +218,7 @@ SINGLE_CLASS_CROSS_ENTROPY = FindingSpec(
         "for cross_entropy; for a binary target use one logit with BCEWithLogitsLoss, and for a "
         "real-valued target MSELoss."
     ),
+    example_input=_single_class_cross_entropy_example,
 )
 
 SPECS: tuple[FindingSpec, ...] = (

@@ -1,0 +1,73 @@
+"""Every catalogue entry's example runs: fed to the rules the way trainmedic applies them, it
+fires that entry's code. An example that no longer triggers its rule is documentation that lies.
+
+Event rules get `RunRecord.of(events)` through `registry.run_rules` (all rules, as `run` and
+`diagnose` apply them). DAT checks read tables: their examples give plain columns, turned into
+DataFrames here and passed to `trainmedic.data.check` (DAT013 to the input contract). ENV001
+compares two environment manifests, as `trainmedic diff` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from trainmedic.findings import Finding, FindingSpec
+from trainmedic.record import RunRecord
+from trainmedic.registry import all_specs, run_rules
+
+#: code -> why no small input triggers its rule. Keep it short; every entry is a gap.
+SKIP: dict[str, str] = {}
+
+
+def findings_of(given: Any) -> list[Finding]:
+    """What trainmedic reports for an example's input, by the input's kind."""
+    from trainmedic.rules.data import ContractExample, TablesExample
+    from trainmedic.rules.env import ManifestPair
+
+    if isinstance(given, TablesExample):
+        import pandas as pd
+
+        from trainmedic.data import check
+
+        frames = {name: pd.DataFrame(dict(columns)) for name, columns in given.splits.items()}
+        return check(
+            frames["train"],
+            frames.get("val"),
+            frames.get("test"),
+            frames.get("serving"),
+            label=given.label,
+            group=given.group,
+            time=given.time,
+            id=given.id,
+        )
+    if isinstance(given, ContractExample):
+        import pandas as pd
+
+        from trainmedic import contract
+
+        captured = contract.capture(pd.DataFrame(dict(given.trained_on)))
+        return contract.check(captured, pd.DataFrame(dict(given.served)))
+    if isinstance(given, ManifestPair):
+        from trainmedic.rules.env import compare_manifests, env_drift
+
+        drift = env_drift("a", "b", compare_manifests(given.a, given.b))
+        return [drift] if drift is not None else []
+    return run_rules(RunRecord.of(given))
+
+
+@pytest.mark.parametrize("spec", all_specs(), ids=lambda s: s.code)
+def test_the_example_fires_its_code(spec: FindingSpec) -> None:
+    if spec.code in SKIP:
+        pytest.skip(SKIP[spec.code])
+    assert spec.example_input is not None, f"{spec.code} has no example_input (or a SKIP entry)"
+    codes = [f.code for f in findings_of(spec.example_input())]
+    assert spec.code in codes, f"{spec.code}'s example gave {codes}"
+
+
+def test_skips_name_known_codes_and_say_why() -> None:
+    known = {s.code for s in all_specs()}
+    for code, reason in SKIP.items():
+        assert code in known, code
+        assert len(reason) > 20, code
