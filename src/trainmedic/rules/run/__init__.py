@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from trainmedic.findings import FindingSpec
 from trainmedic.record import Rule
-from trainmedic.rules.run._attempts import LAST_LINES, AttemptView, attempts, dead_worker, signal_name
+from trainmedic.rules.run._attempts import LAST_LINES, AttemptView, attempts, dead_worker
 from trainmedic.rules.run.exits import (
     CRASHED,
     INPUT_EXHAUSTED,
@@ -48,6 +48,7 @@ from trainmedic.rules.run.processes import (
     launcher_stub,
     orphan_processes,
 )
+from trainmedic.units import signal_name
 
 __all__ = [
     "ACCELERATOR_OOM",

@@ -80,13 +80,6 @@ def attempts(record: RunRecord) -> list[AttemptView]:
     return views
 
 
-def signal_name(signum: int) -> str:
-    try:
-        return _signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
-
-
 def attempt_suffix(view: AttemptView) -> str:
     return f" (attempt {view.number})" if view.number else ""
 

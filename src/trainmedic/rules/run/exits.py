@@ -24,12 +24,12 @@ from trainmedic.rules.run._attempts import (
     cell_evidence,
     dead_worker,
     oom_explains,
-    signal_name,
     worker_driver_exception,
     worker_evidence,
     worker_oom,
     worker_then,
 )
+from trainmedic.units import signal_name
 
 if TYPE_CHECKING:  # imported where a failed run needs it (see `dead_worker`)
     from trainmedic.rules._workers import WorkerDeath

@@ -15,8 +15,7 @@ from trainmedic.events import Event, HangDetected, OrphanEnded, ProcessSpawn, Ru
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import RunRecord, cell_label, cell_running
 from trainmedic.rules import _ray
-from trainmedic.rules.run._attempts import signal_name
-from trainmedic.units import human_bytes
+from trainmedic.units import human_bytes, signal_name
 
 
 def _launcher_stub_example() -> list[Event]:
