@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import sys
+from pathlib import Path
 
 import torch
 
@@ -70,14 +71,14 @@ def train(directory: str, kill: list[object] | None) -> None:
 
         checkpoint._HashingWriter.write = write  # type: ignore[method-assign]
     if kill is not None and kill[0] == "replace":
-        original_replace = checkpoint.Path.replace
+        original_replace = Path.replace  # every rename of the checkpoint writes
 
-        def replace(self: checkpoint.Path, target: checkpoint.Path) -> checkpoint.Path:
+        def replace(self: Path, target: Path) -> Path:
             done = original_replace(self, target)
             count("replace")
             return done
 
-        checkpoint.Path.replace = replace  # type: ignore[method-assign]
+        Path.replace = replace  # type: ignore[method-assign]
     fit(
         model,
         train_loader,

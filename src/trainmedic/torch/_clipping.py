@@ -42,14 +42,14 @@ from trainmedic.events import Metric
 from trainmedic.record import median
 
 if TYPE_CHECKING:
-    from trainmedic.torch._monitor import Monitor
+    from trainmedic.torch._interface import MonitorLike
 
 PRECLIP_METRIC = "grad_norm_preclip"  # the curve's name: the report draws it beside grad_norm
 MAX_KEPT_CLIPS = 4096  # clip calls with no read since (no optimizer step): the oldest are dropped
 _get_total_norm: Callable[..., Any] | None = getattr(torch.nn.utils, "get_total_norm", None)
 
 Wrap = Callable[[Any, str, Callable[[Any], Any]], None]
-Active = Callable[[], "Monitor | None"]
+Active = Callable[[], "MonitorLike | None"]
 
 
 class _Clip(NamedTuple):
@@ -71,7 +71,7 @@ class Pending(NamedTuple):
 class ClipWatch:
     """What the monitor knows about gradient clipping between two reads."""
 
-    def __init__(self, monitor: Monitor) -> None:
+    def __init__(self, monitor: MonitorLike) -> None:
         self.monitor = monitor
         self.pending: deque[_Clip] = deque(maxlen=MAX_KEPT_CLIPS)
 
@@ -215,7 +215,7 @@ def _value_clipper(original: Any, active: Active) -> Any:
     return clip_grad_value_
 
 
-def _safely(monitor: Monitor, hook: Callable[..., Any], *args: Any) -> Any:
+def _safely(monitor: MonitorLike, hook: Callable[..., Any], *args: Any) -> Any:
     """A failure inside the guard turns the guard off (one line on stderr), never the training."""
     try:
         return hook(*args)

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 if TYPE_CHECKING:
-    from trainmedic.torch._monitor import Monitor
+    from trainmedic.torch._interface import MonitorLike
 
 _MODE_SENSITIVE = (_DropoutNd, _BatchNorm)
 _REPORT_AFTER = 2  # checked steps that must agree before an observation is sent
@@ -41,7 +41,7 @@ _GRAPH_CLEAN_WINDOWS = 5  # the loss's structure is the code's: 5 clean graphs s
 
 
 class ForwardWatch:
-    def __init__(self, monitor: Monitor) -> None:
+    def __init__(self, monitor: MonitorLike) -> None:
         self.monitor = monitor
         self.roots: weakref.WeakSet[nn.Module] = weakref.WeakSet()
         self._handles: list[Any] = []

@@ -33,11 +33,11 @@ import torch
 from trainmedic.torch import _clipping
 
 if TYPE_CHECKING:
-    from trainmedic.torch._monitor import Monitor
+    from trainmedic.torch._interface import MonitorLike
 
 _clock = time.perf_counter
 _COMPILE_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks on modules"
-_active: Monitor | None = None
+_active: MonitorLike | None = None
 # PyTorch's own functions that rewrite `.grad` in place without zeroing it.
 _GRAD_RESCALERS = (
     (torch.nn.utils, "clip_grad_norm_"),
@@ -47,12 +47,12 @@ _GRAD_RESCALERS = (
 _undo: list[Callable[[], None]] = []
 
 
-def active() -> Monitor | None:
+def active() -> MonitorLike | None:
     """The monitor the hooks feed in this process (None when not installed)."""
     return _active
 
 
-def install(monitor: Monitor) -> None:
+def install(monitor: MonitorLike) -> None:
     """Route every hook to `monitor` (installing the hooks on first use)."""
     global _active
     _active = monitor
@@ -118,9 +118,9 @@ def _wrap(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
     _undo.append(lambda: setattr(owner, name, original))
 
 
-def _turn_off(monitor: Monitor, exc: Exception) -> None:
+def _turn_off(monitor: MonitorLike, exc: Exception) -> None:
     """A failure inside the guard turns the guard off (one line on stderr), never the training."""
-    from trainmedic.torch._monitor import NonFiniteLossError
+    from trainmedic.torch._safety import NonFiniteLossError
 
     if isinstance(exc, NonFiniteLossError):
         raise exc

@@ -11,21 +11,50 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from trainmedic import checkpoint as ckpt
+from torch.optim import Optimizer
+
+from torch import nn
+from trainmedic.train import checkpoint as ckpt
 from trainmedic.train import distributed as dist_
+from trainmedic.train._checkpoint_io import _hash_file
+from trainmedic.train.config import FitConfig
 
-if TYPE_CHECKING:
-    from trainmedic.train.loop import _Run
+
+class _Position(Protocol):
+    @property
+    def step(self) -> int: ...
+    @property
+    def epoch(self) -> int: ...
+
+
+class ShardedRun(Protocol):
+    """What a sharded save or load needs from a `fit` run (`trainmedic.train._state.RunState`)."""
+
+    @property
+    def config(self) -> FitConfig: ...
+    @property
+    def progress(self) -> _Position: ...
+    @property
+    def model(self) -> nn.Module: ...
+    @property
+    def optimizer(self) -> Optimizer: ...
+    @property
+    def world(self) -> dist_.World: ...
+    @property
+    def manager(self) -> ckpt.CheckpointManager | None: ...
+    def state_dict(self) -> dict[str, Any]:
+        """The full state; a sharded save keeps all but the model and optimizer (the shards hold them)."""
+        ...
 
 
 def _hash(path: Path) -> dict[str, Any]:
-    digest, size = ckpt._hash_file(path)
+    digest, size = _hash_file(path)
     return {"crc32": digest, "bytes": size}
 
 
-def save(run: _Run, rng: list[Any], metrics: Mapping[str, float]) -> None:
+def save(run: ShardedRun, rng: list[Any], metrics: Mapping[str, float]) -> None:
     from torch.distributed.checkpoint import state_dict_saver
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
@@ -48,7 +77,7 @@ def save(run: _Run, rng: list[Any], metrics: Mapping[str, float]) -> None:
     )
 
 
-def load(run: _Run, source: Path) -> dict[str, Any]:
+def load(run: ShardedRun, source: Path) -> dict[str, Any]:
     """Every rank reads its shards of the sharded checkpoint whose manifest is `source`."""
     from torch.distributed.checkpoint import state_dict_loader
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict

@@ -1,0 +1,142 @@
+"""The sampled checks: every tensor op and host read of the guard happens here.
+
+On a checked step (the first, then every `every`-th) the gradients are final and
+the optimizer is about to apply them: the kept losses, the clipping norms and this
+step's gradient norms are read in one transfer; the loss windows are sent, the
+non-finite and explosion checks run, and the loop-hygiene checks that need the
+gradients (zeroing, parameters without gradient or outside the optimizer). The
+check is timed for the budget (`_budget`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+import torch
+from trainmedic.events import GuardObservation
+from trainmedic.torch._manual import ParameterUpdates
+from trainmedic.torch._reads import floats, norms
+
+if TYPE_CHECKING:
+    from trainmedic.torch._budget import CheckBudget
+    from trainmedic.torch._clipping import ClipWatch
+    from trainmedic.torch._curve import LossCurve
+    from trainmedic.torch._explosion import UpdateWatch
+    from trainmedic.torch._forward import ForwardWatch
+    from trainmedic.torch._hygiene import LoopHygiene
+    from trainmedic.torch._interface import MonitorLike, OptState
+    from trainmedic.torch._losses import LossReads
+    from trainmedic.torch._names import ParamNames
+
+
+class SampledChecks:
+    """Runs one checked step's reads and checks, in the order their results depend on."""
+
+    def __init__(
+        self,
+        monitor: MonitorLike,
+        *,
+        forward: ForwardWatch,
+        clipping: ClipWatch,
+        budget: CheckBudget,
+        reads: LossReads,
+        curve: LossCurve,
+        updates: UpdateWatch,
+        hygiene: LoopHygiene,
+        names: ParamNames,
+    ) -> None:
+        self.monitor = monitor
+        self.forward = forward
+        self.clipping = clipping
+        self.budget = budget
+        self.reads = reads
+        self.curve = curve
+        self.updates = updates
+        self.hygiene = hygiene
+        self.names = names
+
+    def check(self, optimizer: Any, state: OptState, step: int, primary: bool) -> None:
+        monitor, budget = self.monitor, self.budget
+        state.checks += 1
+        manual = isinstance(optimizer, ParameterUpdates)  # no optimizer: nothing to be missing from
+        if state.checks <= 3 and not manual:  # the membership checks are settled by the 3rd checked step
+            state.checked_steps.append(step)
+            params = [p for g in optimizer.param_groups for p in g["params"]]
+            missing = {id(p) for p in params if p.requires_grad and p.grad is None}
+            state.never_grad = missing if state.never_grad is None else state.never_grad & missing
+            if state.checks == 1:
+                self.hygiene.first_check(optimizer)
+            if state.checks == 3:
+                self.hygiene.check_membership(optimizer, state, step)
+        elif state.checks == 1:
+            self.hygiene.first_check(optimizer)
+        if primary:
+            started = time.perf_counter()
+            window = started - budget.check_end  # training time since the last check ended
+            steps = max(1, step - budget.full_step)
+            if self.forward.is_open:  # the losses' graphs are read only for a watched forward pass
+                self.forward.close(step, self.reads.of_step(step))
+            self.flush(optimizer, step)
+            budget.check_end, budget.full_step = time.perf_counter(), step
+            if monitor.adaptive and budget.host_read and not monitor.stop_on_nonfinite:
+                cost = budget.check_end - started - budget.freed_s
+                budget.keep_to_budget(state.checks, step, cost, window / steps)
+
+    def flush(self, optimizer: Any, step: int) -> None:
+        """One host read: the losses kept since the last check and this step's gradient norms."""
+        grads, params = [], []
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                grad = p.grad
+                if grad is not None and not grad.is_sparse:
+                    grads.append(grad)
+                    params.append(p)
+        losses, loss_steps = self.reads.take()
+        clips = self.clipping.take()  # pre-clip norms since the last read: read in the same transfer
+        self.budget.host_read = all(t.is_cpu for t in grads) and all(t.is_cpu for t in losses)
+        with torch.no_grad():
+            values = floats([*clips.tensors, *losses, *norms(grads)])
+        self.clipping.report(clips, values[: len(clips.tensors)])
+        values = values[len(clips.tensors) :]
+        freeing = time.perf_counter()
+        # The graphs' nodes they hold go now, not at the next window: work a bare loop does at
+        # every step anyway (when its loss dies), so it is not counted as the check's cost.
+        del losses
+        self.budget.freed_s = time.perf_counter() - freeing
+        loss_values = list(zip(loss_steps, values[: len(loss_steps)], strict=True))
+        grad_norms = values[len(loss_steps) :]
+        self.reads.check_nonfinite(loss_values, step)
+        self.monitor.recent_indices.clear()  # every batch so far had its loss read: none is the culprit
+        self.updates.watch(optimizer, loss_values, step)
+        self.reads.add_to_epoch(loss_values)
+        last: dict[str, float] = {}
+        if grad_norms:
+            last["grad_norm"] = math.sqrt(sum(n * n for n in grad_norms))
+            self.observe_norms(params, grad_norms, step)
+        self.curve.send_windows(optimizer, step, [*self.reads.unsent, *loss_values], last)
+
+    def observe_norms(self, params: list[Any], grad_norms: list[float], step: int) -> None:
+        weights = [
+            (n, p) for n, p in zip(grad_norms, params, strict=True) if p.dim() >= 2 and math.isfinite(n)
+        ]
+        if len(weights) < 2:
+            return
+        low = min(weights, key=lambda w: w[0])
+        high = max(weights, key=lambda w: w[0])
+        monitor = self.monitor
+        monitor.emit(
+            GuardObservation(
+                check="grad_norms",
+                step=step,
+                epoch=monitor.epoch,
+                data={
+                    "min": low[0],
+                    "min_param": self.names.name(low[1]),
+                    "max": high[0],
+                    "max_param": self.names.name(high[1]),
+                    "every": monitor.every,
+                },
+            )
+        )

@@ -1,0 +1,188 @@
+"""Loop hygiene: what the training loop itself does wrong, seen from the outside.
+
+Gradients never zeroed (TOR003), a DistributedSampler whose epoch is never set, a
+scheduler stepped before its optimizer, parameters that never get a gradient or
+that no optimizer holds, weight decay on norms and biases, an unseeded run. (A
+model left in eval() mode is told by the forward hooks, `_forward`.) Each is a
+`GuardObservation`; the rules in `trainmedic.rules.torch` decide what it means.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import torch
+from trainmedic.torch._manual import ParameterUpdates
+from trainmedic.torch._reads import int_env
+from trainmedic.torch._safety import part_never_breaks
+from trainmedic.torch._zeroing import GradZeroWatch
+
+if TYPE_CHECKING:
+    from trainmedic.torch._interface import MonitorLike, OptState
+    from trainmedic.torch._names import ParamNames
+
+
+class LoopHygiene:
+    """The checks of how the loop trains: on sampled steps, sampler passes and scheduler steps."""
+
+    def __init__(self, monitor: MonitorLike, names: ParamNames, zero_watches: list[GradZeroWatch]) -> None:
+        self.monitor = monitor
+        self.names = names
+        self.zero_watches = zero_watches  # the monitor's list: its hooks feed every watch in it
+        self.samplers: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    @part_never_breaks
+    def on_sampler_iter(self, sampler: Any) -> None:
+        """Note the sampler's epoch at each pass; judged over the passes that trained.
+
+        A pass during which no step was taken is no training epoch: the DDP tutorial's
+        `next(iter(loader))` that reads the batch size before `set_epoch`, an evaluation
+        pass. Only the epochs of training passes are compared.
+        """
+        step = self.monitor.step
+        passes = sampler.__dict__.setdefault("_tm_passes", [])  # [(sampler epoch, step at start)]
+        if passes and passes[-1][1] == step:
+            passes.pop()  # the previous pass took no step
+        passes.append((getattr(sampler, "epoch", None), step))
+        self.samplers.add(sampler)
+        self.judge_sampler(sampler, passes[:-1])
+
+    def judge_sampler(self, sampler: Any, trained: list[tuple[Any, int]]) -> None:
+        if len(trained) < 2 or trained[-1][0] != trained[-2][0] or not getattr(sampler, "shuffle", False):
+            return
+        self.monitor.observe(
+            "sampler_epoch_not_set",
+            {
+                "iterations": len(trained),
+                "epoch": trained[-1][0],
+                "num_replicas": getattr(sampler, "num_replicas", None),
+                "sampler_rank": getattr(sampler, "rank", None),
+                "local_rank": int_env("LOCAL_RANK"),
+                "shuffle": True,
+            },
+        )
+
+    def judge_last_passes(self) -> None:
+        """At the end: the last pass of each sampler counts when it took steps."""
+        for sampler in list(self.samplers):
+            passes = sampler.__dict__.get("_tm_passes", [])
+            trained = passes if passes and passes[-1][1] < self.monitor.step else passes[:-1]
+            self.judge_sampler(sampler, trained)
+
+    @part_never_breaks
+    def on_scheduler_step(self, scheduler: Any) -> None:
+        opts = self.monitor.opts
+        optimizer = getattr(scheduler, "optimizer", None)
+        state = opts.get(optimizer) if optimizer is not None else None
+        inner = getattr(optimizer, "optimizer", None)  # accelerate's AcceleratedOptimizer
+        if state is None and isinstance(inner, torch.optim.Optimizer):
+            state = opts.get(inner)
+        if state is None or state.steps == 0:
+            self.monitor.observe(
+                "scheduler_before_optimizer",
+                {
+                    "scheduler": type(scheduler).__name__,
+                    "optimizer": type(optimizer).__name__,
+                    "optimizer_steps": 0,
+                },
+            )
+
+    def watch_zeroing(self, optimizer: Any, state: OptState, step: int) -> None:
+        """Gradients only backward() touched since the last check were never zeroed (see `_zeroing`).
+
+        Judged on sampled steps only; the watch itself costs two attribute reads per backward.
+        """
+        watch = state.zero_watch
+        if watch is None:
+            self.choose_probe(optimizer, state)
+            return
+        if watch.take():
+            state.not_zeroed += step - state.zero_checked_step
+        else:
+            state.not_zeroed = 0
+        state.zero_checked_step = step
+        if state.not_zeroed >= self.monitor.patience:
+            self.monitor.observe(
+                "grads_not_zeroed",
+                {
+                    "steps_without_zeroing": state.not_zeroed,
+                    "parameter": state.probe_name,
+                    "optimizer": state.name,
+                    "how": "the same gradient tensor after each step, changed only by backward()",
+                },
+                step=step,
+            )
+
+    def choose_probe(self, optimizer: Any, state: OptState) -> None:
+        trainable = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
+        if trainable:
+            smallest = min(trainable, key=lambda p: p.numel())
+            state.zero_watch = GradZeroWatch(smallest)
+            state.zero_watch.rebase()  # this step's gradient: the start of the first span
+            state.probe_name = self.names.name(smallest)
+            self.zero_watches.append(state.zero_watch)
+
+    def first_check(self, optimizer: Any) -> None:
+        monitor = self.monitor
+        monitor.observe(
+            "torch_guard",
+            {
+                "every": monitor.every,
+                "on_nonfinite": "stop" if monitor.stop_on_nonfinite else "warn",
+                "mode": monitor.mode,
+                "steps": "backward" if isinstance(optimizer, ParameterUpdates) else "optimizer",
+                "local_rank": int_env("LOCAL_RANK"),
+                "world_size": int_env("WORLD_SIZE"),
+                "group_rank": int_env("GROUP_RANK"),
+            },
+        )
+        seed = torch.initial_seed()
+        if seed >= 2**32:  # torch seeds itself with a random 64-bit value; people pick small ones
+            monitor.observe("unseeded", {"initial_seed": seed})
+        decayed = [
+            (self.names.name(p), group["weight_decay"])
+            for group in optimizer.param_groups
+            if group.get("weight_decay", 0)
+            for p in group["params"]
+            if p.requires_grad and p.dim() <= 1
+        ]
+        if decayed:
+            monitor.observe(
+                "decay_on_norm_bias",
+                {
+                    "weight_decay": decayed[0][1],
+                    "count": len(decayed),
+                    "params": [name for name, _ in decayed][:20],
+                    "optimizer": type(optimizer).__name__,
+                },
+            )
+
+    def check_membership(self, optimizer: Any, state: OptState, step: int) -> None:
+        monitor = self.monitor
+        if state.never_grad:
+            names = [self.names.name_of_id(optimizer, pid) for pid in sorted(state.never_grad)]
+            monitor.observe(
+                "params_without_grad",
+                {"count": len(names), "params": names[:20], "checked_steps": list(state.checked_steps)},
+                step=step,
+            )
+        held = {id(p) for opt in list(monitor.opts.keys()) for g in opt.param_groups for p in g["params"]}
+        seen: set[int] = set()
+        missing: list[tuple[str, int]] = []
+        for root in monitor.roots():
+            for name, p in root.named_parameters():
+                if p.requires_grad and id(p) not in held and id(p) not in seen:
+                    missing.append((name, p.numel()))
+                seen.add(id(p))
+        if missing:
+            monitor.observe(
+                "params_not_in_optimizer",
+                {
+                    "count": len(missing),
+                    "numel": sum(n for _, n in missing),
+                    "params": [name for name, _ in missing][:20],
+                    "optimizer_tensors": len(held),
+                },
+                step=step,
+            )

@@ -1,0 +1,108 @@
+"""The monitor as its hooks and parts see it, and the record it keeps per optimizer.
+
+`_patches`, `_forward`, `_clipping` and the monitor's parts (`_checks`, `_curve`,
+`_losses`, `_hygiene`...) talk to the monitor through `MonitorLike`, never through
+`_monitor.Monitor` itself: the facade imports its parts, and none of them imports
+the facade back.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from trainmedic.events import Event
+
+if TYPE_CHECKING:
+    from torch import nn
+    from trainmedic.torch._manual import ParameterUpdates
+    from trainmedic.torch._zeroing import GradZeroWatch
+
+Sink = Callable[[Event], None]
+
+
+@dataclass(eq=False, slots=True)
+class OptState:
+    """What the monitor keeps about one optimizer (looked up by id, checked by a weakref)."""
+
+    ref: Any  # weakref to the optimizer
+    name: str
+    steps: int = 0
+    checks: int = 0
+    pre_done: bool = False
+    zero_watch: GradZeroWatch | None = None  # on the parameter whose gradient tells if grads were zeroed
+    probe_name: str = ""
+    not_zeroed: int = 0  # optimizer steps without zeroing, as of the last check
+    zero_checked_step: int = 0
+    never_grad: set[int] | None = None
+    checked_steps: list[int] = field(default_factory=list)
+
+
+class ClipHooks(Protocol):
+    """What the clipping wrappers call (`_clipping.ClipWatch`)."""
+
+    def on_norm_clip(self, total_norm: Any, max_norm: Any) -> None: ...
+    def samples_now(self) -> bool: ...
+    def norm_of(self, params: list[Any]) -> Any: ...
+    def on_value_clip(self, params: list[Any], before: Any, clip_value: Any) -> None: ...
+
+
+class MonitorLike(Protocol):
+    """The monitor's state and calls that its hooks, watches and parts use.
+
+    The attributes the hooks write on every step (`backwards`, `losses`, `loss_steps`,
+    `data_wait`, `recent_indices`) are plain ones: a store or an append, nothing more.
+    """
+
+    sinks: list[Sink]
+    broken: bool
+    reported: set[str]
+    step: int
+    epoch: int
+    every: int
+    base_every: int
+    adaptive: bool
+    stop_on_nonfinite: bool
+    patience: int
+    mode: str
+    framework_epochs: bool
+    data_wait: float
+    losses: list[Any]
+    loss_steps: list[int]
+    recent_indices: deque[tuple[int, list[Any]]]
+    optimizers_made: weakref.WeakSet[Any]
+    primary: Any  # weakref to the optimizer whose steps number the run (None before one steps)
+    manual: ParameterUpdates | None  # stands in for the optimizer of a loop without one
+    manual_decided: bool
+    adopt_next: bool  # a notebook cell ended: the next optimizer to step may be a new one
+    opts: weakref.WeakKeyDictionary[Any, OptState]
+
+    @property
+    def clipping(self) -> ClipHooks: ...
+    def emit(self, event: Event) -> None: ...
+    def observe(
+        self, check: str, data: dict[str, Any], *, once: bool = True, step: int | None = None
+    ) -> None: ...
+    def roots(self) -> list[nn.Module]: ...
+    def is_primary(self, optimizer: Any) -> bool: ...
+    def state_of(self, optimizer: Any) -> OptState | None: ...
+    def watch_model(self, model: nn.Module) -> None: ...
+    def set_primary(self, optimizer: Any) -> None: ...
+    def take_epoch_loss(self) -> float | None: ...
+    def settle(self) -> None: ...
+    def close(self) -> None: ...
+
+    # The hooks of `_patches`.
+    def on_backward(self, tensors: Any, keeps_graph: bool = False) -> None: ...
+    def after_backward(self, tensors: Any) -> None: ...
+    def before_rescale(self) -> None: ...
+    def after_rescale(self) -> None: ...
+    def on_step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> Any: ...
+    def on_step_post(self, optimizer: Any) -> None: ...
+    def on_batch(self, iterator: Any) -> None: ...
+    def on_loader_exhausted(self, iterator: Any) -> None: ...
+    def on_sampler_iter(self, sampler: Any) -> None: ...
+    def on_scheduler_step(self, scheduler: Any) -> None: ...
