@@ -5,8 +5,9 @@ on the TensorFlow or torch backend) or `tf_keras` (legacy Keras 2, what
 `tf.keras` is under TF_USE_LEGACY_KERAS=1). The patched `fit`:
 
 1. describes its input (`keras_input` observation) without touching the data,
-   and stops the run before the adapter allocates when the sequence length is
-   huge (KER002), since the alternative is an OOM;
+   its compiled loss and its output layer (`keras_output`: activation and width,
+   for KER004), and stops the run before the adapter allocates when the sequence
+   length is huge (KER002), since the alternative is an OOM;
 2. adds a head and a tail callback (see `trainmedic.keras._recorder`) that emit
    the training plan, phases, epochs with their real batch counts, sampled
    steps and the final history;
@@ -32,11 +33,11 @@ from typing import Any
 from trainmedic.events import Event, GuardObservation, PhaseEnd, PhaseStart
 from trainmedic.instrument import channel
 from trainmedic.keras._errors import SequenceLenHugeError
-from trainmedic.keras._inspect import describe_input, describe_loss
+from trainmedic.keras._inspect import describe_input, describe_loss, describe_output
 from trainmedic.keras._recorder import FitRecorder, callback_pair
 from trainmedic.record import RunRecord
 from trainmedic.rules.dynamics import LOSS_FUNCTION_CHECK
-from trainmedic.rules.keras import INPUT_CHECK, sequence_len_huge
+from trainmedic.rules.keras import INPUT_CHECK, OUTPUT_CHECK, sequence_len_huge
 
 PATCHED = "_trainmedic_patched"
 KER002_ENV = "TRAINMEDIC_KER002"  # "warn": report a huge sequence length but let fit run
@@ -152,6 +153,9 @@ def _prepare_fit(
     loss = describe_loss(model)
     if loss is not None:
         sink(GuardObservation(check=LOSS_FUNCTION_CHECK, data={**loss, "framework": line}))
+    output = describe_output(model)
+    if output is not None:
+        sink(GuardObservation(check=OUTPUT_CHECK, data={**output, "framework": line}))
 
     user_callbacks = arg("callbacks")
     recorder = FitRecorder(sink, framework=line, plan=info, user_callbacks=_as_list(user_callbacks))

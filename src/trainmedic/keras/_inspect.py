@@ -270,3 +270,39 @@ def describe_loss(model: object) -> dict[str, Any] | None:
     if units is None or units < 2:
         return None
     return {"loss": name, "classes": units, "source": f"compiled loss {name}, output layer of width {units}"}
+
+
+def _activation_name(layer: object) -> str | None:
+    """The activation a layer applies last: its `activation` function, or the layer itself (Softmax)."""
+    activation = getattr(layer, "activation", None)
+    if activation is not None:
+        name = getattr(activation, "__name__", None) or type(activation).__name__
+        return name.lower() if isinstance(name, str) else None
+    if type(layer).__name__ == "Softmax":
+        return "softmax"
+    return None
+
+
+def describe_output(model: object) -> dict[str, Any] | None:
+    """{"layer", "layer_class", "activation", "units"} of a built single-output model's last layer.
+
+    KER004 reads it: a softmax over an output of width 1 is 1.0 for every input. Attributes
+    only, like the rest of this module; None when the model has no single output yet.
+    """
+    units = output_units(model)
+    if units is None:
+        return None
+    try:
+        layers = model.layers  # type: ignore[attr-defined]
+    except Exception:  # a model that cannot list its layers is not described
+        return None
+    if not layers:
+        return None
+    last = layers[-1]
+    return {
+        "layer": str(getattr(last, "name", type(last).__name__)),
+        "layer_class": type(last).__name__,
+        "activation": _activation_name(last),
+        "units": units,
+        "loss": loss_name(getattr(model, "loss", None)),
+    }
