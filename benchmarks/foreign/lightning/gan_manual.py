@@ -35,7 +35,11 @@ class GAN(L.LightningModule):
         self.save_hyperparameters()
         self.automatic_optimization = False
         self.generator = nn.Sequential(
-            nn.Linear(latent_dim, 64), nn.LeakyReLU(0.2), nn.Linear(64, 64), nn.LeakyReLU(0.2), nn.Linear(64, 2)
+            nn.Linear(latent_dim, 64),
+            nn.LeakyReLU(0.2),
+            nn.Linear(64, 64),
+            nn.LeakyReLU(0.2),
+            nn.Linear(64, 2),
         )
         self.discriminator = nn.Sequential(
             nn.Linear(2, 64), nn.LeakyReLU(0.2), nn.Linear(64, 64), nn.LeakyReLU(0.2), nn.Linear(64, 1)
