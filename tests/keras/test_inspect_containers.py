@@ -120,15 +120,27 @@ def test_output_layer_activation_and_width(last: str, activation: str, units: in
     assert described["loss"] == "binary_crossentropy"
 
 
-def test_an_unbuilt_subclassed_model_is_not_described() -> None:
+def test_an_unbuilt_sequential_is_described_by_its_dense_head() -> None:
+    keras = pytest.importorskip("keras")
+    model = keras.Sequential([keras.layers.Dense(8), keras.layers.Dense(1, activation="softmax")])
+    described = describe_output(model)
+    assert described is not None
+    assert (described["activation"], described["units"]) == ("softmax", 1)
+
+
+def test_a_subclassed_models_last_softmax_layer_is_not_taken_for_its_output() -> None:
+    """Layers of a subclassed model are listed in assignment order: the last may be internal."""
     keras = pytest.importorskip("keras")
 
     class Net(keras.Model):
         def __init__(self) -> None:
             super().__init__()
-            self.head = keras.layers.Dense(1, activation="softmax")
+            self.score = keras.layers.Dense(1)
+            self.attention = keras.layers.Softmax()  # over a wider axis, inside call
 
         def call(self, x):  # type: ignore[no-untyped-def]
-            return self.head(x)
+            return self.score(x * self.attention(x))
 
-    assert describe_output(Net()) is None
+    model = Net()
+    model(np.zeros((2, 8), dtype="float32"))
+    assert describe_output(model) is None

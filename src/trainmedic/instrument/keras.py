@@ -150,15 +150,24 @@ def _prepare_fit(
     observation = GuardObservation(check=INPUT_CHECK, data={**info, "framework": line})
     sink(observation)
     stop_if_huge(observation)
-    loss = describe_loss(model)
-    if loss is not None:
-        sink(GuardObservation(check=LOSS_FUNCTION_CHECK, data={**loss, "framework": line}))
-    output = describe_output(model)
-    if output is not None:
-        sink(GuardObservation(check=OUTPUT_CHECK, data={**output, "framework": line}))
+    described = model_observations(model, line)
+    for found in described:
+        sink(found)
+    # A model that fit itself builds (no keras.Input) has no output yet: describe it once built.
+    missing = {LOSS_FUNCTION_CHECK, OUTPUT_CHECK} - {o.check for o in described}
 
     user_callbacks = arg("callbacks")
     recorder = FitRecorder(sink, framework=line, plan=info, user_callbacks=_as_list(user_callbacks))
+    if missing:
+
+        def describe_built(built: Any) -> bool:
+            for found in model_observations(built, line):
+                if found.check in missing:
+                    missing.discard(found.check)
+                    sink(found)
+            return not missing
+
+        recorder.when_built = describe_built
     strategy = type(getattr(model, "_distribution_strategy", None)).__name__
     recorder.batch_hooks = "ParameterServer" not in strategy  # tf-keras forbids batch hooks there
     head, tail = callback_pair(module, recorder)
@@ -179,6 +188,18 @@ def _prepare_fit(
     else:
         kwargs = {**kwargs, "callbacks": callbacks}
     return recorder, args, kwargs
+
+
+def model_observations(model: Any, line: str) -> list[GuardObservation]:
+    """The compiled cross-entropy (TRN003's chance level) and the output layer (KER004), when readable."""
+    found = []
+    loss = describe_loss(model)
+    if loss is not None:
+        found.append(GuardObservation(check=LOSS_FUNCTION_CHECK, data={**loss, "framework": line}))
+    output = describe_output(model)
+    if output is not None:
+        found.append(GuardObservation(check=OUTPUT_CHECK, data={**output, "framework": line}))
+    return found
 
 
 def stop_if_huge(observation: GuardObservation) -> None:
