@@ -1,4 +1,5 @@
-"""What fit's input reveals: samples kept in containers (KER001), the classes of the loss (TRN003)."""
+"""What fit's input reveals: samples kept in containers (KER001), the classes of the loss (TRN003),
+the output layer (KER004)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from trainmedic.keras._inspect import describe_loss, sequence_hints
+from trainmedic.keras._inspect import describe_loss, describe_output, sequence_hints
 
 
 class Shards:
@@ -90,3 +91,56 @@ def test_classes_from_a_loss_object() -> None:
     assert described is not None
     assert described["classes"] == 7
     assert described["loss"] == "sparse_categorical_crossentropy"
+
+
+@pytest.mark.parametrize(
+    ("last", "activation", "units"),
+    [
+        ("Dense(1, softmax)", "softmax", 1),
+        ("Dense(1, sigmoid)", "sigmoid", 1),
+        ("Dense(3, softmax)", "softmax", 3),
+        ("Dense(1) + Softmax()", "softmax", 1),
+        ("Dense(1) + Activation(softmax)", "softmax", 1),
+    ],
+)
+def test_output_layer_activation_and_width(last: str, activation: str, units: int) -> None:
+    keras = pytest.importorskip("keras")
+    layers = {
+        "Dense(1, softmax)": [keras.layers.Dense(1, activation="softmax")],
+        "Dense(1, sigmoid)": [keras.layers.Dense(1, activation="sigmoid")],
+        "Dense(3, softmax)": [keras.layers.Dense(3, activation="softmax")],
+        "Dense(1) + Softmax()": [keras.layers.Dense(1), keras.layers.Softmax()],
+        "Dense(1) + Activation(softmax)": [keras.layers.Dense(1), keras.layers.Activation("softmax")],
+    }[last]
+    model = keras.Sequential([keras.Input((8,)), *layers])
+    model.compile(optimizer="adam", loss="binary_crossentropy")
+    described = describe_output(model)
+    assert described is not None
+    assert (described["activation"], described["units"]) == (activation, units)
+    assert described["loss"] == "binary_crossentropy"
+
+
+def test_an_unbuilt_sequential_is_described_by_its_dense_head() -> None:
+    keras = pytest.importorskip("keras")
+    model = keras.Sequential([keras.layers.Dense(8), keras.layers.Dense(1, activation="softmax")])
+    described = describe_output(model)
+    assert described is not None
+    assert (described["activation"], described["units"]) == ("softmax", 1)
+
+
+def test_a_subclassed_models_last_softmax_layer_is_not_taken_for_its_output() -> None:
+    """Layers of a subclassed model are listed in assignment order: the last may be internal."""
+    keras = pytest.importorskip("keras")
+
+    class Net(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.score = keras.layers.Dense(1)
+            self.attention = keras.layers.Softmax()  # over a wider axis, inside call
+
+        def call(self, x):  # type: ignore[no-untyped-def]
+            return self.score(x * self.attention(x))
+
+    model = Net()
+    model(np.zeros((2, 8), dtype="float32"))
+    assert describe_output(model) is None

@@ -12,9 +12,11 @@ from trainmedic.record import RunRecord
 from trainmedic.rules.keras import (
     FIT_END_CHECK,
     INPUT_CHECK,
+    OUTPUT_CHECK,
     history_epochs_mismatch,
     sequence_len_huge,
     sequence_too_short,
+    single_unit_softmax,
 )
 
 GIB = 2**30
@@ -173,3 +175,30 @@ def test_predict_inside_an_epoch_end_callback_counts_as_an_evaluation_spike() ->
     assert finding.evidence["phase"] == "predict"
     assert finding.message.startswith("Memory at prediction peaked at 1.4 GiB, 3.5x")
     assert "trainmedic.keras.Deferred" in finding.fix
+
+
+def output(t: float = 1.0, **data: object) -> GuardObservation:
+    base = {"layer": "dense_2", "layer_class": "Dense", "activation": "softmax", "units": 1}
+    base.update(data)
+    return GuardObservation(check=OUTPUT_CHECK, data=base, t=t, pid=1)
+
+
+def test_softmax_over_one_unit_is_reported_once_per_layer() -> None:
+    record = RunRecord.of([output(loss="binary_crossentropy"), output(t=5.0, loss="binary_crossentropy")])
+    [finding] = single_unit_softmax(record)
+    assert finding.code == "KER004"
+    assert "`dense_2` (Dense) applies softmax over 1 unit trained with binary_crossentropy" in finding.message
+    assert finding.evidence["units"] == 1
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"activation": "sigmoid", "units": 1},  # the binary head as it should be
+        {"activation": "softmax", "units": 2},  # two-class softmax: fine
+        {"activation": "linear", "units": 1},  # a regression head or logits
+        {"activation": None, "units": 1},  # a layer without an activation attribute
+    ],
+)
+def test_healthy_output_layers_are_not_reported(data: dict[str, object]) -> None:
+    assert single_unit_softmax(RunRecord.of([output(**data)])) == []

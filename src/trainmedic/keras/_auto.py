@@ -5,8 +5,9 @@ on the TensorFlow or torch backend) or `tf_keras` (legacy Keras 2, what
 `tf.keras` is under TF_USE_LEGACY_KERAS=1). The patched `fit`:
 
 1. describes its input (`keras_input` observation) without touching the data,
-   and stops the run before the adapter allocates when the sequence length is
-   huge (KER002), since the alternative is an OOM;
+   its compiled loss and its output layer (`keras_output`: activation and width,
+   for KER004), and stops the run before the adapter allocates when the sequence
+   length is huge (KER002), since the alternative is an OOM;
 2. adds a head and a tail callback (see `trainmedic.keras._recorder`) that emit
    the training plan, phases, epochs with their real batch counts, sampled
    steps and the final history;
@@ -32,11 +33,11 @@ from typing import Any
 from trainmedic.events import Event, GuardObservation, PhaseEnd, PhaseStart
 from trainmedic.instrument import channel
 from trainmedic.keras._errors import SequenceLenHugeError
-from trainmedic.keras._inspect import describe_input, describe_loss
+from trainmedic.keras._inspect import describe_input, describe_loss, describe_output
 from trainmedic.keras._recorder import FitRecorder, callback_pair
 from trainmedic.record import RunRecord
 from trainmedic.rules.dynamics import LOSS_FUNCTION_CHECK
-from trainmedic.rules.keras import INPUT_CHECK, sequence_len_huge
+from trainmedic.rules.keras import INPUT_CHECK, OUTPUT_CHECK, sequence_len_huge
 
 PATCHED = "_trainmedic_patched"
 KER002_ENV = "TRAINMEDIC_KER002"  # "warn": report a huge sequence length but let fit run
@@ -149,12 +150,24 @@ def _prepare_fit(
     observation = GuardObservation(check=INPUT_CHECK, data={**info, "framework": line})
     sink(observation)
     stop_if_huge(observation)
-    loss = describe_loss(model)
-    if loss is not None:
-        sink(GuardObservation(check=LOSS_FUNCTION_CHECK, data={**loss, "framework": line}))
+    described = model_observations(model, line)
+    for found in described:
+        sink(found)
+    # A model that fit itself builds (no keras.Input) has no output yet: describe it once built.
+    missing = {LOSS_FUNCTION_CHECK, OUTPUT_CHECK} - {o.check for o in described}
 
     user_callbacks = arg("callbacks")
     recorder = FitRecorder(sink, framework=line, plan=info, user_callbacks=_as_list(user_callbacks))
+    if missing:
+
+        def describe_built(built: Any) -> bool:
+            for found in model_observations(built, line):
+                if found.check in missing:
+                    missing.discard(found.check)
+                    sink(found)
+            return not missing
+
+        recorder.when_built = describe_built
     strategy = type(getattr(model, "_distribution_strategy", None)).__name__
     recorder.batch_hooks = "ParameterServer" not in strategy  # tf-keras forbids batch hooks there
     head, tail = callback_pair(module, recorder)
@@ -175,6 +188,18 @@ def _prepare_fit(
     else:
         kwargs = {**kwargs, "callbacks": callbacks}
     return recorder, args, kwargs
+
+
+def model_observations(model: Any, line: str) -> list[GuardObservation]:
+    """The compiled cross-entropy (TRN003's chance level) and the output layer (KER004), when readable."""
+    found = []
+    loss = describe_loss(model)
+    if loss is not None:
+        found.append(GuardObservation(check=LOSS_FUNCTION_CHECK, data={**loss, "framework": line}))
+    output = describe_output(model)
+    if output is not None:
+        found.append(GuardObservation(check=OUTPUT_CHECK, data={**output, "framework": line}))
+    return found
 
 
 def stop_if_huge(observation: GuardObservation) -> None:

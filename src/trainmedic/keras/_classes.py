@@ -9,11 +9,11 @@ from typing import Any, TextIO
 
 from trainmedic.events import Event, GuardObservation
 from trainmedic.findings import Finding
-from trainmedic.keras._inspect import describe_input, describe_loss
+from trainmedic.keras._inspect import describe_input, describe_loss, describe_output
 from trainmedic.keras._recorder import FitRecorder, stopper_of
 from trainmedic.record import RunRecord
 from trainmedic.rules.dynamics import LOSS_FUNCTION_CHECK
-from trainmedic.rules.keras import INPUT_CHECK
+from trainmedic.rules.keras import INPUT_CHECK, OUTPUT_CHECK
 
 _BUILT: dict[str, dict[str, type]] = {}
 FIT_FRAME_DEPTH = 40  # how far up the stack the Guard looks for the fit call it runs in
@@ -97,6 +97,11 @@ def _guard_class(base: type, module: ModuleType) -> type:
                     GuardObservation(
                         check=LOSS_FUNCTION_CHECK, data={**loss, "framework": keras_line(module)}
                     )
+                )
+            output = describe_output(self.model)
+            if output is not None:
+                self._sink(
+                    GuardObservation(check=OUTPUT_CHECK, data={**output, "framework": keras_line(module)})
                 )
             cbs = given.get("callbacks")
             self._callbacks = list(getattr(cbs, "callbacks", cbs) or [])

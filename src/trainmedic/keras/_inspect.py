@@ -270,3 +270,50 @@ def describe_loss(model: object) -> dict[str, Any] | None:
     if units is None or units < 2:
         return None
     return {"loss": name, "classes": units, "source": f"compiled loss {name}, output layer of width {units}"}
+
+
+def _activation_name(layer: object) -> str | None:
+    """The activation a layer applies last: its `activation` function, or the layer itself (Softmax)."""
+    activation = getattr(layer, "activation", None)
+    if activation is not None:
+        name = getattr(activation, "__name__", None) or type(activation).__name__
+        return name.lower() if isinstance(name, str) else None
+    if type(layer).__name__ == "Softmax":
+        return "softmax"
+    return None
+
+
+def _is_graph_model(model: object) -> bool:
+    """A Sequential or functional model, of any Keras line (its layers are in graph order)."""
+    return any(cls.__name__ in {"Sequential", "Functional"} for cls in type(model).__mro__)
+
+
+def describe_output(model: object) -> dict[str, Any] | None:
+    """{"layer", "layer_class", "activation", "units", "loss"} of a model's last layer.
+
+    KER004 reads it: a softmax over an output of width 1 is 1.0 for every input. Attributes
+    only, like the rest of this module. The width is the last layer's `units` (Dense, known
+    before the model is built), else the single output of a Sequential or functional model,
+    whose last layer is its output layer (a subclassed model lists its layers in the order
+    they were assigned, so there the last one says nothing about the output).
+    """
+    try:
+        layers = model.layers  # type: ignore[attr-defined]
+    except Exception:  # a model that cannot list its layers is not described
+        return None
+    if not layers:
+        return None
+    last = layers[-1]
+    width = getattr(last, "units", None)  # a Dense layer knows its width before it is built
+    units = width if isinstance(width, int) and not isinstance(width, bool) and width > 0 else None
+    if units is None and _is_graph_model(model):  # a Softmax / Activation layer: the model's output
+        units = output_units(model)
+    if units is None:
+        return None
+    return {
+        "layer": str(getattr(last, "name", type(last).__name__)),
+        "layer_class": type(last).__name__,
+        "activation": _activation_name(last),
+        "units": units,
+        "loss": loss_name(getattr(model, "loss", None)),
+    }

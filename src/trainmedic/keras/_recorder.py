@@ -94,6 +94,9 @@ class FitRecorder:
         self._window_start = 0.0
         self._window_steps = 0
         self._next_step_at = 0.0
+        # Describes a model fit had to build (see instrument.keras): tried at train begin and at
+        # the first epoch end (Keras 3 on TensorFlow builds it in the first step); True once done.
+        self.when_built: Callable[[Any], bool] | None = None
 
     # -- phases -------------------------------------------------------------------
     def _start(self, phase: str, epoch: int | None) -> None:
@@ -106,6 +109,11 @@ class FitRecorder:
             self.sink(PhaseEnd(phase=phase, epoch=self.epoch, step=self.global_step))
 
     # -- hooks, in the order Keras calls them ---------------------------------------------
+    @_safe
+    def model_built(self, model: Any, *, last: bool = False) -> None:
+        if self.when_built is not None and (self.when_built(model) or last):
+            self.when_built = None
+
     @_safe
     def train_begin(self, params: Mapping[str, Any] | None) -> None:
         params = params or {}
@@ -265,6 +273,7 @@ def _build_classes(base: type) -> tuple[type, type]:
             return self._tm.batch_hooks
 
         def on_train_begin(self, logs: Any = None) -> None:
+            self._tm.model_built(self.model)
             self._tm.train_begin(self.params)
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
@@ -280,6 +289,7 @@ def _build_classes(base: type) -> tuple[type, type]:
             self._tm.test_end()
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            self._tm.model_built(self.model, last=True)
             self._tm.epoch_end_begin(epoch)
 
     class TrainmedicTail(base):  # type: ignore[misc]

@@ -4,7 +4,8 @@ The Keras integration (auto-instrumentation under `trainmedic run`, or
 `trainmedic.keras.Guard`) describes every `fit` call with two observations:
 `keras_input` (what fit was given: sequence length, samples, batch size,
 steps_per_epoch, shuffle, memory available) before the adapter touches the
-data, and `keras_fit_end` (epochs requested and run, what stopped training).
+data, `keras_output` (the last layer of a built model: its activation and output
+width) and `keras_fit_end` (epochs requested and run, what stopped training).
 The rules below read those and the `Epoch` events (with the batches each epoch
 really ran); the in-process guard calls the same functions to stop a run
 before an OOM.
@@ -22,6 +23,7 @@ from trainmedic.record import Rule, RunRecord
 
 INPUT_CHECK = "keras_input"
 FIT_END_CHECK = "keras_fit_end"
+OUTPUT_CHECK = "keras_output"
 # A sequence "far below" its data yields at most this share of ceil(samples / batch_size) batches.
 FAR_BELOW = 0.5
 # A length no real epoch has: 2**31 batches (sys.maxsize, 10**12 ... all qualify).
@@ -161,7 +163,38 @@ HISTORY_EPOCHS_MISMATCH = FindingSpec(
     example_input=_history_epochs_mismatch_example,
 )
 
-SPECS: tuple[FindingSpec, ...] = (SEQUENCE_TOO_SHORT, SEQUENCE_LEN_HUGE, HISTORY_EPOCHS_MISMATCH)
+SINGLE_UNIT_SOFTMAX = FindingSpec(
+    code="KER004",
+    slug="single-unit-softmax",
+    severity=Severity.ERROR,
+    title="Softmax over a single output unit",
+    what=(
+        "The model's output layer applies softmax over an output of width 1 (Dense(1, "
+        "activation='softmax'), or a Softmax / Activation('softmax') layer after one unit). "
+        "trainmedic reads the last layer's activation and the output width when fit starts."
+    ),
+    why=(
+        "Softmax normalises over the last axis; over one unit it is exp(z) / exp(z) = 1.0 for "
+        "every input and its gradient is 0. The model predicts the positive class everywhere, "
+        "the loss stays where it started and the weights never change, while fit runs without "
+        "an error (Keras 3 prints one UserWarning, easily lost in a long log)."
+    ),
+    example=(
+        "model = keras.Sequential([..., keras.layers.Dense(1, activation='softmax')])\n"
+        "model.compile(loss='binary_crossentropy', optimizer='adam')"
+    ),
+    fix=(
+        "For a binary target use Dense(1, activation='sigmoid') with binary_crossentropy; for "
+        "K classes use Dense(K, activation='softmax') with (sparse_)categorical_crossentropy."
+    ),
+)
+
+SPECS: tuple[FindingSpec, ...] = (
+    SEQUENCE_TOO_SHORT,
+    SEQUENCE_LEN_HUGE,
+    HISTORY_EPOCHS_MISMATCH,
+    SINGLE_UNIT_SOFTMAX,
+)
 
 
 def _observations(record: RunRecord, check: str) -> list[GuardObservation]:
@@ -298,4 +331,42 @@ def history_epochs_mismatch(record: RunRecord) -> list[Finding]:
     return found
 
 
-RULES: tuple[Rule, ...] = (sequence_too_short, sequence_len_huge, history_epochs_mismatch)
+def is_single_unit_softmax(data: Mapping[str, Any]) -> bool:
+    """True when the output layer's softmax normalises over a width of 1: a constant 1.0."""
+    return data.get("activation") == "softmax" and _int(data, "units") == 1
+
+
+def single_unit_softmax(record: RunRecord) -> list[Finding]:
+    found = []
+    seen: set[tuple[int, object]] = set()  # one finding per layer and process, however many fits
+    for obs in _observations(record, OUTPUT_CHECK):
+        data = obs.data
+        if not is_single_unit_softmax(data) or (obs.pid, data.get("layer")) in seen:
+            continue
+        seen.add((obs.pid, data.get("layer")))
+        loss = f" trained with {data['loss']}" if data.get("loss") else ""
+        found.append(
+            SINGLE_UNIT_SOFTMAX.finding(
+                f"The output layer `{data.get('layer')}` ({data.get('layer_class')}) applies softmax "
+                f"over 1 unit{loss}: its output is 1.0 for every input and no gradient flows "
+                "back through it, so the model cannot learn",
+                evidence={
+                    "layer": data.get("layer"),
+                    "layer_class": data.get("layer_class"),
+                    "activation": data.get("activation"),
+                    "units": data.get("units"),
+                    "loss": data.get("loss"),
+                },
+                pid=obs.pid,
+                rank=obs.rank,
+            )
+        )
+    return found
+
+
+RULES: tuple[Rule, ...] = (
+    sequence_too_short,
+    sequence_len_huge,
+    history_epochs_mismatch,
+    single_unit_softmax,
+)
