@@ -68,6 +68,24 @@ def _history_epochs_mismatch_example() -> list[Event]:
     ]
 
 
+def _single_unit_softmax_example() -> list[Event]:
+    """A binary classifier whose head is Dense(1, activation="softmax"), seen when fit starts."""
+    return [
+        GuardObservation(
+            t=1.0,
+            pid=100,
+            check=OUTPUT_CHECK,
+            data={
+                "layer": "dense_1",
+                "layer_class": "Dense",
+                "activation": "softmax",
+                "units": 1,
+                "loss": "binary_crossentropy",
+            },
+        )
+    ]
+
+
 SEQUENCE_TOO_SHORT = FindingSpec(
     code="KER001",
     slug="sequence-too-short",
@@ -187,6 +205,7 @@ SINGLE_UNIT_SOFTMAX = FindingSpec(
         "For a binary target use Dense(1, activation='sigmoid') with binary_crossentropy; for "
         "K classes use Dense(K, activation='softmax') with (sparse_)categorical_crossentropy."
     ),
+    example_input=_single_unit_softmax_example,
 )
 
 SPECS: tuple[FindingSpec, ...] = (
