@@ -195,28 +195,77 @@ def phase_of_line(line: str) -> tuple[str, int | None] | None:
     return None
 
 
-# A piece of each pattern above, as bytes: a line without a match is neither significant nor
-# a phase line, so the supervisor's output stream decodes and parses only the lines this finds
-# (one search over a whole chunk of output). A pattern added above needs its piece here (a test
-# checks each pattern's examples). Every alternative starts with a fixed byte, mostly one that
-# is rare in logs ("epoch" is looked for as "poch" in any case): `re` then skips the bytes that
-# cannot start a match with a table, at a few hundred MB/s, and tries the alternatives only at
-# those that can. Pieces are ASCII: the Unicode look-alikes that IGNORECASE and `\s` let the
-# text patterns accept (long s, the Kelvin sign, a non-breaking space) are not looked for.
-MAY_MATTER = re.compile(
-    rb"""
-    p(?i:och|ping)|P(?i:och|ping)                           # epoch, early stopping, any case
-    |v(?i:al(?:uat|idat)|ing)|V(?i:al(?:uat|idat)|ing)      # evaluating, validation, saving
-    |k(?:(?i:point)|\s+:)|K(?i:point)                        # checkpoint; torchrun's "rank   :"
-    |\{'(?:loss|grad_norm|learning_rate|eval_)               # the HF Trainer's log dicts
-    |Error|Python\ error|Traceback|File\ "|pIteration|Your\ input\ ran\ out\ of\ data
-    |C(?:UDA\ out\ of\ memory|UDA\ error:\ out\ of\ memory|ause\ \(first)
-    |HIP\ out\ of\ memory|M(?:PS\ backend\ out\ of\ memory|\ when\ allocating)
-    |_(?:OF_RANGE|EXHAUSTED|STATUS_ALLOC_FAILED|rank=|name:\ |id:\ )
-    |pid(?::\ |=)|xitcode\s+:|\*\*\*\ SIG
-    """,
-    re.VERBOSE,
+# The lines that can matter, found in the raw bytes of a chunk of output: a line that none of
+# the pieces below finds is neither significant nor a phase line, so the supervisor's output
+# stream decodes and parses only the lines `lines_that_may_matter` returns. A pattern added
+# above needs its piece here (a test checks each pattern's examples). Python's `re` tries a
+# pattern of many alternatives at every byte, a few nanoseconds each; the pieces are looked for
+# with the two searches that run at memory speed or near it:
+#
+# - the patterns anchored at the start of a line (epoch, evaluation, the HF log dicts, traceback
+#   frames) are tried once per line: their pattern starts with the `\n` (or the `\r` of a
+#   progress bar's update) before the line, a fixed byte, which `re` finds with a plain loop;
+# - every other piece holds a byte that is rare in logs (an upper-case letter, `*`, or one of
+#   `k`, `m`, `y`, `x`, `d`), its anchor: `bytes.find` (memchr) finds the anchor and the anchor's
+#   pattern is tried there. Where an anchor is frequent in a chunk, its pattern searches the
+#   rest of the chunk itself (a plain loop again), so no output costs more than a loop per anchor.
+#
+# Pieces are a superset of their patterns, in ASCII: a `\s` of the text is any blank or
+# non-ASCII byte; the Unicode look-alikes that IGNORECASE lets a letter match (long s, the
+# Kelvin sign, dotless i) are not looked for.
+_BLANK = rb"[ \t\x0b\x0c\x1c-\x1f\x80-\xff]"
+_LINE_START = (  # after the blanks, `*`s and "running " that EVAL_START allows (any of them, superset)
+    _BLANK + rb"*(?:\*+" + _BLANK + rb"*)?(?:[rR](?i:unning)" + _BLANK + rb"+)?"
+    rb"""(?:[eE](?i:poch|valuat)|[vV](?i:alidat)|\{'(?:loss|grad_norm|learning_rate|eval_)|File ")"""
 )
+_PIECES = (  # (anchor, pattern): each pattern starts with its anchor; lookbehinds check the bytes before it
+    (b"\n", rb"\n" + _LINE_START),
+    (b"\r", rb"\r" + _LINE_START),  # a progress bar's last update is its line
+    (b"E", rb"E(?:rror|S(?<=RES)OURCE_EXHAUSTED|(?<=OUT_OF_RANGE)|D(?<=ALLOC_FAILED))"),
+    (b"Y", rb"Y(?:our input ran out of data|(?<=(?i:early))(?i: ?stopping))"),
+    (b"y", rb"y(?:(?<=(?i:early))(?i: ?stopping)|(?<=out of memory)|t(?<=Fatal Pyt)hon error)"),
+    (b"I", rb"I(?:t(?<=StopIt)eration|G(?<=\*\*\* SIG))"),
+    (b"M", rb"M(?: (?<=OOM )when allocating|(?i:odel)" + _BLANK + rb"+(?i:to))"),
+    (b"m", rb"m(?:(?i:odel)" + _BLANK + rb"+(?i:to)|e(?<=class_name): )"),
+    (
+        b"k",
+        rb"k(?:(?i:point)(?<=(?i:checkpoint))|(?<=rank)" + _BLANK + rb"+:|=(?<=world_rank=)|(?<=Traceback))",
+    ),
+    (b"K", rb"K(?i:point)(?<=(?i:checkpoint))"),
+    (
+        b"d",
+        rb"d(?:[:=](?<=pid.)|:(?<=actor_id:) |e(?<=exitcode)"
+        + _BLANK
+        + rb"+:| (?<=Root Cause \(first observed ))",
+    ),
+)
+_ANCHORS = tuple((anchor, re.compile(pattern)) for anchor, pattern in _PIECES)
+_ANY = re.compile(b"|".join(pattern for _, pattern in _PIECES))
+_AT_START = re.compile(_LINE_START)
+_SMALL = 512  # bytes: below, one search for every piece at once costs less than a search per anchor
+_DENSE = 1024  # an anchor found more often than once per this many bytes: its pattern searches on
+
+
+def lines_that_may_matter(data: bytes, end: int) -> list[int]:
+    """Where the complete lines of data[:end] (it ends with `\\n`) that a piece finds start, in order."""
+    found = {0} if _AT_START.match(data, 0, end) else set()
+    if end < _SMALL:
+        found.update(data.rfind(b"\n", 0, hit.end() - 1) + 1 for hit in _ANY.finditer(data, 0, end))
+        return sorted(found)
+    for anchor, pattern in _ANCHORS:
+        misses = 0
+        at = data.find(anchor, 0, end)
+        while at >= 0:
+            if hit := pattern.match(data, at, end):
+                found.add(data.rfind(b"\n", 0, hit.end() - 1) + 1)
+            else:
+                misses += 1
+                if misses * _DENSE > at + 4 * _DENSE:
+                    hits = pattern.finditer(data, at + 1, end)
+                    found.update(data.rfind(b"\n", 0, hit.end() - 1) + 1 for hit in hits)
+                    break
+            at = data.find(anchor, at + 1, end)
+    return sorted(found)
 
 
 def is_significant(line: str) -> bool:

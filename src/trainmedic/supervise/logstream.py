@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from trainmedic.rules._logtext import MAY_MATTER
+from trainmedic.rules._logtext import lines_that_may_matter
 from trainmedic.supervise.loginterp import LogInterpreter
 
 _CHUNK = 65536
@@ -100,16 +100,12 @@ class LineScanner:
             self._logs.on_line(self.stream, text)
 
     def _scan(self, data: bytes, end: int) -> None:
-        """Parse only the complete lines in data[:end] that the pattern hits; remember the last ones."""
+        """Parse only the complete lines in data[:end] that may matter; remember the last ones."""
         t = time.time()
-        pos = 0
-        while (hit := MAY_MATTER.search(data, pos, end)) is not None:
-            start = data.rfind(b"\n", 0, hit.start()) + 1
-            stop = data.index(b"\n", hit.end())
-            text = line_text(data[start:stop])
+        for start in lines_that_may_matter(data, end):
+            text = line_text(data[start : data.index(b"\n", start)])
             if text:
                 self._logs.on_match(self.stream, text, t)
-            pos = stop + 1
         self._remember(t, data, end)
 
     def _remember(self, t: float, data: bytes, end: int) -> None:
