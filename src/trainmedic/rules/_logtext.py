@@ -218,9 +218,10 @@ _LINE_START = (  # after the blanks, `*`s and "running " that EVAL_START allows 
     _BLANK + rb"*(?:\*+" + _BLANK + rb"*)?(?:[rR](?i:unning)" + _BLANK + rb"+)?"
     rb"""(?:[eE](?i:poch|valuat)|[vV](?i:alidat)|\{'(?:loss|grad_norm|learning_rate|eval_)|File ")"""
 )
+_FIRST = rb"(?=" + _BLANK + rb"*[*rReEvV{F])"  # a cheap test of the first byte after the blanks
 _PIECES = (  # (anchor, pattern): each pattern starts with its anchor; lookbehinds check the bytes before it
-    (b"\n", rb"\n" + _LINE_START),
-    (b"\r", rb"\r" + _LINE_START),  # a progress bar's last update is its line
+    (b"\n", rb"\n" + _FIRST + _LINE_START),
+    (b"\r", rb"\r" + _FIRST + _LINE_START),  # a progress bar's last update is its line
     (b"E", rb"E(?:rror|S(?<=RES)OURCE_EXHAUSTED|(?<=OUT_OF_RANGE)|D(?<=ALLOC_FAILED))"),
     (b"Y", rb"Y(?:our input ran out of data|(?<=(?i:early))(?i: ?stopping))"),
     (b"y", rb"y(?:(?<=(?i:early))(?i: ?stopping)|(?<=out of memory)|t(?<=Fatal Pyt)hon error)"),
@@ -250,22 +251,36 @@ def lines_that_may_matter(data: bytes, end: int) -> list[int]:
     """Where the complete lines of data[:end] (it ends with `\\n`) that a piece finds start, in order."""
     found = {0} if _AT_START.match(data, 0, end) else set()
     if end < _SMALL:
-        found.update(data.rfind(b"\n", 0, hit.end() - 1) + 1 for hit in _ANY.finditer(data, 0, end))
-        return sorted(found)
-    for anchor, pattern in _ANCHORS:
-        misses = 0
-        at = data.find(anchor, 0, end)
-        while at >= 0:
-            if hit := pattern.match(data, at, end):
-                found.add(data.rfind(b"\n", 0, hit.end() - 1) + 1)
-            else:
-                misses += 1
-                if misses * _DENSE > at + 4 * _DENSE:
-                    hits = pattern.finditer(data, at + 1, end)
-                    found.update(data.rfind(b"\n", 0, hit.end() - 1) + 1 for hit in hits)
-                    break
-            at = data.find(anchor, at + 1, end)
+        _find(data, end, b"", _ANY, found)
+    else:
+        for anchor, pattern in _ANCHORS:
+            _find(data, end, anchor, pattern, found)
     return sorted(found)
+
+
+def _find(data: bytes, end: int, anchor: bytes, pattern: re.Pattern[bytes], found: set[int]) -> None:
+    """Add the starts of the lines where `pattern` matches: tried at each `anchor` that memchr finds
+    while the anchor is rare, searched for by `pattern` itself (no anchor: from the start) after."""
+    at = misses = 0
+    while True:
+        if anchor:
+            at = data.find(anchor, at, end)
+            if at < 0:
+                return
+            hit = pattern.match(data, at, end)
+        else:
+            hit = pattern.search(data, at, end)
+        if hit is None:
+            if not anchor:
+                return
+            misses += 1
+            if misses * _DENSE > at + 4 * _DENSE:
+                anchor = b""
+            at += 1
+            continue
+        inside = hit.end() - 1  # the line the piece is in (a `\n` piece: the line after it)
+        found.add(data.rfind(b"\n", 0, inside) + 1)
+        at = data.find(b"\n", inside, end)  # one hit a line: on from its end
 
 
 def is_significant(line: str) -> bool:
