@@ -111,11 +111,10 @@ class LineScanner:
     def _remember(self, t: float, data: bytes, end: int) -> None:
         """Keep the last `_RECENT_LINES` lines of the stream, raw, for its tail."""
         start = end
-        for _ in range(_RECENT_LINES):
-            if start == 0:
-                break
+        count = 0  # the lines in data[start:end], counted as they are found (no pass over the chunk)
+        while count < _RECENT_LINES and start:
             start = data.rfind(b"\n", 0, start - 1) + 1
-        count = data.count(b"\n", start, end)
+            count += 1
         self._recent.append((t, data[start:end], count))
         self._recent_count += count
         while self._recent_count - self._recent[0][2] >= _RECENT_LINES:
