@@ -198,21 +198,23 @@ def phase_of_line(line: str) -> tuple[str, int | None] | None:
 # The lines that can matter, found in the raw bytes of a chunk of output: a line that none of
 # the pieces below finds is neither significant nor a phase line, so the supervisor's output
 # stream decodes and parses only the lines `lines_that_may_matter` returns. A pattern added
-# above needs its piece here (a test checks each pattern's examples). Python's `re` tries a
-# pattern of many alternatives at every byte, a few nanoseconds each; the pieces are looked for
-# with the two searches that run at memory speed or near it:
+# above needs its piece here (tests check each pattern's examples, and random lines). One `re`
+# pattern of many alternatives would test every byte against their first bytes, ~5 ns a byte;
+# the pieces are found instead with the two searches that run at or near memory speed:
 #
+# - every piece starts with a byte that is rare in logs, its anchor (`E`, `Y`, `I`, `M`, `K`,
+#   `k`, `m`, `y`, `d`; a lookbehind checks the bytes before it): `bytes.find` (memchr) finds
+#   the anchor and the piece is tried there;
 # - the patterns anchored at the start of a line (epoch, evaluation, the HF log dicts, traceback
-#   frames) are tried once per line: their pattern starts with the `\n` (or the `\r` of a
-#   progress bar's update) before the line, a fixed byte, which `re` finds with a plain loop;
-# - every other piece holds a byte that is rare in logs (an upper-case letter, `*`, or one of
-#   `k`, `m`, `y`, `x`, `d`), its anchor: `bytes.find` (memchr) finds the anchor and the anchor's
-#   pattern is tried there. Where an anchor is frequent in a chunk, its pattern searches the
-#   rest of the chunk itself (a plain loop again), so no output costs more than a loop per anchor.
+#   frames) have the `\n` before the line (or the `\r` of a progress bar's update) as anchor.
 #
-# Pieces are a superset of their patterns, in ASCII: a `\s` of the text is any blank or
-# non-ASCII byte; the Unicode look-alikes that IGNORECASE lets a letter match (long s, the
-# Kelvin sign, dotless i) are not looked for.
+# Where an anchor is frequent in a chunk (the `\n`s of short lines, a `d` in every line, binary
+# output), its pattern searches the rest of the chunk itself: `re` finds a pattern's fixed first
+# byte with a plain loop (~0.3 ns a byte) and tries the rest only there. Under 512 bytes (a
+# trickle of lines), one search for all the pieces at once costs less than a search per anchor.
+# A hit ends the search in its line. Pieces are a superset of their patterns, in ASCII: a `\s`
+# of the text is any blank or non-ASCII byte; the Unicode look-alikes that IGNORECASE lets a
+# letter match (long s, the Kelvin sign, dotless i) are not looked for.
 _BLANK = rb"[ \t\x0b\x0c\x1c-\x1f\x80-\xff]"
 _LINE_START = (  # after the blanks, `*`s and "running " that EVAL_START allows (any of them, superset)
     _BLANK + rb"*(?:\*+" + _BLANK + rb"*)?(?:[rR](?i:unning)" + _BLANK + rb"+)?"
@@ -243,8 +245,8 @@ _PIECES = (  # (anchor, pattern): each pattern starts with its anchor; lookbehin
 _ANCHORS = tuple((anchor, re.compile(pattern)) for anchor, pattern in _PIECES)
 _ANY = re.compile(b"|".join(pattern for _, pattern in _PIECES))
 _AT_START = re.compile(_LINE_START)
-_SMALL = 512  # bytes: below, one search for every piece at once costs less than a search per anchor
-_DENSE = 1024  # an anchor found more often than once per this many bytes: its pattern searches on
+_SMALL = 512
+_DENSE = 1024  # bytes: an anchor more frequent than one in this many is frequent
 
 
 def lines_that_may_matter(data: bytes, end: int) -> list[int]:

@@ -4,9 +4,10 @@ The bytes path is a straight copy: each chunk read from the pipe (up to 64 KiB) 
 the terminal and to output.log as it is, progress bars with `\\r` included. Lines cost
 only where they can matter. While the interpreter still takes every line (its budget of
 ordinary lines at the start of an attempt), each line is decoded and handed over; after
-that, one compiled pattern (`_logtext.MAY_MATTER`) searches the chunk's complete lines
-and only the lines it hits are decoded and parsed. The last lines of each stream are
-kept raw and handed over when the stream ends, so the rules still see how a run ended.
+that, `_logtext.lines_that_may_matter` finds the chunk's complete lines that a piece of a
+log pattern hits (memchr for the pieces' rare bytes, one test per line start), and only
+those are decoded and parsed. The last lines of each stream are kept raw and handed over
+when the stream ends, so the rules still see how a run ended.
 
 The reader lets a trickle of output gather: after a read that did not fill its buffer it
 waits 10 ms before the next, so a trainer that prints a line per step costs one read per
