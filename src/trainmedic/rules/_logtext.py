@@ -210,7 +210,7 @@ def phase_of_line(line: str) -> tuple[str, int | None] | None:
 #
 # Where an anchor is frequent in a chunk (the `\n`s of short lines, a `d` in every line, binary
 # output), its pattern searches the rest of the chunk itself: `re` finds a pattern's fixed first
-# byte with a plain loop (~0.3 ns a byte) and tries the rest only there. Under 512 bytes (a
+# byte with a plain loop (~0.3 ns a byte) and tries the rest only there. Under 1 KiB (a
 # trickle of lines), one search for all the pieces at once costs less than a search per anchor.
 # A hit ends the search in its line. Pieces are a superset of their patterns, in ASCII: a `\s`
 # of the text is any blank or non-ASCII byte; the Unicode look-alikes that IGNORECASE lets a
@@ -245,7 +245,7 @@ _PIECES = (  # (anchor, pattern): each pattern starts with its anchor; lookbehin
 _ANCHORS = tuple((anchor, re.compile(pattern)) for anchor, pattern in _PIECES)
 _ANY = re.compile(b"|".join(pattern for _, pattern in _PIECES))
 _AT_START = re.compile(_LINE_START)
-_SMALL = 512
+_SMALL = 1024
 _DENSE = 1024  # bytes: an anchor more frequent than one in this many is frequent
 
 
