@@ -51,9 +51,7 @@ atexit.register(report)
 from trainmedic.cli.main import entry
 entry()
 """
-TRAINER = """
-import os, random, sys, time
-kind, writer, n, report = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+RECORDS_CODE = """
 rng = random.Random(0)
 if kind == "short":
     records = [f"step {i} loss {rng.random():.6f} lr 3.0e-04 grad 1.23\\n".encode() for i in range(n)]
@@ -72,6 +70,14 @@ elif kind in ("paced", "idle"):
 else:
     noise = rng.randbytes(1 << 20)
     records = [noise[i * 100 % (1 << 20) :][:100] for i in range(n)]
+"""
+TRAINER = (
+    """
+import os, random, sys, time
+kind, writer, n, report = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+"""
+    + RECORDS_CODE
+    + """
 out = sys.stdout.buffer
 def write(records):
     if writer == "print":
@@ -98,6 +104,7 @@ write(records[n // 2 :])
 with open(report, "w") as f:
     f.write(str(time.perf_counter() - t0))
 """
+)
 RECORDS = {"short": 400_000, "long": 40_000, "bars": 400_000, "binary": 200_000}
 
 
@@ -160,6 +167,36 @@ def paced(tmp: Path, rounds: int) -> None:
     print(f"| share of a core | {tee_cpu / 1e3:.2%} | {run_cpu / 1e3:.2%} |")
 
 
+def parsing(kinds: list[str]) -> None:
+    """The line parsing alone, in this process: `LineScanner.feed` of 64 KiB chunks once the
+    budget of lines is spent (the scan for the lines that may matter, and the stream's tail),
+    CPU per chunk, the least of 15 repeats of 20 chunks (steady under a shared machine's load)."""
+    import random
+
+    sys.path.insert(0, str(REPO / "src"))
+    from trainmedic.supervise.loginterp import LogInterpreter
+    from trainmedic.supervise.logstream import LineScanner
+
+    print("\n| records | parsing CPU per 64 KiB chunk | per byte | per record |\n|---|---|---|---|")
+    for kind in kinds:
+        namespace: dict[str, object] = {"kind": kind, "n": 20_000, "random": random}
+        exec(RECORDS_CODE, namespace)
+        records: list[bytes] = namespace["records"]  # type: ignore[assignment]
+        data = b"".join(records)
+        chunks = [data[i : i + 65536] for i in range(0, 20 * 65536, 65536)]
+        logs = LogInterpreter(lambda event: None)
+        logs._budget = 0
+        scanner = LineScanner("stdout", logs)
+        best = float("inf")
+        for _ in range(15):
+            start = time.process_time()
+            for chunk in chunks:
+                scanner.feed(chunk)
+            best = min(best, (time.process_time() - start) / len(chunks))
+        per_record = best * len(data) / len(records) / 65536
+        print(f"| {kind} | {best * 1e6:.0f} µs | {best / 65536 * 1e9:.2f} ns | {per_record * 1e6:.2f} µs |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -195,6 +232,7 @@ def main() -> None:
         table(args, rates, cpus)
         if args.paced:
             paced(tmp, args.rounds)
+    parsing(args.kinds)
 
 
 def table(
