@@ -23,10 +23,12 @@ a shared machine hits all alike), medians over rounds:
 
     python benchmarks/supervise_output.py --rounds 5
     python benchmarks/supervise_output.py --rounds 3 --kinds short --writers print --no-paced
+    python benchmarks/supervise_output.py --parsing-only
 
-Last, a trainer that prints a line per 1 ms step (flushed, as logging's StreamHandler
+Then a trainer that prints a line per 1 ms step (flushed, as logging's StreamHandler
 does): `tee`'s and the supervisor's CPU per line and share of a core (the supervisor's
-minus that of a run that sleeps the same steps without printing).
+minus that of a run that sleeps the same steps without printing). Last, the line parsing
+alone, in this process: CPU per 64 KiB chunk of each kind once the budget of lines is spent.
 """
 
 from __future__ import annotations
@@ -204,7 +206,11 @@ def main() -> None:
     parser.add_argument("--writers", nargs="+", default=["print", "block"], choices=["print", "block"])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the record counts")
     parser.add_argument("--no-paced", dest="paced", action="store_false", help="skip the 1 ms step trainer")
+    parser.add_argument("--parsing-only", action="store_true", help="only the line parsing, in this process")
     args = parser.parse_args()
+    if args.parsing_only:
+        parsing(args.kinds)
+        return
     variants = ["bare", "tee", "run"]
     rates: dict[tuple[str, str, str], list[float]] = {}
     cpus: dict[tuple[str, str, str], list[float]] = {}
