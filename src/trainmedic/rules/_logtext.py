@@ -245,7 +245,7 @@ _PIECES = (  # (anchor, pattern): each pattern starts with its anchor; lookbehin
 _ANCHORS = tuple((anchor, re.compile(pattern)) for anchor, pattern in _PIECES)
 _ANY = re.compile(b"|".join(pattern for _, pattern in _PIECES))
 _AT_START = re.compile(_LINE_START)
-_SMALL = 1024
+_SMALL = 1024  # bytes: a chunk under this is searched once for all the pieces
 _DENSE = 1024  # bytes: an anchor more frequent than one in this many is frequent
 
 
