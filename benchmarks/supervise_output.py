@@ -23,10 +23,12 @@ a shared machine hits all alike), medians over rounds:
 
     python benchmarks/supervise_output.py --rounds 5
     python benchmarks/supervise_output.py --rounds 3 --kinds short --writers print --no-paced
+    python benchmarks/supervise_output.py --parsing-only
 
-Last, a trainer that prints a line per 1 ms step (flushed, as logging's StreamHandler
+Then a trainer that prints a line per 1 ms step (flushed, as logging's StreamHandler
 does): `tee`'s and the supervisor's CPU per line and share of a core (the supervisor's
-minus that of a run that sleeps the same steps without printing).
+minus that of a run that sleeps the same steps without printing). Last, the line parsing
+alone, in this process: CPU per 64 KiB chunk of each kind once the budget of lines is spent.
 """
 
 from __future__ import annotations
@@ -51,9 +53,7 @@ atexit.register(report)
 from trainmedic.cli.main import entry
 entry()
 """
-TRAINER = """
-import os, random, sys, time
-kind, writer, n, report = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+RECORDS_CODE = """
 rng = random.Random(0)
 if kind == "short":
     records = [f"step {i} loss {rng.random():.6f} lr 3.0e-04 grad 1.23\\n".encode() for i in range(n)]
@@ -72,6 +72,14 @@ elif kind in ("paced", "idle"):
 else:
     noise = rng.randbytes(1 << 20)
     records = [noise[i * 100 % (1 << 20) :][:100] for i in range(n)]
+"""
+TRAINER = (
+    """
+import os, random, sys, time
+kind, writer, n, report = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+"""
+    + RECORDS_CODE
+    + """
 out = sys.stdout.buffer
 def write(records):
     if writer == "print":
@@ -98,6 +106,7 @@ write(records[n // 2 :])
 with open(report, "w") as f:
     f.write(str(time.perf_counter() - t0))
 """
+)
 RECORDS = {"short": 400_000, "long": 40_000, "bars": 400_000, "binary": 200_000}
 
 
@@ -160,6 +169,36 @@ def paced(tmp: Path, rounds: int) -> None:
     print(f"| share of a core | {tee_cpu / 1e3:.2%} | {run_cpu / 1e3:.2%} |")
 
 
+def parsing(kinds: list[str]) -> None:
+    """The line parsing alone, in this process: `LineScanner.feed` of 64 KiB chunks once the
+    budget of lines is spent (the scan for the lines that may matter, and the stream's tail),
+    CPU per chunk, the least of 15 repeats of 20 chunks (steady under a shared machine's load)."""
+    import random
+
+    sys.path.insert(0, str(REPO / "src"))
+    from trainmedic.supervise.loginterp import LogInterpreter
+    from trainmedic.supervise.logstream import LineScanner
+
+    print("\n| records | parsing CPU per 64 KiB chunk | per byte | per record |\n|---|---|---|---|")
+    for kind in kinds:
+        namespace: dict[str, object] = {"kind": kind, "n": 20_000, "random": random}
+        exec(RECORDS_CODE, namespace)
+        records: list[bytes] = namespace["records"]  # type: ignore[assignment]
+        data = b"".join(records)
+        chunks = [data[i : i + 65536] for i in range(0, 20 * 65536, 65536)]
+        logs = LogInterpreter(lambda event: None)
+        logs._budget = 0
+        scanner = LineScanner("stdout", logs)
+        best = float("inf")
+        for _ in range(15):
+            start = time.process_time()
+            for chunk in chunks:
+                scanner.feed(chunk)
+            best = min(best, (time.process_time() - start) / len(chunks))
+        per_record = best * len(data) / len(records) / 65536
+        print(f"| {kind} | {best * 1e6:.0f} µs | {best / 65536 * 1e9:.2f} ns | {per_record * 1e6:.2f} µs |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -167,7 +206,11 @@ def main() -> None:
     parser.add_argument("--writers", nargs="+", default=["print", "block"], choices=["print", "block"])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the record counts")
     parser.add_argument("--no-paced", dest="paced", action="store_false", help="skip the 1 ms step trainer")
+    parser.add_argument("--parsing-only", action="store_true", help="only the line parsing, in this process")
     args = parser.parse_args()
+    if args.parsing_only:
+        parsing(args.kinds)
+        return
     variants = ["bare", "tee", "run"]
     rates: dict[tuple[str, str, str], list[float]] = {}
     cpus: dict[tuple[str, str, str], list[float]] = {}
@@ -195,6 +238,7 @@ def main() -> None:
         table(args, rates, cpus)
         if args.paced:
             paced(tmp, args.rounds)
+    parsing(args.kinds)
 
 
 def table(

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trainmedic.events import Event, read_events
 from trainmedic.rules import _logtext
@@ -152,12 +154,98 @@ def test_the_scanner_finds_what_every_line_finds(seed: int) -> None:
     assert summary(by_scanner(parts)) == expected
 
 
-def test_every_pattern_has_its_literal_in_the_byte_pattern() -> None:
+# Chunks a line may sit in: alone (the one search for every piece), after ordinary lines (the
+# search per anchor), and after lines full of anchors and `\r` (each anchor's own search).
+FILLERS = [b"", b"step 7 loss 0.3125 lr 3e-4\n" * 100, b"dmykyYEIMK x\ry\r\n" * 100]
+
+
+def may_matter(raw: bytes) -> list[bool]:
+    """Whether the scan picks out the line `raw`, in each kind of chunk."""
+    found = []
+    for filler in FILLERS:
+        data = filler + raw + b"\n"
+        found.append(len(filler) in _logtext.lines_that_may_matter(data, len(data)))
+    return found
+
+
+def matters(raw: bytes) -> bool:
+    text = line_text(raw)
+    return _logtext.is_significant(text) or _logtext.phase_of_line(text) is not None
+
+
+def test_every_pattern_has_its_piece_in_the_byte_scan() -> None:
     for line in FRAMEWORK_LINES:
-        if _logtext.is_significant(line) or _logtext.phase_of_line(line):
-            assert _logtext.MAY_MATTER.search(line.encode()), line
-    for line in ("step 7 loss 0.3125 lr 3e-4", "[rank0]: step 7", "{'a': 1}", "100%|####|"):
-        assert not _logtext.MAY_MATTER.search(line.encode()), line  # a flood costs nothing
+        if matters(line.encode()):
+            assert may_matter(line.encode()) == [True] * 3, line
+            assert may_matter(b"\r".join([b"10%", b"old update", line.encode()])) == [True] * 3, line
+    for line in ("step 7 loss 0.3125 lr 3e-4", "[rank0]: step 7", "{'a': 1}", "100%|####|", "val/acc 0.5"):
+        assert may_matter(line.encode()) == [False] * 3, line  # a flood costs nothing
+
+
+# Pieces of the lines the patterns exist for, and bytes around them, for lines built at random.
+FRAGMENTS = [
+    *(line for line in FRAMEWORK_LINES if line.strip()),
+    "epoch",
+    "EPOCH",
+    "Epoch",
+    "evaluat",
+    "VALIDAT",
+    "validation",
+    "running",
+    "Running",
+    "*",
+    "{'",
+    "loss",
+    "grad_norm",
+    "eval_",
+    "File",
+    'File "',
+    "early stopping",
+    "EarlyStopping",
+    "checkpoint",
+    "CHECKPOINT",
+    "saving",
+    "model",
+    "to",
+    ":",
+    "rank",
+    "exitcode",
+    "pid",
+    "=",
+    ": ",
+    "actor_id",
+    "class_name",
+    "world_rank",
+    "*** SIG",
+    "received",
+    "out of memory",
+    "CUDA",
+    "Error",
+    "Traceback",
+    "Fatal Python error",
+    "StopIteration",
+    "1/3",
+    "3",
+    " ",
+    "  ",
+    "\t",
+    "\r",
+    "\u3000",
+    "\xa0",
+    "\x1c",
+    "\ufffd",
+    "x",
+    "é",
+    "/",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=8))
+def test_the_byte_scan_finds_every_line_that_matters(parts: list[str]) -> None:
+    raw = "".join(parts).encode()
+    if matters(raw):
+        assert may_matter(raw) == [True] * 3
 
 
 def test_memory_is_bounded_for_bars_and_floods() -> None:

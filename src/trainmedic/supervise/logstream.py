@@ -4,9 +4,10 @@ The bytes path is a straight copy: each chunk read from the pipe (up to 64 KiB) 
 the terminal and to output.log as it is, progress bars with `\\r` included. Lines cost
 only where they can matter. While the interpreter still takes every line (its budget of
 ordinary lines at the start of an attempt), each line is decoded and handed over; after
-that, one compiled pattern (`_logtext.MAY_MATTER`) searches the chunk's complete lines
-and only the lines it hits are decoded and parsed. The last lines of each stream are
-kept raw and handed over when the stream ends, so the rules still see how a run ended.
+that, `_logtext.lines_that_may_matter` finds the chunk's complete lines that a piece of a
+log pattern hits (memchr for the pieces' rare bytes, one test per line start), and only
+those are decoded and parsed. The last lines of each stream are kept raw and handed over
+when the stream ends, so the rules still see how a run ended.
 
 The reader lets a trickle of output gather: after a read that did not fill its buffer it
 waits 10 ms before the next, so a trainer that prints a line per step costs one read per
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from trainmedic.rules._logtext import MAY_MATTER
+from trainmedic.rules._logtext import lines_that_may_matter
 from trainmedic.supervise.loginterp import LogInterpreter
 
 _CHUNK = 65536
@@ -100,26 +101,21 @@ class LineScanner:
             self._logs.on_line(self.stream, text)
 
     def _scan(self, data: bytes, end: int) -> None:
-        """Parse only the complete lines in data[:end] that the pattern hits; remember the last ones."""
+        """Parse only the complete lines in data[:end] that may matter; remember the last ones."""
         t = time.time()
-        pos = 0
-        while (hit := MAY_MATTER.search(data, pos, end)) is not None:
-            start = data.rfind(b"\n", 0, hit.start()) + 1
-            stop = data.index(b"\n", hit.end())
-            text = line_text(data[start:stop])
+        for start in lines_that_may_matter(data, end):
+            text = line_text(data[start : data.index(b"\n", start)])
             if text:
                 self._logs.on_match(self.stream, text, t)
-            pos = stop + 1
         self._remember(t, data, end)
 
     def _remember(self, t: float, data: bytes, end: int) -> None:
         """Keep the last `_RECENT_LINES` lines of the stream, raw, for its tail."""
         start = end
-        for _ in range(_RECENT_LINES):
-            if start == 0:
-                break
+        count = 0  # the lines in data[start:end], counted as they are found (no pass over the chunk)
+        while count < _RECENT_LINES and start:
             start = data.rfind(b"\n", 0, start - 1) + 1
-        count = data.count(b"\n", start, end)
+            count += 1
         self._recent.append((t, data[start:end], count))
         self._recent_count += count
         while self._recent_count - self._recent[0][2] >= _RECENT_LINES:
