@@ -125,17 +125,7 @@ class Attempt:
         )
         self.started = time.monotonic()
         self.table.root = self.popen.pid
-        assert self.popen.stdout is not None
-        assert self.popen.stderr is not None
-        terminal = self.cfg.terminal
-        echo_out = echo_err = None
-        if terminal is not None:
-            echo_out = functools.partial(terminal.echo, terminal.out_fd)
-            echo_err = functools.partial(terminal.echo, terminal.err_fd)
-        self.tees = [
-            StreamTee("stdout", self.popen.stdout, echo_out, self.output, self.logs),
-            StreamTee("stderr", self.popen.stderr, echo_err, self.output, self.logs),
-        ]
+        self.tees = _tees(self.popen, self.cfg.terminal, self.output, self.logs)
         for tee in self.tees:
             tee.start()
         threading.Thread(target=self._wait_root, name="trainmedic-wait", daemon=True).start()
@@ -322,3 +312,20 @@ class Attempt:
             self.wake.clear()
             for p in alive:
                 platform.reap_zombie(p.pid)
+
+
+def _tees(
+    popen: subprocess.Popen[bytes], terminal: Terminal | None, output: OutputLog, logs: LogInterpreter
+) -> list[StreamTee]:
+    """The readers of the child's stdout and stderr: each copies its stream to output.log and
+    the log interpreter, and echoes it to our own stream of the same name when there is a terminal."""
+    assert popen.stdout is not None
+    assert popen.stderr is not None
+    echo_out = echo_err = None
+    if terminal is not None:
+        echo_out = functools.partial(terminal.echo, terminal.out_fd)
+        echo_err = functools.partial(terminal.echo, terminal.err_fd)
+    return [
+        StreamTee("stdout", popen.stdout, echo_out, output, logs),
+        StreamTee("stderr", popen.stderr, echo_err, output, logs),
+    ]
