@@ -117,6 +117,18 @@ class Finding:
     epoch: int | None = None
     file: str | None = None
 
+    def location(self) -> list[tuple[str, Any]]:
+        """Where it happened, as the (name, value) pairs that are known, in the order every
+        view shows them: the text and HTML reports both say "rank 0, epoch 3" alike."""
+        pairs = (
+            ("rank", self.rank),
+            ("pid", self.pid),
+            ("epoch", self.epoch),
+            ("step", self.step),
+            ("file", self.file),
+        )
+        return [(name, value) for name, value in pairs if value is not None]
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["severity"] = self.severity.value

@@ -10,13 +10,13 @@ each finished epoch with its training loss, and evaluation losses as
 
 from __future__ import annotations
 
-import functools
 import math
 from types import ModuleType
 from typing import Any
 
 from trainmedic.events import Epoch, Event, Metric, PhaseEnd, PhaseStart, TrainingPlan
 from trainmedic.findings import Finding
+from trainmedic.instrument import hooks
 
 try:
     from transformers import TrainerCallback
@@ -108,20 +108,15 @@ def install(module: ModuleType) -> None:
     already has a Guard keeps its own.
     """
     trainer_cls = getattr(module, "Trainer", None)
-    if trainer_cls is None or getattr(trainer_cls.__init__, "_trainmedic", False):
-        return
-    original = trainer_cls.__init__
+    if trainer_cls is not None:
+        hooks.run_after(trainer_cls, "__init__", _add_guard)
 
-    @functools.wraps(original)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        callbacks = self.callback_handler.callbacks
-        if not any(isinstance(c, Guard) for c in callbacks):
-            stopping = any(type(c).__name__ == "EarlyStoppingCallback" for c in callbacks)
-            self.add_callback(Guard(early_stopping=stopping))
 
-    __init__._trainmedic = True  # type: ignore[attr-defined]
-    trainer_cls.__init__ = __init__
+def _add_guard(trainer: Any) -> None:
+    callbacks = trainer.callback_handler.callbacks
+    if not any(isinstance(c, Guard) for c in callbacks):
+        stopping = any(type(c).__name__ == "EarlyStoppingCallback" for c in callbacks)
+        trainer.add_callback(Guard(early_stopping=stopping))
 
 
 __all__ = ["Guard", "install"]

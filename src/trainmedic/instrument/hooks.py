@@ -8,6 +8,7 @@ script that never imports TensorFlow pays one dictionary lookup per import.
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.machinery
 import sys
@@ -103,3 +104,24 @@ def when_imported(name: str, callback: Callback) -> None:
     if _finder is None:
         _finder = _PostImportFinder()
         sys.meta_path.insert(0, _finder)
+
+
+def run_after(cls: type, method: str, after: Callable[[Any], None]) -> None:
+    """Make `cls.method` call `after(self)` once the original has run, at most once per class.
+
+    The integrations add their guard to a framework object right after it is built (a
+    Trainer's `__init__`, a kernel's `init_shell`): one wrapper, marked so that a second
+    install (both `lightning` and `pytorch_lightning` imported) does not wrap it again.
+    """
+    original = getattr(cls, method)
+    if getattr(original, "_trainmedic", False):
+        return
+
+    @functools.wraps(original)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        after(self)
+        return result
+
+    wrapper._trainmedic = True  # type: ignore[attr-defined]
+    setattr(cls, method, wrapper)

@@ -7,25 +7,21 @@ import the `lightning` package (and the PyTorch guard) whenever `pytorch_lightni
 
 from __future__ import annotations
 
-import functools
 from types import ModuleType
 from typing import Any
+
+from trainmedic.instrument import hooks
 
 
 def install(module: ModuleType) -> None:
     """Add a `Guard` to every Trainer of `module`; a Trainer that has one keeps its own."""
     trainer_cls = getattr(getattr(module, "pytorch", module), "Trainer", None)
-    if trainer_cls is None or getattr(trainer_cls.__init__, "_trainmedic", False):
-        return
-    original = trainer_cls.__init__
+    if trainer_cls is not None:
+        hooks.run_after(trainer_cls, "__init__", _add_guard)
 
-    @functools.wraps(original)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        from trainmedic.lightning._guard import Guard
 
-        if not any(isinstance(c, Guard) for c in self.callbacks):
-            self.callbacks.append(Guard())
+def _add_guard(trainer: Any) -> None:
+    from trainmedic.lightning._guard import Guard
 
-    __init__._trainmedic = True  # type: ignore[attr-defined]
-    trainer_cls.__init__ = __init__
+    if not any(isinstance(c, Guard) for c in trainer.callbacks):
+        trainer.callbacks.append(Guard())

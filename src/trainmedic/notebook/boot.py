@@ -38,22 +38,16 @@ def arm() -> None:
 
 def _patch_kernel_app(module: ModuleType) -> None:
     """Wrap `IPKernelApp.init_shell` (ipykernel 4-7): the shell exists right after it."""
-    app_class = module.IPKernelApp
-    original = app_class.init_shell
-    if getattr(original, "_trainmedic", False):
+    hooks.run_after(module.IPKernelApp, "init_shell", _attach_cells)
+
+
+def _attach_cells(app: object) -> None:
+    shell = getattr(app, "shell", None)
+    if shell is None:
         return
+    try:
+        from trainmedic.notebook import _cells as cells
 
-    def init_shell(self: object) -> None:
-        original(self)
-        shell = getattr(self, "shell", None)
-        if shell is None:
-            return
-        try:
-            from trainmedic.notebook import _cells as cells
-
-            cells.attach(shell)
-        except Exception as exc:  # the kernel runs on without cell events
-            sys.stderr.write(f"trainmedic: notebook cells not recorded: {exc!r}\n")
-
-    init_shell._trainmedic = True  # type: ignore[attr-defined]
-    app_class.init_shell = init_shell
+        cells.attach(shell)
+    except Exception as exc:  # the kernel runs on without cell events
+        sys.stderr.write(f"trainmedic: notebook cells not recorded: {exc!r}\n")

@@ -179,17 +179,7 @@ def findings_section(findings: Sequence[Finding]) -> str:
 
 def finding_card(finding: Finding, index: int) -> str:
     sev = finding.severity.value
-    where = " · ".join(
-        f"{name} {escape(str(value))}"
-        for name, value in (
-            ("rank", finding.rank),
-            ("pid", finding.pid),
-            ("epoch", finding.epoch),
-            ("step", finding.step),
-            ("file", finding.file),
-        )
-        if value is not None
-    )
+    where = " · ".join(f"{name} {escape(str(value))}" for name, value in finding.location())
     evidence = "".join(
         f"<tr><th>{escape(str(k))}</th><td class='mono'>{escape(_evidence_value(str(k), v))}</td></tr>"
         for k, v in finding.evidence.items()

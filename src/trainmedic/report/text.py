@@ -74,18 +74,7 @@ def summary_line(findings: Sequence[Finding]) -> Styled:
 
 
 def _where(finding: Finding) -> str:
-    parts = [
-        f"{name} {value}"
-        for name, value in (
-            ("rank", finding.rank),
-            ("pid", finding.pid),
-            ("epoch", finding.epoch),
-            ("step", finding.step),
-            ("file", finding.file),
-        )
-        if value is not None
-    ]
-    return ", ".join(parts)
+    return ", ".join(f"{name} {value}" for name, value in finding.location())
 
 
 def _short(value: Any) -> str:

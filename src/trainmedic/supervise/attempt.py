@@ -26,9 +26,7 @@ from trainmedic.events import (
     Event,
     HangDetected,
     MemorySample,
-    OrphanEnded,
     ProcessExit,
-    ProcessSpawn,
     StopRequest,
 )
 from trainmedic.supervise import platform, tree
@@ -37,6 +35,7 @@ from trainmedic.supervise.diagnosis import Diagnosis
 from trainmedic.supervise.eventtail import EventTail
 from trainmedic.supervise.loginterp import LogInterpreter
 from trainmedic.supervise.logstream import OutputLog, StreamTee
+from trainmedic.supervise.proctable import ProcessTable
 from trainmedic.supervise.sampler import HangWatch, TreeSampler
 from trainmedic.supervise.signals import stop_processes
 from trainmedic.supervise.stacks import dump_stacks
@@ -75,6 +74,11 @@ class AttemptResult:
 
 
 class Attempt:
+    """One launch of the command, supervised until it and its trainers are gone.
+
+    The tree's bookkeeping lives in ProcessTable; what stays here is the loop and the
+    decisions taken in it (when to walk and sample, hangs, signals, stop requests)."""
+
     def __init__(
         self,
         config: AttemptConfig,
@@ -94,8 +98,7 @@ class Attempt:
         self.output = output
         self.tail = tail
         self.wake = threading.Event()
-        self.procs: dict[int, tree.Proc] = {}
-        self.roles: dict[int, str] = {}
+        self.table = ProcessTable(emit, config.run_dir)
         self.stopping: threading.Thread | None = None
         self.stop_reason: str | None = None
         self._pending_signals: list[int] = []
@@ -121,17 +124,8 @@ class Attempt:
             **platform.child_start_kwargs(preexec),  # type: ignore[call-overload]
         )
         self.started = time.monotonic()
-        assert self.popen.stdout is not None
-        assert self.popen.stderr is not None
-        terminal = self.cfg.terminal
-        echo_out = echo_err = None
-        if terminal is not None:
-            echo_out = functools.partial(terminal.echo, terminal.out_fd)
-            echo_err = functools.partial(terminal.echo, terminal.err_fd)
-        self.tees = [
-            StreamTee("stdout", self.popen.stdout, echo_out, self.output, self.logs),
-            StreamTee("stderr", self.popen.stderr, echo_err, self.output, self.logs),
-        ]
+        self.table.root = self.popen.pid
+        self.tees = _tees(self.popen, self.cfg.terminal, self.output, self.logs)
         for tee in self.tees:
             tee.start()
         threading.Thread(target=self._wait_root, name="trainmedic-wait", daemon=True).start()
@@ -188,22 +182,24 @@ class Attempt:
             )
         )
         self._follow_reparented_trainers()
-        self._end_orphans()
+        if self.stopping is not None:
+            self.stopping.join(timeout=60)
+        self.table.end_orphans(grace=min(self.cfg.grace, 3.0))
         for tee in self.tees:
             tee.join(timeout=5.0)
         self.logs.flush_tail()
         if self.cfg.terminal is not None:
             self.cfg.terminal.clear()
-        trainers = [pid for pid, role in self.roles.items() if role == tree.ROLE_TRAINER]
+        trainers = [pid for pid, role in self.table.roles.items() if role == tree.ROLE_TRAINER]
         return AttemptResult(returncode, self.stop_reason, trainers)
 
     def _tick(self, progressed: bool | None = None) -> None:
         progressed = self.tail.poll() if progressed is None else progressed
         self._handle_signals()
         self._check_stop_request()
-        if not self.procs:
+        if not self.table.procs:
             return
-        sample = self.sampler.sample(self.procs)
+        sample = self.sampler.sample(self.table.procs)
         self.emit(sample)
         output_bytes = sum(t.bytes_seen for t in self.tees)
         progressed = progressed or output_bytes != self._seen_bytes
@@ -218,55 +214,13 @@ class Attempt:
         if self.diagnosis is not None:  # findings.json as soon as an error-level finding appears
             self.diagnosis.refresh()
         if self.cfg.status is not None:
-            self.cfg.status.maybe_print(sample, self.logs, self.tail.progress, self.trainers())
+            self.cfg.status.maybe_print(sample, self.logs, self.tail.progress, self.table.trainers())
 
     # -- the tree -------------------------------------------------------------------------
     def _refresh_tree(self) -> bool:
         """Re-walk the tree and classify it; True when its processes or roles changed."""
         assert self.popen is not None
-        fresh = tree.snapshot(self.popen.pid)
-        if not fresh:
-            return False
-        for pid, proc in fresh.items():  # a dying process (a zombie) reads an empty command line:
-            known = self.procs.get(pid)  # keep the one it had, so it keeps its role
-            if not proc.cmdline and known is not None:
-                proc.cmdline = known.cmdline
-        changed = set(fresh) != set(self.procs)
-        for pid in set(self.procs) - set(fresh):
-            self.emit(ProcessExit(pid=pid))  # its status belongs to its parent; only the root's is ours
-        roles = tree.classify(fresh, self.popen.pid, self.tail.progress.announced)
-        for pid, role in self.roles.items():  # a launcher stays one after its children end,
-            known = self.procs.get(pid)  # unless it has since exec'd another program
-            if role == tree.ROLE_LAUNCHER and pid in roles and not _execed(known, fresh[pid]):
-                roles[pid] = role
-        for pid, proc in fresh.items():
-            known = self.procs.get(pid)
-            proc.handle = known.handle if known is not None else proc.handle
-            role = roles.get(pid, "unknown")
-            # a fork seen before its exec (a shell's child about to become `python train.py`)
-            # is announced again once it runs the real program, under the same PID
-            if known is None or self.roles.get(pid) != role or _execed(known, proc):
-                changed = True
-                self.emit(ProcessSpawn(pid=pid, ppid=proc.ppid, cmdline=proc.cmdline, role=role))
-            proc.role = role
-        self.procs = fresh
-        self.roles.update(roles)
-        if changed:
-            self._write_live_state()
-        return changed
-
-    def trainers(self) -> list[tree.Proc]:
-        return [p for p in self.procs.values() if p.role == tree.ROLE_TRAINER]
-
-    def _write_live_state(self) -> None:
-        assert self.popen is not None
-        state = runfolder.read_json(self.cfg.run_dir / runfolder.LIVE_STATE) or {}
-        state.update(
-            root_pid=self.popen.pid,
-            trainer_pids=[p.pid for p in self.trainers()],
-            processes={str(p.pid): {"role": p.role, "cmdline": p.cmdline} for p in self.procs.values()},
-        )
-        runfolder.write_json(self.cfg.run_dir / runfolder.LIVE_STATE, state)
+        return self.table.refresh(self.tail.progress.announced)
 
     # -- stopping -------------------------------------------------------------------------
     def request_signal(self, signum: int) -> None:
@@ -285,7 +239,7 @@ class Attempt:
                     first = platform.SIGTERM if signum != platform.SIGINT else platform.SIGINT
                     self.stop(first, f"{name} sent to the supervisor")
             else:  # SIGUSR1/2, SIGQUIT: pass on as they are
-                targets = [p.pid for p in self.trainers()]
+                targets = [p.pid for p in self.table.trainers()]
                 for pid in targets:
                     platform.send_signal(pid, signum)
                 self.emit(StopRequest(signal=signum, reason=f"{name} forwarded", targets=targets))
@@ -303,14 +257,14 @@ class Attempt:
         """Stop the trainers gracefully in the background; the loop keeps sampling meanwhile."""
         self._refresh_tree()
         self.stop_reason = reason
-        trainers = [p.handle for p in self.trainers()]
+        trainers = [p.handle for p in self.table.trainers()]
         root = self.popen.pid if self.popen else None
 
         def note(signum: int, pids: list[int]) -> None:
             self.emit(StopRequest(signal=signum, reason=reason, targets=pids))
 
         def rest() -> list[psutil.Process]:
-            handles = [p.handle for p in self.procs.values() if p.pid != root]
+            handles = [p.handle for p in self.table.procs.values() if p.pid != root]
             return handles + tree.own_descendants()
 
         self.stopping = threading.Thread(
@@ -323,13 +277,13 @@ class Attempt:
         self.stopping.start()
 
     def _kill_now(self, reason: str) -> None:
-        pids = [p.pid for p in self.procs.values()]
+        pids = [p.pid for p in self.table.procs.values()]
         for pid in pids:
             platform.send_signal(pid, platform.SIGKILL)
         self.emit(StopRequest(signal=platform.SIGKILL, reason=reason, targets=pids))
 
     def _on_hang(self, idle: float, sample: MemorySample) -> None:
-        trainers = self.trainers()
+        trainers = self.table.trainers()
         stacks = dump_stacks([p.pid for p in trainers])
         action = self.cfg.on_hang
         self.emit(
@@ -349,46 +303,29 @@ class Attempt:
         """A launcher may exit before its trainer (`cmd &`, a daemonizing wrapper): keep
         supervising trainers that are still alive (now our children, as subreaper)."""
         while True:
-            alive = [p for p in self.trainers() if p.pid != self.popen_pid and tree.is_alive(p.pid)]
+            alive = [p for p in self.table.trainers() if p.pid != self.table.root and tree.is_alive(p.pid)]
             if not alive:
                 return
-            self.procs = {p.pid: p for p in alive}
+            self.table.procs = {p.pid: p for p in alive}
             self._tick()
             self.wake.wait(self.sampler.interval)
             self.wake.clear()
             for p in alive:
                 platform.reap_zombie(p.pid)
 
-    @property
-    def popen_pid(self) -> int:
-        return self.popen.pid if self.popen else -1
 
-    def _end_orphans(self) -> None:
-        """Processes of the tree alive after the trainer ended: end them and record each."""
-        if self.stopping is not None:
-            self.stopping.join(timeout=60)
-        candidates: dict[int, psutil.Process] = {}
-        for p in self.procs.values():
-            if p.pid != self.popen_pid and tree.is_alive(p.pid, p.create_time):
-                candidates[p.pid] = p.handle
-        for handle in tree.own_descendants():
-            candidates.setdefault(handle.pid, handle)
-        if not candidates:
-            return
-        info: dict[int, tuple[int | None, list[str], int | None]] = {}
-        for pid, handle in candidates.items():
-            with contextlib.suppress(psutil.Error):
-                info[pid] = (handle.ppid(), handle.cmdline(), handle.memory_info().rss)
-        outcome = stop_processes(
-            list(candidates.values()), first=platform.SIGTERM, grace=min(self.cfg.grace, 3.0)
-        )
-        signals = {pid: sig for sig, pids in outcome.sent for pid in pids}
-        for pid, (ppid, cmdline, rss) in info.items():
-            self.emit(
-                OrphanEnded(pid=pid, ppid=ppid, cmdline=cmdline, rss_bytes=rss, signal=signals.get(pid))
-            )
-
-
-def _execed(known: tree.Proc | None, now: tree.Proc) -> bool:
-    """Whether a process seen before now runs another program (same PID, new command line)."""
-    return known is not None and bool(now.cmdline) and now.cmdline != known.cmdline
+def _tees(
+    popen: subprocess.Popen[bytes], terminal: Terminal | None, output: OutputLog, logs: LogInterpreter
+) -> list[StreamTee]:
+    """The readers of the child's stdout and stderr: each copies its stream to output.log and
+    the log interpreter, and echoes it to our own stream of the same name when there is a terminal."""
+    assert popen.stdout is not None
+    assert popen.stderr is not None
+    echo_out = echo_err = None
+    if terminal is not None:
+        echo_out = functools.partial(terminal.echo, terminal.out_fd)
+        echo_err = functools.partial(terminal.echo, terminal.err_fd)
+    return [
+        StreamTee("stdout", popen.stdout, echo_out, output, logs),
+        StreamTee("stderr", popen.stderr, echo_err, output, logs),
+    ]

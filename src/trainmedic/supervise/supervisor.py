@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal as signal_module
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 
 import psutil
 
@@ -42,6 +39,7 @@ from trainmedic.supervise.eventtail import EventTail
 from trainmedic.supervise.gpu import GpuProbe, default_probe
 from trainmedic.supervise.loginterp import LogInterpreter
 from trainmedic.supervise.logstream import OutputLog
+from trainmedic.supervise.relay import SignalRelay
 from trainmedic.supervise.sampler import TreeSampler
 from trainmedic.supervise.status import StatusLine, Terminal
 
@@ -110,6 +108,11 @@ def resolve_command(command: list[str]) -> list[str]:
 
 
 class Supervisor:
+    """Runs the command's attempts in one run folder and diagnoses the run at the end.
+
+    Signal handling lives in SignalRelay and each launch in Attempt: what stays here is the
+    order of work around them (folder, manifest, restarts, final diagnosis)."""
+
     def __init__(
         self, options: RunOptions, *, diagnosis: DiagnosisFactory, gpu: GpuProbe | None = None
     ) -> None:
@@ -119,9 +122,7 @@ class Supervisor:
         self.cgroup = LimitedCgroup(options.memory_limit) if options.memory_limit else None
         self.gpu = gpu
         self.attempt: Attempt | None = None
-        self._stop_signals: list[int] = []  # INT/TERM/HUP received: no further attempt
-        self._early_signals: list[int] = []  # received before the first attempt started
-        self._wake = threading.Event()
+        self._signals = SignalRelay()
         self._logs: LogInterpreter | None = None
         self._live: Diagnosis | None = None
         live = not options.quiet and os.isatty(2) and os.environ.get("TERM", "") != "dumb"
@@ -166,7 +167,7 @@ class Supervisor:
         attempt_no = 0
         gpu = self.gpu or default_probe()
         try:
-            with self._forward_signals():
+            with self._signals.installed():
                 for attempt_no in range(opts.restarts + 1):
                     result = self._one_attempt(
                         number=attempt_no, run_dir=run_dir, name=name, writer=writer, output=output, gpu=gpu
@@ -176,8 +177,8 @@ class Supervisor:
                         break
                     delay = min(opts.backoff * 2**attempt_no, MAX_BACKOFF_S)
                     self._say(f"trainmedic: exit status {status}; restart {attempt_no + 1} in {delay:.0f} s")
-                    self._wake.wait(delay)
-                    if self._stop_signals:
+                    self._signals.wake.wait(delay)
+                    if self._signals.stop_signals:
                         break
         finally:
             gpu.close()
@@ -254,7 +255,7 @@ class Supervisor:
                 attempt=number,
             )
         )
-        limit = self._limit_info()
+        limit = self.cgroup.info if self.cgroup is not None else effective_limit("self")
         if limit is not None:
             source = "memory-limit-option" if self.cgroup else "cgroup"
             emit(
@@ -295,9 +296,7 @@ class Supervisor:
             tail=EventTail(events_path, on_event=live.note),
             diagnosis=live,
         )
-        for signum in self._early_signals:
-            self.attempt.request_signal(signum)
-        self._early_signals.clear()
+        self._signals.attach(self.attempt)
         try:
             result = self.attempt.run()
         except OSError as exc:  # exec failed after the checks (e.g. a bad #! interpreter line)
@@ -306,7 +305,7 @@ class Supervisor:
             if self.terminal is not None:
                 self.terminal.line(message.rstrip())
             result = AttemptResult(126)
-        self._emit_oom(emit, limit, oom_before)
+        _emit_oom(emit, limit, oom_before)
         emit(
             RunEnd(
                 exit_code=platform.exit_status(result.returncode),
@@ -317,31 +316,10 @@ class Supervisor:
         )
         return result
 
-    def _limit_info(self) -> CgroupInfo | None:
-        if self.cgroup is not None:
-            return self.cgroup.info
-        return effective_limit("self")
-
-    @staticmethod
-    def _emit_oom(
-        emit: Callable[[Event], None], limit: CgroupInfo | None, before: tuple[int | None, int | None]
-    ) -> None:
-        """Whether the kernel OOM-killed something during the attempt: the run's cgroup counter
-        is decisive; the machine-wide counter is the fallback without a cgroup."""
-        cgroup_now = limit.oom_kills() if limit else None
-        if cgroup_now is not None and before[0] is not None and cgroup_now > before[0]:
-            emit(
-                OomKill(count=cgroup_now - before[0], scope="cgroup", cgroup=str(limit.path if limit else ""))
-            )
-            return
-        host_now = host_oom_kills()
-        if host_now is not None and before[1] is not None and host_now > before[1]:
-            emit(OomKill(count=host_now - before[1], scope="host"))
-
     def _should_restart(self, status: int, result: AttemptResult, number: int) -> bool:
         if number >= self.opts.restarts or status in NO_RESTART_STATUSES:
             return False
-        return result.stopped_by is None and not self._stop_signals
+        return result.stopped_by is None and not self._signals.stop_signals
 
     def _cleanup_cgroup(self) -> None:
         if self.cgroup is not None:
@@ -351,28 +329,16 @@ class Supervisor:
         if not self.opts.quiet and self.terminal is not None:
             self.terminal.line(text)
 
-    @contextlib.contextmanager
-    def _forward_signals(self) -> Iterator[None]:
-        """Signals to the supervisor go to the trainers (graceful escalation), not to us."""
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = {}
-        for signum in platform.forwardable_signals():
-            with contextlib.suppress(OSError, ValueError):
-                previous[signum] = signal_module.signal(signum, self._on_signal)
-        try:
-            yield
-        finally:
-            for signum, handler in previous.items():
-                with contextlib.suppress(OSError, ValueError):
-                    signal_module.signal(signum, handler)
 
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if signum in platform.STOP_SIGNALS:
-            self._stop_signals.append(signum)
-        self._wake.set()
-        if self.attempt is not None:
-            self.attempt.request_signal(signum)
-        else:
-            self._early_signals.append(signum)
+def _emit_oom(
+    emit: Callable[[Event], None], limit: CgroupInfo | None, before: tuple[int | None, int | None]
+) -> None:
+    """Whether the kernel OOM-killed something during the attempt: the run's cgroup counter
+    is decisive; the machine-wide counter is the fallback without a cgroup."""
+    cgroup_now = limit.oom_kills() if limit else None
+    if cgroup_now is not None and before[0] is not None and cgroup_now > before[0]:
+        emit(OomKill(count=cgroup_now - before[0], scope="cgroup", cgroup=str(limit.path if limit else "")))
+        return
+    host_now = host_oom_kills()
+    if host_now is not None and before[1] is not None and host_now > before[1]:
+        emit(OomKill(count=host_now - before[1], scope="host"))
