@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from trainmedic.events import EventWriter
-from trainmedic.instrument import keras as instrument_keras
+from trainmedic.keras import _auto as instrument_keras
 
 if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
     import tf_keras as keras

@@ -20,7 +20,7 @@ DRIVER = """
 import json, sys
 import numpy as np
 import keras
-from trainmedic.instrument.keras import install
+from trainmedic.keras._auto import install
 from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules
 

@@ -94,7 +94,7 @@ class FitRecorder:
         self._window_start = 0.0
         self._window_steps = 0
         self._next_step_at = 0.0
-        # Describes a model fit had to build (see instrument.keras): tried at train begin and at
+        # Describes a model fit had to build (see keras._auto): tried at train begin and at
         # the first epoch end (Keras 3 on TensorFlow builds it in the first step); True once done.
         self.when_built: Callable[[Any], bool] | None = None
 
