@@ -27,29 +27,18 @@ class NonFiniteLossError(TrainmedicError, RuntimeError):
 
 def never_breaks(method: Callable[P, R]) -> Callable[P, R | None]:
     """For a method of the monitor: a failure turns the monitor off."""
-
-    @functools.wraps(method)
-    def safe(*args: P.args, **kwargs: P.kwargs) -> R | None:
-        monitor = args[0]
-        if getattr(monitor, "broken", False):
-            return None
-        try:
-            return method(*args, **kwargs)
-        except NonFiniteLossError:
-            raise
-        except Exception as exc:
-            _turn_off(monitor, method.__name__, exc)
-            return None
-
-    return safe
+    return _turning_off(method, part=False)
 
 
 def part_never_breaks(method: Callable[P, R]) -> Callable[P, R | None]:
     """For a method of one of the monitor's parts (its `monitor` attribute): the same."""
+    return _turning_off(method, part=True)
 
+
+def _turning_off(method: Callable[P, R], *, part: bool) -> Callable[P, R | None]:
     @functools.wraps(method)
     def safe(*args: P.args, **kwargs: P.kwargs) -> R | None:
-        monitor = args[0].monitor  # type: ignore[attr-defined]
+        monitor = args[0].monitor if part else args[0]  # type: ignore[attr-defined]
         if getattr(monitor, "broken", False):
             return None
         try:
