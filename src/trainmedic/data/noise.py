@@ -316,10 +316,15 @@ def confident_learning(
 
 def _ruled_out(probs: npt.NDArray[np.float64], labels: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
     """Rows whose given label the model all but excludes, while preferring another class."""
-    n, k = probs.shape
-    self_conf = probs[np.arange(n), labels]
-    ruled_out = (self_conf < EXCLUDED_SHARE_OF_CHANCE / k) & (np.argmax(probs, axis=1) != labels)
-    return np.asarray(ruled_out, dtype=np.bool_)
+    return _ruled_out_classes(probs)[np.arange(len(labels)), labels]
+
+
+def _ruled_out_classes(probs: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
+    """Per row and class: a label the model would rule out (under a tenth of chance, and not
+    the class it prefers)."""
+    k = probs.shape[1]
+    not_preferred = np.arange(k)[None, :] != np.argmax(probs, axis=1)[:, None]
+    return np.asarray((probs < EXCLUDED_SHARE_OF_CHANCE / k) & not_preferred, dtype=np.bool_)
 
 
 def _ambiguous(matrix: pd.DataFrame, classes: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
@@ -346,16 +351,13 @@ def expected_flags(
     probabilities: for every row, the probability mass of the classes that, given as its
     label, would be flagged. Hard examples (probability spread over classes) raise it;
     confidently wrong labels do not."""
-    n, k = probs.shape
+    n = len(probs)
     thresholds = class_thresholds(probs, labels)
     suspected, has_confident = _confident_class(probs, thresholds)
     other = np.ones_like(probs, dtype=bool)
     other[np.arange(n), suspected] = False
     unlikely = probs < SELF_CONFIDENCE_MARGIN * thresholds[None, :]
-    ruled_out = (probs < EXCLUDED_SHARE_OF_CHANCE / k) & (
-        np.arange(k)[None, :] != np.argmax(probs, axis=1)[:, None]
-    )
-    would_flag = unlikely & ((other & has_confident[:, None]) | ruled_out)
+    would_flag = unlikely & ((other & has_confident[:, None]) | _ruled_out_classes(probs))
     if judged is not None:
         would_flag &= judged[:, None]
     return float(np.sum(np.where(would_flag, probs, 0.0)))
