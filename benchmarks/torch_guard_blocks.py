@@ -1,47 +1,41 @@
-"""The PyTorch guard's cost per step, measured in alternating blocks of one training run.
+"""The PyTorch guard's cost per step: a bare and a guarded training process, in alternating blocks.
 
 Whole-run ratios (torch_guard_overhead.py) on a shared, throttled machine swing
-by ±5 % from one round to the next, more than the cost being measured. Here a
-single model trains in one loop whose blocks alternate: a bare block (the
-guard's hooks uninstalled: PyTorch's own functions, no wrapper) and a guarded
-block (the hooks installed again, feeding the same monitor, so its sampling,
-its adaptive rate and its state carry on as in a real run). Each guarded block
-is compared with the bare blocks on either side of it, a fraction of a second
-away, so drift of the machine cancels; the median of these ratios is the cost.
+by ±5 % from one round to the next, more than the cost being measured. Here two
+processes train the same small MLP on the same batches, one bare and one under
+`trainmedic.torch.guard` (its adaptive sampling as in any run), and take turns on
+one CPU: a block of steps in one, then a block in the other, and so on. Each
+guarded block is compared with the bare blocks on either side of it, a fraction
+of a second away, so the drift of the machine cancels; the median of these
+ratios is the cost.
 
-A guarded block ends on a step where no forward hook is open (they are open
-only on the step of a sampled check), so a bare block never runs with a hook.
-The time of bare blocks is hidden from the guard's adaptive rate (it times its
-checks against the training time between them), so it samples as it would in
-a run it watches alone. The hooks are installed and removed outside the timed
-part of a block, but switching them has an after-cost inside it (Python's
-specialising interpreter re-learns the call sites whose functions were swapped):
-with blocks of 20 steps that cost alone measured about +2 %, so the blocks are
-100 steps long (30 November 2026: +0.7 % and -0.6 % median per step, means
-+1.3 % and +0.2 % ± 0.8, for the guard as shipped in the fourth session; +2.1 %
-and +2.3 % in the third, whose loss reads were not widened with its checks).
+Neither process ever installs or removes a hook between blocks: swapping the
+patched functions in and out of one process makes Python's specialising
+interpreter re-learn their call sites after every swap, a cost of the
+measurement, not of the guard. Taking turns on one CPU, each block starts with
+the other process's data in the caches, bare and guarded alike.
 
-    python benchmarks/torch_guard_blocks.py [--pairs 800] [--block 100] [--clip 1.0]
+    python benchmarks/torch_guard_blocks.py [--pairs 400] [--block 100] [--clip 1.0] [--cpu 1]
+    python benchmarks/torch_guard_blocks.py --control   # both processes bare: the method's zero
 
 `--clip MAX_NORM` adds `clip_grad_norm_(model.parameters(), MAX_NORM)` before every
-update, in both kinds of block: the guard then also keeps each step's pre-clip norm
-(a reference) and reads it with the losses at its checks.
+update, in both processes: the guard then also keeps each step's pre-clip norm
+and reads it with the losses at its checks.
 """
 
 import argparse
+import multiprocessing as mp
+import os
 import statistics
 import time
-
-from torch.utils.data import DataLoader, TensorDataset
-
-import torch
-import trainmedic.torch as tm
-from torch import nn
-from trainmedic.torch import _patches
+from multiprocessing.connection import Connection
 
 
 def batches(batch: int = 64, size: int = 64_000):
     """An endless stream of shuffled batches (a new epoch when one ends, as a real loop does)."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
     torch.manual_seed(0)
     x = torch.randn(size, 32)
     y = torch.randint(0, 10, (size,))
@@ -50,72 +44,103 @@ def batches(batch: int = 64, size: int = 64_000):
         yield from loader
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=800, help="guarded blocks (each between two bare ones)")
-    parser.add_argument("--block", type=int, default=100, help="steps per block")
-    parser.add_argument(
-        "--clip", type=float, default=None, help="clip_grad_norm_ to this max norm every step"
-    )
-    args = parser.parse_args()
+def trainer(guarded: bool, clip: float | None, cpu: int | None, orders: Connection) -> None:
+    """Train in blocks when told: each order is a number of steps, each answer CPU seconds per step."""
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+    import torch
+    from torch import nn
+
     torch.set_num_threads(1)
+    torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(32, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
     stream = batches()
-    guard = tm.guard(model, optimizer)
-    monitor = guard.monitor
+    guard = None
+    if guarded:
+        import trainmedic.torch as tm
 
-    def block(guarded: bool) -> float:
-        """CPU seconds per step of one block."""
-        if guarded:
-            _patches.install(monitor)
-        else:
-            _patches.uninstall()
-        steps, start, wall = 0, time.process_time(), time.perf_counter()
-        while steps < args.block or (guarded and monitor.forward._handles):
+        guard = tm.guard(model, optimizer)
+
+    def block(steps: int) -> float:
+        start = time.process_time()
+        for _ in range(steps):
             x, y = next(stream)
             optimizer.zero_grad()
             loss_fn(model(x), y).backward()
-            if args.clip is not None:
-                nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+            if clip is not None:
+                nn.utils.clip_grad_norm_(model.parameters(), clip)
             optimizer.step()
-            steps += 1
-        if not guarded:  # the monitor times its checks against training time: not the bare blocks'
-            monitor.budget.check_end += time.perf_counter() - wall
         return (time.process_time() - start) / steps
 
-    for _ in range(3):  # warm-up: first-call paths, the guard's first checks
-        block(True)
-        block(False)
-    bare = [block(False)]
+    while (steps := orders.recv()) is not None:
+        orders.send(block(steps))
+    every = guard.monitor.every if guard is not None else None
+    if guard is not None:
+        guard.stop()
+    orders.send(every)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=400, help="guarded blocks (each between two bare ones)")
+    parser.add_argument("--block", type=int, default=100, help="steps per block")
+    parser.add_argument("--warmup", type=int, default=1000, help="steps each process trains before timing")
+    parser.add_argument("--clip", type=float, default=None, help="clip_grad_norm_ to this max norm every step")
+    parser.add_argument("--cpu", type=int, default=None, help="the CPU both processes share (default: the last)")
+    parser.add_argument(
+        "--control", action="store_true", help="A/A: the second process trains bare too (the method's own zero)"
+    )
+    args = parser.parse_args()
+    cpu = args.cpu if args.cpu is not None else max(os.sched_getaffinity(0))
+    context = mp.get_context("spawn")
+    ends: dict[str, Connection] = {}
+    workers = []
+    for mode in ("bare", "guarded"):
+        ours, theirs = context.Pipe()
+        worker = context.Process(target=trainer, args=(mode == "guarded" and not args.control, args.clip, cpu, theirs), daemon=True)
+        worker.start()
+        ends[mode] = ours
+        workers.append(worker)
+
+    def run(mode: str, steps: int) -> float:
+        ends[mode].send(steps)
+        return float(ends[mode].recv())
+
+    for mode in ends:  # warm-up: first-call paths, the guard's first checks and its widened rate
+        run(mode, args.warmup)
+    bare = [run("bare", args.block)]
     guarded, ratios = [], []
     for _ in range(args.pairs):
-        guarded.append(block(True))
-        bare.append(block(False))
+        guarded.append(run("guarded", args.block))
+        bare.append(run("bare", args.block))
         ratios.append(guarded[-1] / ((bare[-2] + bare[-1]) / 2))
-    _patches.install(monitor)
-    guard.stop()
-    widened = [o.data for o in guard.events if getattr(o, "check", "") == "sampling"]
+    for end in ends.values():
+        end.send(None)
+    every = ends["guarded"].recv()
+    ends["bare"].recv()
+    for worker in workers:
+        worker.join()
+
     quartiles = statistics.quantiles(ratios, n=4)
+    half_width = 1.96 * statistics.stdev(ratios) / len(ratios) ** 0.5
+    if args.control:
+        print("CONTROL: both processes train bare")
     print(
-        f"small MLP, one loop: {args.pairs} guarded blocks of >= {args.block} steps, each between "
-        f"two bare ones; CPU, 1 thread"
+        f"small MLP, two processes taking turns on CPU {cpu}: {args.pairs} guarded blocks of "
+        f"{args.block} steps, each between two bare ones; 1 thread"
         + (f"; clip_grad_norm_({args.clip}) every step" if args.clip is not None else "")
     )
     print(f"bare    {statistics.median(bare) * 1e6:8.1f} us/step (median block)")
     print(f"guarded {statistics.median(guarded) * 1e6:8.1f} us/step (median block)")
-    half_width = 1.96 * statistics.stdev(ratios) / len(ratios) ** 0.5
     print(
         f"median ratio guarded / neighbouring bare: {statistics.median(ratios):.4f} "
         f"(quartiles {quartiles[0]:.4f}-{quartiles[2]:.4f}); mean {statistics.mean(ratios):.4f} "
         f"± {half_width:.4f} (95 %); ratio of the means: "
         f"{statistics.mean(guarded) / statistics.mean(bare):.4f}  (target <= 1.02)"
     )
-    print(
-        f"sampled checks: every {monitor.every} steps at the end"
-        + (f" (widened from {monitor.base_every} at step {widened[0]['from_step']})" if widened else "")
-    )
+    print(f"the guard's sampled checks: every {every} steps at the end")
 
 
 if __name__ == "__main__":

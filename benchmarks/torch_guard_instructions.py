@@ -10,7 +10,7 @@ its sampled checks (the rate is fixed at one check per `--every` steps, the wide
 rate reaches on this model). Instructions are not time (a cache miss costs more than an add),
 so this is a floor for the wall-clock cost, a reproducible one.
 
-    python benchmarks/torch_guard_instructions.py [--steps 500] [--every 50] [--clip 1.0]
+    python benchmarks/torch_guard_instructions.py [--steps 1000] [--every 100] [--clip 1.0]
 
 Needs valgrind on PATH; each process takes a few minutes.
 """
@@ -96,8 +96,8 @@ def count(mode: str, args: argparse.Namespace) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=500, help="measured steps per process")
-    parser.add_argument("--every", type=int, default=50, help="steps between sampled checks")
+    parser.add_argument("--steps", type=int, default=1000, help="measured steps per process")
+    parser.add_argument("--every", type=int, default=100, help="steps between sampled checks (the widest rate)")
     parser.add_argument(
         "--clip", type=float, default=None, help="clip_grad_norm_ to this max norm every step"
     )

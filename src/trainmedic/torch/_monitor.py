@@ -34,7 +34,7 @@ checks against the training time between them and widens `every` (in multiples
 of the base, up to `MAX_EVERY_FACTOR` times it) until they cost at most
 `CHECK_BUDGET` of the step time. On a tiny model on a CPU, whose steps are not
 much longer than a check, the losses are then read, and gradient norms
-measured, every 20-50 steps instead of 10 (the curve keeps its 10-step points;
+measured, every 20-100 steps instead of 10 (the curve keeps its 10-step points;
 a NaN is reported later but still at its own step); a `sampling` observation
 says when and why, and the findings' evidence gives the rate. An `every` given
 explicitly is kept as it is.
