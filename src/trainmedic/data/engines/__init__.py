@@ -1,0 +1,28 @@
+"""Engines that answer the data checks' questions where the tables do not fit in pandas.
+
+`TableEngine` (`_protocol`) is the contract; `_sql.SqlTableEngine` answers it with SQL
+written once for every SQL engine, a `Dialect` holding what they spell apart. DuckDB
+(`duckdb_engine`) streams Parquet/CSV on one machine; Spark is reached only through
+`trainmedic.spark.data.open_engine(inputs, *, master, conf) -> TableEngine`, imported
+lazily, so pyspark is needed only when `--engine spark` is asked for.
+"""
+
+from __future__ import annotations
+
+from trainmedic.data.engines._protocol import KINDS, Conflicts, Duplicates, Matches, SharedValues, TableEngine
+from trainmedic.data.engines._sql import DUCKDB, ROW, SPARK, Dialect, SqlRunner, SqlTableEngine
+
+__all__ = [
+    "DUCKDB",
+    "KINDS",
+    "ROW",
+    "SPARK",
+    "Conflicts",
+    "Dialect",
+    "Duplicates",
+    "Matches",
+    "SharedValues",
+    "SqlRunner",
+    "SqlTableEngine",
+    "TableEngine",
+]

@@ -1,0 +1,138 @@
+"""`TableEngine`: the aggregate questions the data checks ask of a table engine.
+
+The pandas engine answers every check from frames in memory. Tables that do not fit
+(DuckDB on one machine, Spark on a cluster) answer the same questions as aggregate
+queries instead; `_aggregate_checks` turns the answers into the same findings as the
+pandas checks. Each method returns counts and a few examples, never a whole column, so
+the driver's memory does not grow with the table. The checks that need a model (label
+noise, near-duplicates, single-feature scores, drift statistics) run the pandas checks
+on `sample(...)`, and their notes say how many rows were sampled.
+
+Conventions every engine keeps:
+- A split is named "train", "val", "test" or "serving" (the keys of `open_engine`'s inputs).
+- Row ids (`examples`) are the engine's row numbers in read order (0-based where the
+  engine can say so) or, after `identify_rows_by(column)`, that column's values.
+- Missing values are a value of their own in row hashes (two rows both missing in a
+  column are equal there), as in the pandas hashes; numbers hash as doubles (3 == 3.0).
+- Value lists are ordered by first appearance in the split (pandas' `unique` order) unless
+  said otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import pandas as pd
+
+# The dtype families of `trainmedic.data._parity.kind`: what a model sees as a type.
+KINDS = ("number", "bool", "datetime", "category", "text")
+
+
+@dataclass(frozen=True, slots=True)
+class Matches:
+    """Rows of a split that match something (a row of another split, an earlier row...)."""
+
+    rows: int
+    distinct: int  # distinct row hashes (or values) among them
+    examples: list[object] = field(default_factory=list)  # up to `limit` row ids, read order
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicates:
+    """Rows equal to an earlier row of the same split (hash of `columns`)."""
+
+    extra: int  # rows that repeat an earlier row (pandas `duplicated()`)
+    involved: int  # rows whose hash occurs more than once (pandas `duplicated(keep=False)`)
+    distinct: int  # distinct hashes that repeat
+    examples: list[object] = field(default_factory=list)  # ids of repeating rows, read order
+
+
+@dataclass(frozen=True, slots=True)
+class Conflicts:
+    """Feature hashes that carry more than one label value within one split."""
+
+    hashes: int  # distinct feature hashes with more than one (non-missing) label
+    rows: int  # rows with a known label whose feature hash is among them
+    involved: int  # rows (all, label known or not) whose feature hash occurs more than once
+    examples: list[object] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedValues:
+    """Non-missing values of one column of `later` that also occur in `earlier`."""
+
+    rows: int  # rows of later holding a shared value
+    shared: int  # distinct shared values
+    distinct: int  # distinct non-missing values of the column in later
+    examples: list[object] = field(default_factory=list)  # shared values, first appearance in later
+
+
+@runtime_checkable
+class TableEngine(Protocol):
+    """What the aggregate checks ask. `columns` arguments are lists of column names of the split."""
+
+    name: str  # "duckdb", "spark": said in the report's notes
+
+    def splits(self) -> list[str]:
+        """The split names given, in the order train, val, test, serving."""
+        ...
+
+    def identify_rows_by(self, column: str | None) -> None:
+        """Name example rows by this column's values (`--id`) instead of row numbers."""
+        ...
+
+    def row_count(self, split: str) -> int: ...
+
+    def column_kinds(self, split: str) -> dict[str, str]:
+        """Each column (in the split's order) with its family, one of `KINDS`."""
+        ...
+
+    def null_counts(self, split: str, columns: Sequence[str]) -> dict[str, int]:
+        """Missing values per column (NaN in a float column counts as missing, as in pandas)."""
+        ...
+
+    def distinct_count(self, split: str, column: str) -> int:
+        """Distinct non-missing values of one column."""
+        ...
+
+    def duplicates(self, split: str, features: Sequence[str], label: str | None, *, limit: int) -> Duplicates:
+        """Rows equal on the features and the label (when the split has `label`; a missing
+        label is a value) to an earlier row."""
+        ...
+
+    def conflicts(self, split: str, features: Sequence[str], label: str, *, limit: int) -> Conflicts: ...
+
+    def overlap(self, earlier: str, later: str, features: Sequence[str], *, limit: int) -> Matches:
+        """Rows of `later` whose row hash over `features` is the hash of some row of `earlier`
+        (none when `earlier` lacks one of them); `distinct` counts the distinct hashes among them."""
+        ...
+
+    def shared_values(self, earlier: str, later: str, column: str, *, limit: int) -> SharedValues: ...
+
+    def value_counts(self, split: str, column: str, *, limit: int) -> list[tuple[object, int]]:
+        """Non-missing values with their counts, most frequent first (ties: first appearance),
+        at most `limit` of them."""
+        ...
+
+    def unseen_values(self, earlier: str, later: str, column: str, *, limit: int) -> list[tuple[object, int]]:
+        """Non-missing values of `later` absent from `earlier`, with their counts in `later`,
+        first appearance first, at most `limit` of them."""
+        ...
+
+    def time_bounds(self, split: str, column: str) -> tuple[object, object]:
+        """(min, max) of a time column (numbers or timestamps; text parsed as timestamps);
+        (None, None) when it holds no value."""
+        ...
+
+    def rows_before(self, split: str, column: str, earlier: str, *, limit: int) -> Matches:
+        """Rows of `split` timed strictly before the latest time of `earlier`."""
+        ...
+
+    def sample(self, split: str, n: int, seed: int) -> pd.DataFrame:
+        """A seeded sample of at most `n` rows, every column, as pandas. When the split has
+        at most `n` rows: all of them, in read order. The index holds the row ids."""
+        ...
+
+    def close(self) -> None: ...
