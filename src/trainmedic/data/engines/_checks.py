@@ -54,7 +54,7 @@ class EngineData:
 
 
 def sampled_dataset(
-    engine: TableEngine, roles_label: str | None, data_of: Callable[..., Dataset]
+    engine: TableEngine, data_of: Callable[[list[tuple[str, pd.DataFrame]]], Dataset]
 ) -> EngineData:
     """Row counts, kinds and samples of every split; `data_of(frames)` builds the Dataset
     (the runner's own validation and feature selection, so both engines choose alike)."""
