@@ -62,14 +62,22 @@ class DuckDBRunner:
         self.con.execute(f"SET memory_limit = '{max(memory_limit // 2**20, 128)}MB'")
         self.con.execute(f"SET temp_directory = '{_text(str(spill))}'")
         self.con.execute(f"SET threads = {os.cpu_count() or 1}")
-        self.con.execute("SET preserve_insertion_order = true")
+        self.memory_limit = memory_limit
         self.context = ""
 
     def execute(self, sql: str) -> Any:
         try:
             return self.con.execute(sql)
         except self._error as exc:
-            raise UsageError(f"{self.context}cannot read: {_first_line(exc)}") from exc
+            raise self._usage_error(exc) from exc
+
+    def _usage_error(self, exc: Exception) -> UsageError:
+        if "Out of Memory" in str(exc):
+            return UsageError(
+                f"duckdb ran out of its memory limit ({self.memory_limit / 2**30:.1f} GiB) "
+                "and could not spill; raise --memory-budget"
+            )
+        return UsageError(f"{self.context}cannot read: {_first_line(exc)}")
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         return list(self.execute(sql).fetchall())
@@ -78,7 +86,7 @@ class DuckDBRunner:
         try:
             table = self.con.sql(sql).to_arrow_table()
         except self._error as exc:
-            raise UsageError(f"{self.context}cannot read: {_first_line(exc)}") from exc
+            raise self._usage_error(exc) from exc
         frame: pd.DataFrame = table.to_pandas()
         return frame
 
@@ -100,8 +108,12 @@ def open_duckdb(
     workdir = Path(tempfile.mkdtemp(prefix="trainmedic-duckdb-", dir=temp_dir))
     runner = DuckDBRunner(memory_limit, workdir)
     try:
+        found = {split: table_files(Path(source)) for split, source in inputs.items()}
+        # row numbers of text formats follow the scan order; Parquet carries its own
+        ordered = any(fmt != "parquet" for _, fmt in found.values())
+        runner.execute(f"SET preserve_insertion_order = {str(ordered).lower()}")
         for split, source in inputs.items():
-            files, fmt = table_files(Path(source))
+            files, fmt = found[split]
             runner.context = f"{source}: "
             runner.execute(f'CREATE VIEW "tm_{split}" AS {_numbered(runner, files, fmt)}')
             if not runner.rows(f'SELECT 1 FROM "tm_{split}" LIMIT 1'):
