@@ -326,6 +326,8 @@ class SqlTableEngine:
     def _hashes(self, split: str, features: Sequence[str], label: str | None) -> str:
         """A relation (row, id, h = hash of the features, y = the label's value) made once."""
         key = (split, tuple(features), label)
+        if label is None:  # the feature hash of a table made with a label serves as well
+            key = next((k for k in self._hashed if k[:2] == key[:2]), key)
         if key not in self._hashed:
             name = f"tm_hash_{split}_{len(self._hashed)}"
             has_label = label is not None and label in self.column_kinds(split)
