@@ -120,3 +120,13 @@ def test_cli_duckdb_engine_runs(table: Path) -> None:
     done = _cli(str(table), "--label", "y", "--engine", "duckdb", "--no-label-noise", "--format", "json")
     assert done.returncode in (0, 1), done.stderr
     assert '"train": 500' in done.stdout
+
+
+def test_a_time_column_that_is_not_times_names_the_option(tmp_path: Path) -> None:
+    frame = clean_table(50, 0).assign(when="not a date")
+    frame.to_parquet(tmp_path / "train.parquet", index=False)
+    frame.to_parquet(tmp_path / "val.parquet", index=False)
+    with pytest.raises(UsageError, match=r"--time 'when' in train: cannot parse as a timestamp"):
+        check_report(
+            tmp_path / "train.parquet", tmp_path / "val.parquet", label="y", time="when", engine="duckdb"
+        )
