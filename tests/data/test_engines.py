@@ -130,3 +130,20 @@ def test_a_time_column_that_is_not_times_names_the_option(tmp_path: Path) -> Non
         check_report(
             tmp_path / "train.parquet", tmp_path / "val.parquet", label="y", time="when", engine="duckdb"
         )
+
+
+def test_sampled_checks_say_how_many_rows_they_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import trainmedic.data.engines._checks as engine_checks
+
+    monkeypatch.setattr(engine_checks, "SAMPLE_ROWS", 400)
+    frame = clean_table(1000, 0)
+    frame["refund_issued"] = frame["y"].map({0: "no", 1: "yes"})
+    frame = pd.concat([frame, frame.iloc[:30]], ignore_index=True)
+    frame.to_parquet(tmp_path / "train.parquet", index=False)
+    report = check_report(tmp_path / "train.parquet", label="y", label_noise=False, engine="duckdb")
+    leak = next(f for f in report.findings if f.code == "DAT005")
+    assert leak.evidence["sampled_rows"] == {"train": 400}
+    duplicates = next(f for f in report.findings if f.code == "DAT007")
+    assert duplicates.evidence["duplicate_rows"] == 30  # exact: every row counted
+    assert "sampled_rows" not in duplicates.evidence
+    assert any("seeded samples of 400 rows of train" in note for note in report.summary.notes)

@@ -191,8 +191,12 @@ def run_checks(data: Dataset, skipped: set[str], ctx: engines.EngineData | None 
     for name, run in CHECKS.items():
         if name in skipped:
             continue
-        exact = engines.EXACT_CHECKS.get(name) if ctx is not None else None
-        findings.extend(exact(ctx) if exact is not None and ctx is not None else run(data))
+        if ctx is None:
+            findings.extend(run(data))
+        elif name in engines.EXACT_CHECKS:
+            findings.extend(engines.EXACT_CHECKS[name](ctx))
+        else:  # a model or a test statistic: the pandas check on the seeded samples
+            findings.extend(engines.with_sample_sizes(ctx, run(data)))
     return sort_findings(findings)
 
 
