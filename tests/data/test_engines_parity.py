@@ -33,4 +33,5 @@ def test_duckdb_gives_the_pandas_findings(make, tmp_path: Path) -> None:  # type
         f.message for f in same_words
     )
     assert duckdb.summary.rows == pandas.summary.rows
+    assert duckdb.summary.notes == pandas.summary.notes
     assert duckdb.summary.label_distribution == pandas.summary.label_distribution
