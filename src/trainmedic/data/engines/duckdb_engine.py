@@ -13,6 +13,7 @@ parallel; CSV and JSON are numbered in read order.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -27,11 +28,16 @@ from trainmedic.errors import UsageError
 
 _READERS = {
     "parquet": "read_parquet({files}, filename = true, file_row_number = true)",
-    "csv": "read_csv({files}, delim = ',', header = true)",
-    "tsv": "read_csv({files}, delim = '\t', header = true)",
+    "csv": "read_csv({files}, delim = ',', header = true, {typing})",
+    "tsv": "read_csv({files}, delim = '\t', header = true, {typing})",
     "jsonl": "read_json_auto({files}, format = 'newline_delimited')",
     "json": "read_json_auto({files})",
 }
+
+
+# Types as pandas (pyarrow) reads them: from every line, not the first 20,480, and
+# 'yes'/'no' stay text rather than DuckDB's booleans.
+_CSV_TYPING = "sample_size = -1, auto_type_candidates = ['BIGINT', 'DOUBLE', 'TIMESTAMP', 'VARCHAR']"
 
 
 def table_files(path: Path) -> tuple[list[Path], str]:
@@ -77,7 +83,9 @@ class DuckDBRunner:
                 f"duckdb ran out of its memory limit ({self.memory_limit / 2**30:.1f} GiB) "
                 "and could not spill; raise --memory-budget"
             )
-        return UsageError(f"{self.context}cannot read: {_first_line(exc)}")
+        named = re.search(r"^\s*file = (.+)$", str(exc), re.MULTILINE)
+        context = f"{named.group(1).strip()}: " if named and not self.context else self.context
+        return UsageError(f"{context}cannot read: {_first_line(exc)}")
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         return list(self.execute(sql).fetchall())
@@ -128,7 +136,7 @@ def open_duckdb(
 def _numbered(runner: DuckDBRunner, files: list[Path], fmt: str) -> str:
     """SELECT every column of the files plus `__tm_row`, the row number in read order."""
     listed = "[" + ", ".join(f"'{_text(str(f))}'" for f in files) + "]"
-    source = _READERS[fmt].format(files=listed)
+    source = _READERS[fmt].format(files=listed, typing=_CSV_TYPING)
     if fmt != "parquet":
         return f"SELECT row_number() OVER () - 1 AS {ROW}, * FROM {source}"
     counts = runner.rows(f"SELECT file_name, num_rows FROM parquet_file_metadata({listed})")
