@@ -1,0 +1,357 @@
+"""The `TableEngine` questions written once as SQL; a `Dialect` holds what engines spell apart.
+
+A backend (DuckDB, Spark) registers each split as a relation `tm_<split>` holding every
+column plus `__tm_row`, a row number in read order, and executes SQL through a small
+`SqlRunner`. Everything else, the queries themselves, lives here, so DuckDB and Spark
+answer with the same definitions (what a row hash covers, what counts as missing, which
+examples are shown).
+
+Values are compared through `Dialect.comparable`: numbers (and booleans) as doubles with
+NaN taken for missing and -0.0 for 0.0, categories as text, so that 3 in one split and 3.0
+in another are equal, as in the pandas hashes (`trainmedic.data._hashing`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pandas as pd
+
+from trainmedic.data.engines._protocol import Conflicts, Duplicates, Matches, Moments, SharedValues
+
+ROW = "__tm_row"
+_ID = "__tm_id"
+SPLIT_ORDER = ("train", "val", "test", "serving")
+_NUMBER_TYPES = (
+    *("TINYINT", "SMALLINT", "INT", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"),
+    *("FLOAT", "DOUBLE", "REAL", "DECIMAL", "BYTE", "SHORT", "LONG"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """What DuckDB SQL and Spark SQL spell differently."""
+
+    name: str
+    quote_char: str  # '"' (DuckDB) or '`' (Spark)
+    string_type: str  # VARCHAR / STRING
+    hash_function: str  # hash (DuckDB) / xxhash64 (Spark)
+    hash_skips_nulls: bool  # Spark's xxhash64 ignores NULL arguments: hash a null flag beside each value
+    timestamp_parse: str  # '{}' is the text expression: CAST({} AS TIMESTAMPTZ) / to_timestamp({})
+    random_order: str  # '{seed}': orders rows randomly, reproducibly: hash(__tm_row + {seed})
+
+    def quote(self, name: str) -> str:
+        q = self.quote_char
+        return f"{q}{name.replace(q, q + q)}{q}"
+
+    def relation(self, split: str) -> str:
+        return self.quote(f"tm_{split}")
+
+    def comparable(self, column: str, kind: str) -> str:
+        """The value as compared and hashed across splits (see the module docstring)."""
+        q = self.quote(column)
+        if kind in ("number", "bool"):
+            number = f"CAST({q} AS DOUBLE)"
+            return f"(CASE WHEN isnan({number}) THEN NULL ELSE {number} + 0.0 END)"
+        if kind in ("text", "category"):
+            return f"CAST({q} AS {self.string_type})"
+        return q
+
+    def row_hash(self, expressions: Sequence[str]) -> str:
+        """One 64-bit hash of the expressions, in order; missing is a value of its own."""
+        if not expressions:
+            return "CAST(0 AS BIGINT)"
+        if self.hash_skips_nulls:
+            expressions = [part for e in expressions for part in (e, f"({e}) IS NULL")]
+        return f"{self.hash_function}({', '.join(expressions)})"
+
+    def time_value(self, column: str, kind: str) -> str:
+        """Numbers and timestamps as they are; text parsed as a timestamp."""
+        q = self.quote(column)
+        if kind in ("text", "category"):
+            return self.timestamp_parse.format(q)
+        return q
+
+    def kind(self, sql_type: str) -> str:
+        """The pandas dtype family (`_parity.kind`) of an SQL column type."""
+        upper = sql_type.upper()
+        if upper.startswith(("BOOL",)):
+            return "bool"
+        if upper.startswith(_NUMBER_TYPES):
+            return "number"
+        if upper.startswith(("TIMESTAMP", "DATETIME")):
+            return "datetime"
+        if upper.startswith("ENUM"):
+            return "category"
+        return "text"
+
+
+DUCKDB = Dialect(
+    name="duckdb",
+    quote_char='"',
+    string_type="VARCHAR",
+    hash_function="hash",
+    hash_skips_nulls=False,
+    timestamp_parse="CAST({} AS TIMESTAMPTZ)",
+    random_order=f"hash({ROW} + {{seed}})",
+)
+SPARK = Dialect(
+    name="spark",
+    quote_char="`",
+    string_type="STRING",
+    hash_function="xxhash64",
+    hash_skips_nulls=True,
+    timestamp_parse="to_timestamp({})",
+    random_order=f"xxhash64({ROW}, {{seed}})",
+)
+
+
+class SqlRunner(Protocol):
+    """How a backend executes the SQL written here."""
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]: ...
+
+    def frame(self, sql: str) -> pd.DataFrame: ...
+
+    def materialize(self, name: str, sql: str) -> None:
+        """Keep the result of `sql` as relation `name` (a temp table, a cached view)."""
+        ...
+
+    def column_types(self, relation: str) -> list[tuple[str, str]]:
+        """(column, SQL type) of a relation, in order."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SqlTableEngine:
+    """`TableEngine` answered by SQL over the relations a backend registered."""
+
+    def __init__(self, name: str, dialect: Dialect, runner: SqlRunner, splits: Sequence[str]) -> None:
+        self.name = name
+        self.dialect = dialect
+        self.runner = runner
+        self._splits = [s for s in SPLIT_ORDER if s in splits]
+        self._id: str | None = None
+        self._kinds: dict[str, dict[str, str]] = {}
+        self._hashed: dict[tuple[str, tuple[str, ...], str | None], str] = {}
+        self._counts: dict[str, int] = {}
+
+    def splits(self) -> list[str]:
+        return list(self._splits)
+
+    def identify_rows_by(self, column: str | None) -> None:
+        self._id = column
+
+    def row_count(self, split: str) -> int:
+        if split not in self._counts:
+            self._counts[split] = int(self._one(f"SELECT count(*) FROM {self.dialect.relation(split)}"))
+        return self._counts[split]
+
+    def column_kinds(self, split: str) -> dict[str, str]:
+        if split not in self._kinds:
+            types = self.runner.column_types(self.dialect.relation(split))
+            self._kinds[split] = {c: self.dialect.kind(t) for c, t in types if c != ROW}
+        return self._kinds[split]
+
+    def null_counts(self, split: str, columns: Sequence[str]) -> dict[str, int]:
+        if not columns:
+            return {}
+        parts = [f"sum(CASE WHEN {self._value(split, c)} IS NULL THEN 1 ELSE 0 END)" for c in columns]
+        (row,) = self.runner.rows(f"SELECT {', '.join(parts)} FROM {self.dialect.relation(split)}")
+        return {c: int(v or 0) for c, v in zip(columns, row, strict=True)}
+
+    def missing_rows(self, split: str, column: str, *, limit: int) -> Matches:
+        source = f"FROM {self.dialect.relation(split)} WHERE {self._value(split, column)} IS NULL"
+        rows = int(self._one(f"SELECT count(*) {source}"))
+        if rows == 0:
+            return Matches(0, 0)
+        return Matches(rows, rows, self._ids(f"SELECT {self._id_expr(split)}, {ROW} {source}", limit))
+
+    def moments(self, split: str, columns: Sequence[str]) -> dict[str, Moments]:
+        if not columns:
+            return {}
+        parts = []
+        for column in columns:
+            value = self._value(split, column)
+            finite = f"(CASE WHEN {value} IS NOT NULL AND {value} - {value} = 0 THEN {value} END)"
+            fractional = f"(CASE WHEN {finite} <> floor({finite}) THEN 1 ELSE 0 END)"
+            squares = f"{finite} * {finite}"
+            parts.append(
+                f"count({finite}), sum({finite}), sum({squares}), min({finite}), max({finite}), "
+                f"max({fractional})"
+            )
+        (row,) = self.runner.rows(f"SELECT {', '.join(parts)} FROM {self.dialect.relation(split)}")
+        out = {}
+        for i, column in enumerate(columns):
+            n, total, squares, low, high, fractional = row[6 * i : 6 * i + 6]
+            if not n:
+                out[column] = Moments(0, 0.0, 0.0, float("inf"), float("-inf"), False)
+            else:
+                out[column] = Moments(
+                    int(n), float(total), float(squares), float(low), float(high), bool(fractional)
+                )
+        return out
+
+    def distinct_count(self, split: str, column: str) -> int:
+        value = self._value(split, column)  # a spillable GROUP BY, not count(DISTINCT)
+        relation = self.dialect.relation(split)
+        values = f"SELECT {value} AS v FROM {relation} WHERE {value} IS NOT NULL GROUP BY {value}"
+        return int(self._one(f"SELECT count(*) FROM ({values}) AS d"))
+
+    def duplicates(self, split: str, features: Sequence[str], label: str | None, *, limit: int) -> Duplicates:
+        table = self._hashes(split, features, label)
+        repeated = (
+            f"SELECT h, y, count(*) AS n, min({ROW}) AS first FROM {table} GROUP BY h, y HAVING count(*) > 1"
+        )
+        extra, involved, distinct = self.runner.rows(
+            f"SELECT sum(n - 1), sum(n), count(*) FROM ({repeated}) AS r"
+        )[0]
+        if not distinct:
+            return Duplicates(0, 0, 0)
+        examples = self._ids(
+            f"SELECT t.{_ID}, t.{ROW} FROM {table} AS t JOIN ({repeated}) AS r "
+            f"ON t.h = r.h AND (t.y = r.y OR (t.y IS NULL AND r.y IS NULL)) WHERE t.{ROW} > r.first",
+            limit,
+        )
+        return Duplicates(int(extra), int(involved), int(distinct), examples)
+
+    def conflicts(self, split: str, features: Sequence[str], label: str, *, limit: int) -> Conflicts:
+        table = self._hashes(split, features, label)
+        conflicted = f"SELECT h FROM {table} WHERE y IS NOT NULL GROUP BY h HAVING min(y) <> max(y)"
+        hashes = int(self._one(f"SELECT count(*) FROM ({conflicted}) AS k"))
+        if hashes == 0:
+            return Conflicts(0, 0, 0)
+        rows_sql = f"FROM {table} AS t WHERE t.y IS NOT NULL AND t.h IN ({conflicted})"
+        rows = int(self._one(f"SELECT count(*) {rows_sql}"))
+        repeated = f"SELECT count(*) AS n FROM {table} GROUP BY h HAVING count(*) > 1"
+        involved = int(self._one(f"SELECT sum(n) FROM ({repeated}) AS r") or 0)
+        examples = self._ids(f"SELECT t.{_ID}, t.{ROW} {rows_sql}", limit)
+        return Conflicts(hashes, rows, involved, examples)
+
+    def overlap(self, earlier: str, later: str, features: Sequence[str], *, limit: int) -> Matches:
+        if not set(features) <= set(self.column_kinds(earlier)):
+            return Matches(0, 0)  # a column the earlier split lacks: no row can be equal
+        mine, theirs = self._hashes(later, features, None), self._hashes(earlier, features, None)
+        # one spillable aggregation over both sides, not a hash join on the larger split
+        both = f"SELECT h, 0 AS side FROM {theirs} UNION ALL SELECT h, 1 AS side FROM {mine}"
+        shared = (
+            f"SELECT h, sum(side) AS n FROM ({both}) AS b GROUP BY h HAVING min(side) = 0 AND max(side) = 1"
+        )
+        rows, distinct = self.runner.rows(f"SELECT sum(n), count(*) FROM ({shared}) AS s")[0]
+        if not rows:
+            return Matches(0, 0)
+        matched = f"FROM {mine} AS t WHERE t.h IN (SELECT h FROM ({shared}) AS s)"
+        return Matches(int(rows), int(distinct), self._ids(f"SELECT t.{_ID}, t.{ROW} {matched}", limit))
+
+    def shared_values(self, earlier: str, later: str, column: str, *, limit: int) -> SharedValues:
+        mine, theirs = self._value(later, column), self._value(earlier, column)
+        known = f"SELECT DISTINCT {theirs} FROM {self.dialect.relation(earlier)} WHERE {theirs} IS NOT NULL"
+        source = f"FROM {self.dialect.relation(later)} WHERE {mine} IN ({known})"
+        counted = f"SELECT count(*) AS n {source} GROUP BY {mine}"
+        rows, shared = self.runner.rows(f"SELECT sum(n), count(*) FROM ({counted}) AS c")[0]
+        rows = rows or 0
+        distinct = self.distinct_count(later, column)
+        if not rows or limit <= 0:
+            return SharedValues(int(rows), int(shared), distinct)
+        raw = self.dialect.quote(column)
+        first = self.runner.rows(
+            f"SELECT min({raw}) AS v, min({ROW}) AS f {source} GROUP BY {mine} ORDER BY f LIMIT {int(limit)}"
+        )
+        return SharedValues(int(rows), int(shared), distinct, [_plain(v) for v, _ in first])
+
+    def value_counts(self, split: str, column: str, *, limit: int) -> list[tuple[object, int]]:
+        value, raw = self._value(split, column), self.dialect.quote(column)
+        rows = self.runner.rows(
+            f"SELECT min({raw}), count(*) AS n, min({ROW}) AS f FROM {self.dialect.relation(split)} "
+            f"WHERE {value} IS NOT NULL GROUP BY {value} ORDER BY n DESC, f LIMIT {int(limit)}"
+        )
+        return [(_plain(v), int(n)) for v, n, _ in rows]
+
+    def unseen_values(self, earlier: str, later: str, column: str, *, limit: int) -> list[tuple[object, int]]:
+        mine, theirs = self._value(later, column), self._value(earlier, column)
+        known = f"SELECT DISTINCT {theirs} FROM {self.dialect.relation(earlier)} WHERE {theirs} IS NOT NULL"
+        rows = self.runner.rows(
+            f"SELECT min({self.dialect.quote(column)}), count(*), min({ROW}) AS f "
+            f"FROM {self.dialect.relation(later)} WHERE {mine} IS NOT NULL AND {mine} NOT IN ({known}) "
+            f"GROUP BY {mine} ORDER BY f LIMIT {int(limit)}"
+        )
+        return [(_plain(v), int(n)) for v, n, _ in rows]
+
+    def time_bounds(self, split: str, column: str) -> tuple[object, object]:
+        time = self.dialect.time_value(column, self.column_kinds(split)[column])
+        sql = f"SELECT min({time}), max({time}) FROM {self.dialect.relation(split)}"
+        low, high = self.runner.rows(sql)[0]
+        return _plain(low), _plain(high)
+
+    def rows_before(self, split: str, column: str, earlier: str, *, limit: int) -> Matches:
+        mine = self.dialect.time_value(column, self.column_kinds(split)[column])
+        theirs = self.dialect.time_value(column, self.column_kinds(earlier)[column])
+        source = (
+            f"FROM {self.dialect.relation(split)} WHERE {mine} < "
+            f"(SELECT max({theirs}) FROM {self.dialect.relation(earlier)})"
+        )
+        rows = int(self._one(f"SELECT count(*) {source}"))
+        if rows == 0:
+            return Matches(0, 0)
+        return Matches(rows, rows, self._ids(f"SELECT {self._id_expr(split)}, {ROW} {source}", limit))
+
+    def sample(self, split: str, n: int, seed: int) -> pd.DataFrame:
+        relation = self.dialect.relation(split)
+        if self.row_count(split) <= n:
+            sql = f"SELECT * FROM {relation} ORDER BY {ROW}"
+        else:
+            order = self.dialect.random_order.format(seed=int(seed))
+            chosen = f"SELECT * FROM {relation} ORDER BY {order} LIMIT {int(n)}"
+            sql = f"SELECT * FROM ({chosen}) AS s ORDER BY {ROW}"
+        frame = self.runner.frame(sql)
+        index = pd.Index(frame.pop(ROW).to_numpy())
+        return frame.set_axis(index, axis=0)
+
+    def close(self) -> None:
+        self.runner.close()
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _value(self, split: str, column: str) -> str:
+        return self.dialect.comparable(column, self.column_kinds(split)[column])
+
+    def _id_expr(self, split: str) -> str:
+        if self._id is not None and self._id in self.column_kinds(split):
+            return self.dialect.quote(self._id)
+        return ROW
+
+    def _hashes(self, split: str, features: Sequence[str], label: str | None) -> str:
+        """A relation (row, id, h = hash of the features, y = the label's value) made once."""
+        key = (split, tuple(features), label)
+        if label is None:  # the feature hash of a table made with a label serves as well
+            key = next((k for k in self._hashed if k[:2] == key[:2]), key)
+        if key not in self._hashed:
+            name = f"tm_hash_{split}_{len(self._hashed)}"
+            has_label = label is not None and label in self.column_kinds(split)
+            label_value = self._value(split, label) if has_label and label is not None else "NULL"
+            h = self.dialect.row_hash([self._value(split, c) for c in features])
+            self.runner.materialize(
+                name,
+                f"SELECT {ROW}, {self._id_expr(split)} AS {_ID}, {h} AS h, {label_value} AS y "
+                f"FROM {self.dialect.relation(split)}",
+            )
+            self._hashed[key] = self.dialect.quote(name)
+        return self._hashed[key]
+
+    def _ids(self, sql: str, limit: int) -> list[object]:
+        """The first `limit` ids of a query selecting (id, row), in read order."""
+        if limit <= 0:
+            return []
+        rows = self.runner.rows(f"SELECT * FROM ({sql}) AS e ORDER BY 2 LIMIT {int(limit)}")
+        return [_plain(row[0]) for row in rows]
+
+    def _one(self, sql: str) -> Any:
+        return self.runner.rows(sql)[0][0]
+
+
+def _plain(value: object) -> object:
+    item = getattr(value, "item", None)
+    return item() if callable(item) else value
