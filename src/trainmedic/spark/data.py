@@ -1,0 +1,177 @@
+"""The Spark backend of `check data`: each split a Spark relation, each check question a Spark job.
+
+`open_engine` reads the inputs (Parquet, CSV/TSV, JSON lines: files, folders of files or
+cluster URLs, or Spark DataFrames already in hand), registers each split as the temp
+view `tm_<split>` with `__tm_row`, its row number in read order, and returns the
+`SqlTableEngine` of `trainmedic.data.engines` with the Spark SQL dialect: the queries are
+the ones DuckDB answers too, written once there.
+
+Where the work happens: reading, hashing rows, joins across splits and every aggregation
+run on the executors; the driver receives counts, at most a few dozen example ids or
+values per question, and the seeded samples the model-based checks score
+(`TableEngine.sample`, converted to pandas through Arrow).
+
+Row numbers follow the read order, so examples name the same rows as the pandas engine:
+`monotonically_increasing_id` numbers rows within each partition, one small job counts
+the rows of each partition, and a broadcast table of the partitions' offsets turns the
+pair into a 0-based row number without moving any row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from itertools import accumulate
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import pandas as pd
+
+from trainmedic.data.engines import ROW, SPARK, SqlTableEngine, TableEngine
+from trainmedic.data.readers import table_format
+from trainmedic.errors import UsageError
+from trainmedic.spark._session import adopt, arrow_enabled, first_line, quiet_pandas_warning, spark_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+SparkInput = Any  # str | Path | pyspark.sql.DataFrame (pyspark is imported lazily)
+
+_PARTITION_BITS = 33  # monotonically_increasing_id: partition index << 33 | row within the partition
+_DELIMITERS = {"csv": ",", "tsv": "\t"}
+
+
+def is_spark_frame(value: object) -> bool:
+    """A Spark DataFrame (classic or Spark Connect), told without importing pyspark."""
+    return any(
+        cls.__name__ == "DataFrame" and cls.__module__.startswith("pyspark.sql")
+        for cls in type(value).__mro__
+    )
+
+
+def open_engine(
+    inputs: Mapping[str, SparkInput],
+    *,
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+) -> TableEngine:
+    """A `TableEngine` over these splits (name -> path or Spark DataFrame), in one SparkSession:
+    the one the DataFrames belong to, else the active one, else a new one on `master`."""
+    session = _session([v for v in inputs.values() if is_spark_frame(v)], master, conf)
+    runner = SparkRunner(session)
+    try:
+        for split, value in inputs.items():
+            frame = value if is_spark_frame(value) else read_split(session, value)
+            runner.register(SPARK.relation(split), with_row_numbers(frame), cache=False)
+    except BaseException:
+        runner.close()
+        raise
+    return SqlTableEngine("spark", SPARK, runner, list(inputs))
+
+
+def _session(frames: list[DataFrame], master: str | None, conf: Mapping[str, str] | None) -> SparkSession:
+    """The DataFrames' own session (one for all), else the active or a new one."""
+    if not frames:
+        return spark_session(master, conf)
+    session = frames[0].sparkSession
+    if any(frame.sparkSession is not session for frame in frames[1:]):
+        raise UsageError("the Spark DataFrames belong to different SparkSessions; expected one session")
+    adopt(session, master, conf)
+    return session
+
+
+def read_split(session: SparkSession, path: str | Path) -> DataFrame:
+    """A table path as a Spark DataFrame; a local path that is missing or unreadable is one line.
+
+    A folder is read as a Parquet dataset (the layout Spark writes); a URL with a scheme
+    (hdfs://, s3a://, gs://) is read by Spark itself and only checked when read.
+    """
+    text = str(path)
+    local = _local_path(text)
+    if local is not None and not local.exists():
+        raise UsageError(f"{text}: no such file")
+    fmt = "parquet" if local is not None and local.is_dir() else table_format(Path(urlsplit(text).path))
+    reader = session.read
+    try:
+        if fmt in _DELIMITERS:
+            frame = reader.csv(text, header=True, inferSchema=True, sep=_DELIMITERS[fmt])
+        elif fmt == "parquet":
+            frame = reader.parquet(text)
+        else:
+            frame = reader.json(text, multiLine=fmt == "json")
+        frame.schema  # noqa: B018  (resolving the schema reads the footers: a bad file fails here)
+    except Exception as exc:  # AnalysisException, SparkException...: the file, not our code
+        raise UsageError(f"{text}: cannot read as {fmt}: {first_line(exc)}") from exc
+    return frame
+
+
+def with_row_numbers(frame: DataFrame) -> DataFrame:
+    """`frame` plus `__tm_row`, 0-based in read order (see the module docstring)."""
+    from pyspark.sql import functions as F
+
+    tagged = frame.withColumn("__tm_id", F.monotonically_increasing_id())
+    partition = F.shiftright(F.col("__tm_id"), _PARTITION_BITS)
+    counts = sorted(
+        (int(p), int(n))
+        for p, n in tagged.groupBy(partition.alias("p")).count().collect()  # one small job
+    )
+    starts = [0, *accumulate(n for _, n in counts)][:-1]
+    offsets = frame.sparkSession.createDataFrame(
+        [(p, start) for (p, _), start in zip(counts, starts, strict=True)] or [(0, 0)],
+        "__tm_p long, __tm_start long",
+    )
+    within = F.col("__tm_id").bitwiseAND((1 << _PARTITION_BITS) - 1)
+    return (
+        tagged.join(F.broadcast(offsets), partition == F.col("__tm_p"))
+        .withColumn(ROW, F.col("__tm_start") + within)
+        .drop("__tm_id", "__tm_p", "__tm_start")
+    )
+
+
+class SparkRunner:
+    """`SqlRunner` over one SparkSession: the SQL runs as Spark jobs, results come back small."""
+
+    def __init__(self, session: SparkSession) -> None:
+        self.session = session
+        self._views: list[str] = []
+        self._cached: list[DataFrame] = []
+
+    def register(self, name: str, frame: DataFrame, *, cache: bool) -> None:
+        if cache:
+            frame = frame.persist()
+            self._cached.append(frame)
+        frame.createOrReplaceTempView(name)
+        self._views.append(name)
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        return [tuple(row) for row in self.session.sql(sql).collect()]
+
+    def frame(self, sql: str) -> pd.DataFrame:
+        with quiet_pandas_warning(), arrow_enabled(self.session):
+            frame: pd.DataFrame = self.session.sql(sql).toPandas()
+        return frame
+
+    def materialize(self, name: str, sql: str) -> None:
+        """Hash relations are read by several questions: kept on the executors once computed."""
+        self.register(name, self.session.sql(sql), cache=True)
+
+    def column_types(self, relation: str) -> list[tuple[str, str]]:
+        return [(str(c), str(t)) for c, t in self.session.table(relation).dtypes]
+
+    def close(self) -> None:
+        for frame in self._cached:
+            frame.unpersist()
+        for name in self._views:
+            self.session.catalog.dropTempView(name.strip(SPARK.quote_char))
+        self._cached.clear()
+        self._views.clear()
+
+
+def _local_path(text: str) -> Path | None:
+    """The local file a path names (no scheme, or file:), None for a cluster URL."""
+    scheme = urlsplit(text).scheme
+    if scheme == "file":
+        return Path(urlsplit(text).path)
+    if scheme and len(scheme) > 1:  # a Windows drive letter is not a scheme
+        return None
+    return Path(text)
