@@ -9,7 +9,15 @@ lazily, so pyspark is needed only when `--engine spark` is asked for.
 
 from __future__ import annotations
 
-from trainmedic.data.engines._protocol import KINDS, Conflicts, Duplicates, Matches, SharedValues, TableEngine
+from trainmedic.data.engines._protocol import (
+    KINDS,
+    Conflicts,
+    Duplicates,
+    Matches,
+    Moments,
+    SharedValues,
+    TableEngine,
+)
 from trainmedic.data.engines._sql import DUCKDB, ROW, SPARK, Dialect, SqlRunner, SqlTableEngine
 
 __all__ = [
@@ -21,6 +29,7 @@ __all__ = [
     "Dialect",
     "Duplicates",
     "Matches",
+    "Moments",
     "SharedValues",
     "SqlRunner",
     "SqlTableEngine",

@@ -69,6 +69,19 @@ class SharedValues:
     examples: list[object] = field(default_factory=list)  # shared values, first appearance in later
 
 
+@dataclass(frozen=True, slots=True)
+class Moments:
+    """Finite values of a numeric column: count, sum, sum of squares, range, and whether any
+    is fractional. Enough to tell a column scaled on several splits together (DAT014)."""
+
+    n: int
+    total: float
+    squares: float
+    low: float
+    high: float
+    fractional: bool
+
+
 @runtime_checkable
 class TableEngine(Protocol):
     """What the aggregate checks ask. `columns` arguments are lists of column names of the split."""
@@ -91,6 +104,14 @@ class TableEngine(Protocol):
 
     def null_counts(self, split: str, columns: Sequence[str]) -> dict[str, int]:
         """Missing values per column (NaN in a float column counts as missing, as in pandas)."""
+        ...
+
+    def missing_rows(self, split: str, column: str, *, limit: int) -> Matches:
+        """Rows where the column is missing (a label without a value)."""
+        ...
+
+    def moments(self, split: str, columns: Sequence[str]) -> dict[str, Moments]:
+        """`Moments` of each numeric column, over its finite values."""
         ...
 
     def distinct_count(self, split: str, column: str) -> int:

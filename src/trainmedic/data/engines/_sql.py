@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from trainmedic.data.engines._protocol import Conflicts, Duplicates, Matches, SharedValues
+from trainmedic.data.engines._protocol import Conflicts, Duplicates, Matches, Moments, SharedValues
 
 ROW = "__tm_row"
 _ID = "__tm_id"
@@ -162,6 +162,38 @@ class SqlTableEngine:
         parts = [f"sum(CASE WHEN {self._value(split, c)} IS NULL THEN 1 ELSE 0 END)" for c in columns]
         (row,) = self.runner.rows(f"SELECT {', '.join(parts)} FROM {self.dialect.relation(split)}")
         return {c: int(v or 0) for c, v in zip(columns, row, strict=True)}
+
+    def missing_rows(self, split: str, column: str, *, limit: int) -> Matches:
+        source = f"FROM {self.dialect.relation(split)} WHERE {self._value(split, column)} IS NULL"
+        rows = int(self._one(f"SELECT count(*) {source}"))
+        if rows == 0:
+            return Matches(0, 0)
+        return Matches(rows, rows, self._ids(f"SELECT {self._id_expr(split)}, {ROW} {source}", limit))
+
+    def moments(self, split: str, columns: Sequence[str]) -> dict[str, Moments]:
+        if not columns:
+            return {}
+        parts = []
+        for column in columns:
+            value = self._value(split, column)
+            finite = f"(CASE WHEN {value} IS NOT NULL AND {value} - {value} = 0 THEN {value} END)"
+            fractional = f"(CASE WHEN {finite} <> floor({finite}) THEN 1 ELSE 0 END)"
+            squares = f"{finite} * {finite}"
+            parts.append(
+                f"count({finite}), sum({finite}), sum({squares}), min({finite}), max({finite}), "
+                f"max({fractional})"
+            )
+        (row,) = self.runner.rows(f"SELECT {', '.join(parts)} FROM {self.dialect.relation(split)}")
+        out = {}
+        for i, column in enumerate(columns):
+            n, total, squares, low, high, fractional = row[6 * i : 6 * i + 6]
+            if not n:
+                out[column] = Moments(0, 0.0, 0.0, float("inf"), float("-inf"), False)
+            else:
+                out[column] = Moments(
+                    int(n), float(total), float(squares), float(low), float(high), bool(fractional)
+                )
+        return out
 
     def distinct_count(self, split: str, column: str) -> int:
         sql = f"SELECT count(DISTINCT {self._value(split, column)}) FROM {self.dialect.relation(split)}"

@@ -1,0 +1,141 @@
+"""DuckDB on one machine: Parquet/CSV/JSONL files or folders read lazily, spilled to disk.
+
+Nothing is loaded up front: each split is a view over `read_parquet`/`read_csv`, and the
+row hashes the checks share are written once to a database file in a temporary folder,
+which is also where DuckDB spills when a join or aggregate outgrows `memory_limit`. So
+the peak memory follows the limit, not the table.
+
+Row numbers (`__tm_row`) for Parquet come from each file's own row numbers plus the rows
+of the files before it (from the Parquet footers), so they are exact and the scan stays
+parallel; CSV and JSON are numbered in read order.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from trainmedic.data.engines._sql import DUCKDB, ROW, SqlTableEngine
+from trainmedic.data.readers import table_format
+from trainmedic.errors import UsageError
+
+_READERS = {
+    "parquet": "read_parquet({files}, filename = true, file_row_number = true)",
+    "csv": "read_csv({files}, delim = ',', header = true)",
+    "tsv": "read_csv({files}, delim = '\t', header = true)",
+    "jsonl": "read_json_auto({files}, format = 'newline_delimited')",
+    "json": "read_json_auto({files})",
+}
+
+
+def table_files(path: Path) -> tuple[list[Path], str]:
+    """The files of one input (a file, or every table file under a folder) and their format."""
+    if not path.exists():
+        raise UsageError(f"{path}: no such file or folder")
+    if path.is_file():
+        return [path], table_format(path)
+    files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
+    formats = {table_format(p) for p in files if p.suffix}
+    if not files or len(formats) != 1:
+        found = ", ".join(sorted(formats)) or "none"
+        raise UsageError(f"{path}: expected a folder of table files of one format (found: {found})")
+    return files, formats.pop()
+
+
+class DuckDBRunner:
+    """Executes the engine's SQL on one DuckDB connection; every DuckDB error becomes one line."""
+
+    def __init__(self, memory_limit: int, workdir: Path) -> None:
+        import duckdb
+
+        self._error = duckdb.Error
+        self.workdir = workdir
+        self.con = duckdb.connect(str(workdir / "trainmedic.duckdb"))
+        spill = workdir / "spill"
+        spill.mkdir(exist_ok=True)
+        self.con.execute(f"SET memory_limit = '{max(memory_limit // 2**20, 128)}MB'")
+        self.con.execute(f"SET temp_directory = '{_text(str(spill))}'")
+        self.con.execute(f"SET threads = {os.cpu_count() or 1}")
+        self.con.execute("SET preserve_insertion_order = true")
+        self.context = ""
+
+    def execute(self, sql: str) -> Any:
+        try:
+            return self.con.execute(sql)
+        except self._error as exc:
+            raise UsageError(f"{self.context}cannot read: {_first_line(exc)}") from exc
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        return list(self.execute(sql).fetchall())
+
+    def frame(self, sql: str) -> pd.DataFrame:
+        try:
+            table = self.con.sql(sql).to_arrow_table()
+        except self._error as exc:
+            raise UsageError(f"{self.context}cannot read: {_first_line(exc)}") from exc
+        frame: pd.DataFrame = table.to_pandas()
+        return frame
+
+    def materialize(self, name: str, sql: str) -> None:
+        self.execute(f'CREATE OR REPLACE TABLE "{name}" AS {sql}')
+
+    def column_types(self, relation: str) -> list[tuple[str, str]]:
+        return [(str(row[0]), str(row[1])) for row in self.rows(f"DESCRIBE {relation}")]
+
+    def close(self) -> None:
+        self.con.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def open_duckdb(
+    inputs: Mapping[str, str | Path], *, memory_limit: int, temp_dir: str | None = None
+) -> SqlTableEngine:
+    """A `TableEngine` over these files; bad input raises `UsageError` naming the file."""
+    workdir = Path(tempfile.mkdtemp(prefix="trainmedic-duckdb-", dir=temp_dir))
+    runner = DuckDBRunner(memory_limit, workdir)
+    try:
+        for split, source in inputs.items():
+            files, fmt = table_files(Path(source))
+            runner.context = f"{source}: "
+            runner.execute(f'CREATE VIEW "tm_{split}" AS {_numbered(runner, files, fmt)}')
+            if not runner.rows(f'SELECT 1 FROM "tm_{split}" LIMIT 1'):
+                raise UsageError(f"{source}: has no rows; expected a non-empty {fmt} table")
+        runner.context = ""
+    except BaseException:
+        runner.close()
+        raise
+    return SqlTableEngine("duckdb", DUCKDB, runner, list(inputs))
+
+
+def _numbered(runner: DuckDBRunner, files: list[Path], fmt: str) -> str:
+    """SELECT every column of the files plus `__tm_row`, the row number in read order."""
+    listed = "[" + ", ".join(f"'{_text(str(f))}'" for f in files) + "]"
+    source = _READERS[fmt].format(files=listed)
+    if fmt != "parquet":
+        return f"SELECT row_number() OVER () - 1 AS {ROW}, * FROM {source}"
+    counts = runner.rows(f"SELECT file_name, num_rows FROM parquet_file_metadata({listed})")
+    rows_of = {str(name): int(n) for name, n in counts}
+    offsets, total = [], 0
+    for f in files:
+        offsets.append(f"WHEN '{_text(str(f))}' THEN {total}")
+        total += rows_of.get(str(f), 0)
+    offset = f"(CASE filename {' '.join(offsets)} END)" if len(files) > 1 else "0"
+    return (
+        f"SELECT CAST(file_row_number + {offset} AS BIGINT) AS {ROW}, "
+        f"* EXCLUDE (filename, file_row_number) FROM {source}"
+    )
+
+
+def _text(value: str) -> str:
+    return value.replace("'", "''")
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
