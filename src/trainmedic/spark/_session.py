@@ -88,7 +88,7 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
         return active
     master = master or DEFAULT_MASTER
     require_reachable(master)
-    settings = {**_QUIET_SETTINGS, **(_LOCAL_SETTINGS if is_local(master) else {}), **conf}
+    settings = {**_QUIET_SETTINGS, **(local_settings(master) if is_local(master) else {}), **conf}
     settings["spark.master"] = master
     return _start(master, settings)
 
@@ -114,6 +114,14 @@ def adopt(session: SparkSession, master: str | None, conf: Mapping[str, str] | N
 
 def is_local(master: str) -> bool:
     return master == "local" or master.startswith("local[")
+
+
+def local_settings(master: str) -> dict[str, str]:
+    """A local master: Spark's 200 shuffle partitions are sized for a cluster; on one machine
+    each costs a task and buys nothing, so two per core (`local[N]`, or every core for `*`)."""
+    cores = re.fullmatch(r"local\[(\d+)(?:,\d+)?\]", master)
+    count = int(cores.group(1)) if cores else (os.cpu_count() or 1) if "*" in master else 1
+    return {**_LOCAL_SETTINGS, "spark.sql.shuffle.partitions": str(2 * count)}
 
 
 def require_reachable(master: str) -> None:

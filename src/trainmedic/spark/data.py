@@ -19,7 +19,8 @@ pair into a 0-based row number without moving any row.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,6 +58,9 @@ def open_engine(
 ) -> TableEngine:
     """A `TableEngine` over these splits (name -> path or Spark DataFrame), in one SparkSession:
     the one the DataFrames belong to, else the active one, else a new one on `master`."""
+    for value in inputs.values():
+        if not is_spark_frame(value):
+            table_kind(str(value))  # a missing file or an unknown format fails before Spark starts
     session = _session([v for v in inputs.values() if is_spark_frame(v)], master, conf)
     runner = SparkRunner(session)
     try:
@@ -81,16 +85,9 @@ def _session(frames: list[DataFrame], master: str | None, conf: Mapping[str, str
 
 
 def read_split(session: SparkSession, path: str | Path) -> DataFrame:
-    """A table path as a Spark DataFrame; a local path that is missing or unreadable is one line.
-
-    A folder is read as a Parquet dataset (the layout Spark writes); a URL with a scheme
-    (hdfs://, s3a://, gs://) is read by Spark itself and only checked when read.
-    """
+    """A table path as a Spark DataFrame; a file Spark cannot read, or an empty one, is one line."""
     text = str(path)
-    local = _local_path(text)
-    if local is not None and not local.exists():
-        raise UsageError(f"{text}: no such file")
-    fmt = "parquet" if local is not None and local.is_dir() else table_format(Path(urlsplit(text).path))
+    fmt = table_kind(text)
     reader = session.read
     try:
         if fmt in _DELIMITERS:
@@ -99,10 +96,23 @@ def read_split(session: SparkSession, path: str | Path) -> DataFrame:
             frame = reader.parquet(text)
         else:
             frame = reader.json(text, multiLine=fmt == "json")
-        frame.schema  # noqa: B018  (resolving the schema reads the footers: a bad file fails here)
+        empty = frame.isEmpty()  # a bad file fails here (the footers are read); an empty one too
     except Exception as exc:  # AnalysisException, SparkException...: the file, not our code
         raise UsageError(f"{text}: cannot read as {fmt}: {first_line(exc)}") from exc
+    if empty or not frame.columns:
+        raise UsageError(f"{text}: has no rows; expected a non-empty {fmt} table")
     return frame
+
+
+def table_kind(text: str) -> str:
+    """The format of an input: a local folder is a Parquet dataset (the layout Spark writes);
+    a file or URL by its suffix. A local path must exist; a URL is checked when Spark reads it."""
+    local = _local_path(text)
+    if local is not None and not local.exists():
+        raise UsageError(f"{text}: no such file or folder")
+    if local is not None and local.is_dir():
+        return "parquet"
+    return table_format(Path(urlsplit(text).path))
 
 
 def with_row_numbers(frame: DataFrame) -> DataFrame:
@@ -128,6 +138,21 @@ def with_row_numbers(frame: DataFrame) -> DataFrame:
     )
 
 
+@contextlib.contextmanager
+def job_failures() -> Iterator[None]:
+    """A Spark job that fails on the data (a corrupt file found mid-scan, a lost executor)
+    is one line naming Spark's reason; an AnalysisException is a query's fault and stays one."""
+    from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+    from pyspark.errors import AnalysisException, PySparkException
+
+    try:
+        yield
+    except AnalysisException:
+        raise
+    except (PySparkException, Py4JJavaError) as exc:
+        raise UsageError(f"--engine spark: a Spark job failed: {first_line(exc)}") from exc
+
+
 class SparkRunner:
     """`SqlRunner` over one SparkSession: the SQL runs as Spark jobs, results come back small."""
 
@@ -144,10 +169,11 @@ class SparkRunner:
         self._views.append(name)
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
-        return [tuple(row) for row in self.session.sql(sql).collect()]
+        with job_failures():
+            return [tuple(row) for row in self.session.sql(sql).collect()]
 
     def frame(self, sql: str) -> pd.DataFrame:
-        with quiet_pandas_warning(), arrow_enabled(self.session):
+        with job_failures(), quiet_pandas_warning(), arrow_enabled(self.session):
             frame: pd.DataFrame = self.session.sql(sql).toPandas()
         return frame
 
