@@ -73,26 +73,35 @@ class Chance:
 
 
 def chance_across(
-    reference: pd.DataFrame, rows: pd.DataFrame, columns: Sequence[str], observed: int
+    reference: pd.DataFrame,
+    rows: pd.DataFrame,
+    columns: Sequence[str],
+    observed: int,
+    *,
+    sizes: tuple[int, int] | None = None,
 ) -> Chance:
-    """Rows of `rows` equal to some `reference` row by chance (two splits)."""
+    """Rows of `rows` equal to some `reference` row by chance (two splits). `sizes` are the
+    splits' row counts when the frames are samples of them (an out-of-core engine)."""
     if observed == 0:
         return Chance(0, 0.0, float("inf"))
+    reference_size, rows_size = sizes or (len(reference), len(rows))
     ref = _sample(reference, REFERENCE_SAMPLE)
     mine = _sample(rows, ROW_SAMPLE)
-    probability, combinations = _match_probability(ref, mine, columns, len(reference), leave_one_out=False)
-    return Chance(observed, float(probability.mean() * len(rows)), combinations)
+    probability, combinations = _match_probability(ref, mine, columns, reference_size, leave_one_out=False)
+    return Chance(observed, float(probability.mean() * rows_size), combinations)
 
 
-def chance_within(frame: pd.DataFrame, columns: Sequence[str], observed: int) -> Chance:
-    """Rows of `frame` equal to another row of the same frame by chance."""
+def chance_within(
+    frame: pd.DataFrame, columns: Sequence[str], observed: int, *, size: int | None = None
+) -> Chance:
+    """Rows of `frame` equal to another row of the same frame by chance. `size` is the
+    split's row count when `frame` is a sample of it."""
     if observed == 0:
         return Chance(0, 0.0, float("inf"))
+    size = len(frame) if size is None else size
     sample = _sample(frame, REFERENCE_SAMPLE)
-    probability, combinations = _match_probability(
-        sample, sample, columns, len(frame) - 1, leave_one_out=True
-    )
-    return Chance(observed, float(probability.mean() * len(frame)), combinations)
+    probability, combinations = _match_probability(sample, sample, columns, size - 1, leave_one_out=True)
+    return Chance(observed, float(probability.mean() * size), combinations)
 
 
 def _match_probability(

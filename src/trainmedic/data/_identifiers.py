@@ -87,24 +87,25 @@ def identifier_findings(data: Dataset) -> list[Finding]:
                 count = int(values.isin(earlier.frame[column].dropna()).sum())
                 if count:
                     shared[f"{earlier.name}/{later.name}"] = count
-        message = (
-            f"{column!r} is an identifier ({distinct:.0%} distinct values in train), not a feature: "
-            "left out of the features"
-        )
-        if shared:
-            message += (
-                f"; {sum(shared.values()):,} of its values recur in a later split (the same entity twice?)"
-            )
-        found.append(
-            IDENTIFIER_COLUMN.finding(
-                message,
-                severity=Severity.WARNING if shared else Severity.INFO,
-                evidence={
-                    "column": column,
-                    "distinct_fraction": distinct,
-                    "shared_values": shared,
-                    "key_name": looks_like_key_name(column),
-                },
-            )
-        )
+        found.append(identifier_finding(column, distinct, shared))
     return found
+
+
+def identifier_finding(column: str, distinct: float, shared: dict[str, int]) -> Finding:
+    """DAT015 for one identifier column; `shared` counts its values recurring per split pair."""
+    message = (
+        f"{column!r} is an identifier ({distinct:.0%} distinct values in train), not a feature: "
+        "left out of the features"
+    )
+    if shared:
+        message += f"; {sum(shared.values()):,} of its values recur in a later split (the same entity twice?)"
+    return IDENTIFIER_COLUMN.finding(
+        message,
+        severity=Severity.WARNING if shared else Severity.INFO,
+        evidence={
+            "column": column,
+            "distinct_fraction": distinct,
+            "shared_values": shared,
+            "key_name": looks_like_key_name(column),
+        },
+    )

@@ -13,7 +13,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from trainmedic.data._chance import chance_across
+from trainmedic.data._answers import Matches, SharedValues
+from trainmedic.data._chance import Chance, chance_across
 from trainmedic.data._context import Dataset, Split
 from trainmedic.data._hashing import ROUND_DECIMALS, rounded_row_hashes, row_decimals
 from trainmedic.data._predictability import feature_scores
@@ -55,35 +56,47 @@ def split_overlap(data: Dataset) -> list[Finding]:
         if count == 0:
             continue
         chance = chance_across(earlier.frame, later.frame, later.features, count)
-        if not chance.beyond_chance:
-            data.notes.append(
-                f"{count:,} {later.name} rows share every feature with a {earlier.name} row, as chance "
-                f"predicts (~{chance.expected_text}) in a feature space of ~{chance.combinations:,.0f} "
-                "combinations: different examples with equal attributes, not reported as overlap"
-            )
-            continue
         distinct = int(pd.Series(later.feature_hash[mask]).nunique())
-        message = (
-            f"{count:,} of {len(later):,} {later.name} rows ({count / len(later):.1%}) have "
-            f"features identical to a {earlier.name} row"
-        )
-        if chance.expected >= 0.5:
-            message += f" (chance alone gives about {chance.expected_text})"
-        found.append(
-            SPLIT_OVERLAP.finding(
-                message,
-                evidence={
-                    "splits": [earlier.name, later.name],
-                    "rows": count,
-                    "fraction": round(count / len(later), 6),
-                    "distinct_examples": distinct,
-                    "example_rows": {later.name: later.example_rows(mask)},
-                    "features_compared": len(later.features),
-                    **chance.evidence(),
-                },
-            )
-        )
+        answer = Matches(count, distinct, later.example_rows(mask))
+        pair = (earlier.name, later.name)
+        found.extend(overlap_finding(data, pair, len(later), answer, chance, features=len(later.features)))
     return found
+
+
+def overlap_finding(
+    data: Dataset, pair: tuple[str, str], total: int, answer: Matches, chance: Chance, *, features: int
+) -> list[Finding]:
+    """DAT001 for the rows of `pair[1]` (of `total`) equal to a row of `pair[0]`; within what
+    chance gives, a note instead."""
+    earlier, later = pair
+    count = answer.rows
+    if not chance.beyond_chance:
+        data.notes.append(
+            f"{count:,} {later} rows share every feature with a {earlier} row, as chance "
+            f"predicts (~{chance.expected_text}) in a feature space of ~{chance.combinations:,.0f} "
+            "combinations: different examples with equal attributes, not reported as overlap"
+        )
+        return []
+    message = (
+        f"{count:,} of {total:,} {later} rows ({count / total:.1%}) have "
+        f"features identical to a {earlier} row"
+    )
+    if chance.expected >= 0.5:
+        message += f" (chance alone gives about {chance.expected_text})"
+    return [
+        SPLIT_OVERLAP.finding(
+            message,
+            evidence={
+                "splits": [earlier, later],
+                "rows": count,
+                "fraction": round(count / total, 6),
+                "distinct_examples": answer.distinct,
+                "example_rows": {later: answer.examples},
+                "features_compared": features,
+                **chance.evidence(),
+            },
+        )
+    ]
 
 
 def near_duplicate_overlap(data: Dataset) -> list[Finding]:
@@ -151,22 +164,28 @@ def group_overlap(data: Dataset) -> list[Finding]:
         if rows == 0:
             continue
         shared = pd.unique(groups[mask])
-        found.append(
-            GROUP_OVERLAP.finding(
-                f"{len(shared):,} {column!r} groups appear in both {earlier.name} and {later.name} "
-                f"({rows:,} {later.name} rows, {rows / len(later):.1%})",
-                evidence={
-                    "splits": [earlier.name, later.name],
-                    "column": column,
-                    "groups": len(shared),
-                    "groups_fraction": round(len(shared) / max(groups.nunique(), 1), 6),
-                    "rows": rows,
-                    "fraction": round(rows / len(later), 6),
-                    "example_groups": [_plain(v) for v in shared[:10]],
-                },
-            )
-        )
+        answer = SharedValues(rows, len(shared), int(groups.nunique()), [_plain(v) for v in shared[:10]])
+        found.append(group_finding((earlier.name, later.name), column, len(later), answer))
     return found
+
+
+def group_finding(pair: tuple[str, str], column: str, total: int, answer: SharedValues) -> Finding:
+    """DAT003: groups of `column` found in both splits of `pair`, `total` rows in the later one."""
+    earlier, later = pair
+    rows = answer.rows
+    return GROUP_OVERLAP.finding(
+        f"{answer.shared:,} {column!r} groups appear in both {earlier} and {later} "
+        f"({rows:,} {later} rows, {rows / total:.1%})",
+        evidence={
+            "splits": [earlier, later],
+            "column": column,
+            "groups": answer.shared,
+            "groups_fraction": round(answer.shared / max(answer.distinct, 1), 6),
+            "rows": rows,
+            "fraction": round(rows / total, 6),
+            "example_groups": answer.examples[:10],
+        },
+    )
 
 
 def temporal_overlap(data: Dataset) -> list[Finding]:
@@ -191,22 +210,42 @@ def temporal_overlap(data: Dataset) -> list[Finding]:
         rows = int(mask.sum())
         if rows == 0:
             continue
+        answer = Matches(rows, rows, later.example_rows(mask))
         found.append(
-            TEMPORAL_OVERLAP.finding(
-                f"{rows:,} {later.name} rows ({rows / len(later):.1%}) are timed before the latest "
-                f"{earlier.name} time {latest}",
-                evidence={
-                    "splits": [earlier.name, later.name],
-                    "column": column,
-                    "rows": rows,
-                    "fraction": round(rows / len(later), 6),
-                    f"{earlier.name}_latest": str(latest),
-                    f"{later.name}_earliest": str(later_times.min()),
-                    "example_rows": {later.name: later.example_rows(mask)},
-                },
+            temporal_finding(
+                (earlier.name, later.name), column, len(later), answer, (latest, later_times.min())
             )
         )
     return found
+
+
+def temporal_finding(
+    pair: tuple[str, str], column: str, total: int, answer: Matches, bounds: tuple[object, object]
+) -> Finding:
+    """DAT004: rows of the later split timed before `bounds[0]`, the earlier split's latest
+    time; `bounds[1]` is the later split's earliest."""
+    earlier, later = pair
+    latest, earliest = bounds
+    rows = answer.rows
+    return TEMPORAL_OVERLAP.finding(
+        f"{rows:,} {later} rows ({rows / total:.1%}) are timed before the latest {earlier} time {latest}",
+        evidence={
+            "splits": [earlier, later],
+            "column": column,
+            "rows": rows,
+            "fraction": round(rows / total, 6),
+            f"{earlier}_latest": str(latest),
+            f"{later}_earliest": str(earliest),
+            "example_rows": {later: answer.examples},
+        },
+    )
+
+
+def time_error(column: str, split: str, reason: str) -> UsageError:
+    """The one line for a --time column that holds something other than times."""
+    return UsageError(
+        f"--time {column!r} in {split}: cannot parse as a timestamp ({reason}); expected dates or numbers"
+    )
 
 
 def as_time(series: pd.Series, *, column: str, split: str) -> pd.Series:
@@ -216,9 +255,7 @@ def as_time(series: pd.Series, *, column: str, split: str) -> pd.Series:
     try:
         parsed = pd.to_datetime(series, errors="raise", format="mixed", utc=True)
     except (ValueError, TypeError) as exc:
-        raise UsageError(
-            f"--time {column!r} in {split}: cannot parse as a timestamp ({exc}); expected dates or numbers"
-        ) from exc
+        raise time_error(column, split, str(exc)) from exc
     return parsed
 
 

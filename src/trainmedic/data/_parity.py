@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from trainmedic.data._context import Dataset, Split
+from trainmedic.data._context import Dataset
 from trainmedic.data._hashing import normalise
 from trainmedic.findings import Finding, Severity
 from trainmedic.rules.data import (
@@ -52,79 +52,122 @@ def kind(series: pd.Series) -> str:
 def schema_mismatch(data: Dataset) -> list[Finding]:
     """DAT010: columns missing/extra/reordered, dtype families changed, unseen categories."""
     train = data.train
+    train_kinds = kinds(train.frame)
     found = []
     for other in data.evaluation():
-        expected = list(train.features)
-        present = [str(c) for c in other.frame.columns]
-        special = data.roles.special()
-        missing = [c for c in expected if c not in other.frame.columns]
-        extra = [c for c in present if c not in train.frame.columns and c not in special]
-        common = [c for c in present if c in expected]
-        reordered = common != [c for c in expected if c in common]
-        changed = {
-            c: {"train": kind(train.frame[c]), other.name: kind(other.frame[c])}
-            for c in common
-            if kind(train.frame[c]) != kind(other.frame[c])
-        }
-        if missing or extra or reordered or changed:
-            problems = []
-            if missing:
-                problems.append(f"{len(missing)} missing")
-            if extra:
-                problems.append(f"{len(extra)} extra")
-            if changed:
-                problems.append(f"{len(changed)} with another dtype")
-            if reordered:
-                problems.append("columns in another order")
-            found.append(
-                SCHEMA_MISMATCH.finding(
-                    f"{other.name} columns differ from train: {', '.join(problems)}",
-                    evidence={
-                        "split": other.name,
-                        "missing_columns": missing,
-                        "extra_columns": extra,
-                        "dtype_changes": changed,
-                        "order_differs": reordered,
-                        "train_order": expected[:50],
-                    },
-                )
-            )
-        found.extend(_unseen_categories(train, other, common))
+        other_kinds = kinds(other.frame)
+        found.extend(
+            schema_findings(other.name, train.features, train_kinds, other_kinds, data.roles.special())
+        )
+        variants: dict[str, dict[str, object]] = {}
+        unseen: dict[str, dict[str, object]] = {}
+        for column in category_columns(train.features, train_kinds, other_kinds):
+            known = pd.Series(train.frame[column].dropna().unique())
+            if len(known) > CATEGORY_MAX_LEVELS:
+                continue  # free text: unseen values are expected
+            values = other.frame[column]
+            new_values = values[values.notna() & ~values.isin(known)].value_counts(sort=False)
+            counts = [(v, int(n)) for v, n in new_values.items()]
+            sort_unseen(column, counts, known, len(other), into=(variants, unseen))
+        found.extend(category_findings(other.name, variants, unseen))
     return found
 
 
-def _unseen_categories(train: Split, other: Split, common: list[str]) -> list[Finding]:
-    """Values of text columns never seen in train: a case/whitespace variant of a known
-    category ('Male ' for 'male') is an encoding inconsistency, anything else unseen."""
-    unseen: dict[str, dict[str, object]] = {}
-    variants: dict[str, dict[str, object]] = {}
-    for column in common:
-        if kind(train.frame[column]) not in ("text", "category"):
-            continue
-        known = pd.Series(train.frame[column].dropna().unique())
-        if len(known) > CATEGORY_MAX_LEVELS:
-            continue  # free text: unseen values are expected
-        values = other.frame[column]
-        mask = (values.notna() & ~values.isin(known)).to_numpy(dtype=bool)
-        if not mask.any():
-            continue
-        folded_known = set(normalise(known).dropna())
-        variant = mask & normalise(values).isin(folded_known).to_numpy(dtype=bool)
-        if variant.any():
-            variants[column] = _value_evidence(values, variant)
-        rest = mask & ~variant
-        if rest.mean() > UNSEEN_CATEGORY_FRACTION:
-            unseen[column] = _value_evidence(values, rest)
+def kinds(frame: pd.DataFrame) -> dict[str, str]:
+    """Each column's dtype family, in the frame's order."""
+    return {str(c): kind(frame[c]) for c in frame.columns}
+
+
+def schema_findings(
+    other: str,
+    expected: list[str],
+    train_kinds: dict[str, str],
+    other_kinds: dict[str, str],
+    special: set[str],
+) -> list[Finding]:
+    """DAT010 for the columns of `other` against the train features `expected` (kinds of every
+    column of each split, in their order)."""
+    present = list(other_kinds)
+    missing = [c for c in expected if c not in other_kinds]
+    extra = [c for c in present if c not in train_kinds and c not in special]
+    common = [c for c in present if c in expected]
+    reordered = common != [c for c in expected if c in common]
+    changed = {
+        c: {"train": train_kinds[c], other: other_kinds[c]}
+        for c in common
+        if train_kinds[c] != other_kinds[c]
+    }
+    if not (missing or extra or reordered or changed):
+        return []
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} missing")
+    if extra:
+        problems.append(f"{len(extra)} extra")
+    if changed:
+        problems.append(f"{len(changed)} with another dtype")
+    if reordered:
+        problems.append("columns in another order")
+    return [
+        SCHEMA_MISMATCH.finding(
+            f"{other} columns differ from train: {', '.join(problems)}",
+            evidence={
+                "split": other,
+                "missing_columns": missing,
+                "extra_columns": extra,
+                "dtype_changes": changed,
+                "order_differs": reordered,
+                "train_order": expected[:50],
+            },
+        )
+    ]
+
+
+def category_columns(
+    features: list[str], train_kinds: dict[str, str], other_kinds: dict[str, str]
+) -> list[str]:
+    """Common text/category columns, in the other split's order."""
+    return [c for c in other_kinds if c in features and train_kinds[c] in ("text", "category")]
+
+
+def sort_unseen(
+    column: str,
+    counts: list[tuple[object, int]],
+    known: pd.Series,
+    total: int,
+    *,
+    into: tuple[dict[str, dict[str, object]], dict[str, dict[str, object]]],
+) -> None:
+    """Values of `column` never seen in train (with their counts, first appearance first):
+    a case/whitespace variant of a known category ('Male ' for 'male') is an encoding
+    inconsistency, anything else unseen when its rows pass UNSEEN_CATEGORY_FRACTION."""
+    if not counts:
+        return
+    variants, unseen = into
+    folded_known = set(normalise(known).dropna())
+    values = pd.Series([v for v, _ in counts], dtype=object)
+    rows = np.array([n for _, n in counts], dtype=np.int64)
+    variant = normalise(values).isin(folded_known).to_numpy(dtype=bool)
+    if variant.any():
+        variants[column] = _value_evidence(values[variant], rows[variant], total)
+    if rows[~variant].sum() / total > UNSEEN_CATEGORY_FRACTION:
+        unseen[column] = _value_evidence(values[~variant], rows[~variant], total)
+
+
+def category_findings(
+    other: str, variants: dict[str, dict[str, object]], unseen: dict[str, dict[str, object]]
+) -> list[Finding]:
+    """DAT010 (warnings) for spelling variants of known categories and for unseen categories."""
     found = []
     if variants:
         worst = max(variants, key=lambda c: variants[c]["rows"])  # type: ignore[arg-type,return-value]
         found.append(
             SCHEMA_MISMATCH.finding(
-                f"{len(variants)} column(s) of {other.name} spell known categories differently "
+                f"{len(variants)} column(s) of {other} spell known categories differently "
                 f"(case or whitespace: an encoding inconsistency; worst: {worst!r}, "
                 f"{variants[worst]['rows']:,} rows)",
                 severity=Severity.WARNING,
-                evidence={"split": other.name, "encoding_variants": variants},
+                evidence={"split": other, "encoding_variants": variants},
                 fix="Normalise text (strip, one case) in the pipeline that feeds both train and this split.",
             )
         )
@@ -132,11 +175,11 @@ def _unseen_categories(train: Split, other: Split, common: list[str]) -> list[Fi
         worst = max(unseen, key=lambda c: unseen[c]["fraction"])  # type: ignore[arg-type,return-value]
         found.append(
             SCHEMA_MISMATCH.finding(
-                f"{len(unseen)} column(s) of {other.name} hold categories never seen in train "
+                f"{len(unseen)} column(s) of {other} hold categories never seen in train "
                 f"(worst: {worst!r}, {unseen[worst]['fraction']:.1%} of rows)",
                 severity=Severity.WARNING,
                 evidence={
-                    "split": other.name,
+                    "split": other,
                     "unseen_categories": unseen,
                     "threshold": UNSEEN_CATEGORY_FRACTION,
                 },
@@ -147,11 +190,12 @@ def _unseen_categories(train: Split, other: Split, common: list[str]) -> list[Fi
     return found
 
 
-def _value_evidence(values: pd.Series, mask: npt.NDArray[np.bool_]) -> dict[str, object]:
+def _value_evidence(values: pd.Series, rows: npt.NDArray[np.int64], total: int) -> dict[str, object]:
+    count = int(rows.sum())
     return {
-        "rows": int(mask.sum()),
-        "fraction": round(float(mask.mean()), 6),
-        "examples": [str(v) for v in pd.unique(values[mask])[:5]],
+        "rows": count,
+        "fraction": round(count / total, 6),
+        "examples": [str(v) for v in values.iloc[:5]],
     }
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from trainmedic.data._chance import chance_within
+from trainmedic.data._answers import Conflicts, Duplicates
+from trainmedic.data._chance import Chance, chance_within
 from trainmedic.data._context import Dataset, Split
 from trainmedic.data._hashing import U64
 from trainmedic.data._predictability import is_classification
@@ -38,29 +39,39 @@ def conflicting_labels(data: Dataset) -> list[Finding]:
         rows = int(mask.sum())
         shared = int(pd.Series(split.feature_hash).duplicated(keep=False).sum())
         chance = chance_within(split.frame, split.features, shared)
-        if not chance.beyond_chance:
-            data.notes.append(
-                f"{split.name}: {rows:,} rows share their features with rows of another label, where "
-                f"chance makes ~{chance.expected_text} rows share features (a feature space of "
-                f"~{chance.combinations:,.0f} combinations): the label is uncertain given these "
-                "features, not conflicting"
-            )
-            continue
-        found.append(
-            CONFLICTING_LABELS.finding(
-                f"{len(conflicted):,} distinct feature rows in {split.name} carry more than one "
-                f"label ({rows:,} rows, {rows / len(split):.1%})",
-                evidence={
-                    "split": split.name,
-                    "examples": len(conflicted),
-                    "rows": rows,
-                    "fraction": round(rows / len(split), 6),
-                    "example_rows": split.example_rows(mask),
-                    **chance.evidence(),
-                },
-            )
-        )
+        answer = Conflicts(len(conflicted), rows, shared, split.example_rows(mask))
+        found.extend(conflicts_finding(data, split.name, len(split), answer, chance))
     return found
+
+
+def conflicts_finding(
+    data: Dataset, split: str, total: int, answer: Conflicts, chance: Chance
+) -> list[Finding]:
+    """DAT006 for the conflicted feature rows of a split of `total` rows; within what chance
+    gives, a note instead (in `data.notes`)."""
+    hashes, rows, examples = answer.hashes, answer.rows, answer.examples
+    if not chance.beyond_chance:
+        data.notes.append(
+            f"{split}: {rows:,} rows share their features with rows of another label, where "
+            f"chance makes ~{chance.expected_text} rows share features (a feature space of "
+            f"~{chance.combinations:,.0f} combinations): the label is uncertain given these "
+            "features, not conflicting"
+        )
+        return []
+    return [
+        CONFLICTING_LABELS.finding(
+            f"{hashes:,} distinct feature rows in {split} carry more than one "
+            f"label ({rows:,} rows, {rows / total:.1%})",
+            evidence={
+                "split": split,
+                "examples": hashes,
+                "rows": rows,
+                "fraction": round(rows / total, 6),
+                "example_rows": examples,
+                **chance.evidence(),
+            },
+        )
+    ]
 
 
 def duplicate_rows(data: Dataset) -> list[Finding]:
@@ -76,27 +87,37 @@ def duplicate_rows(data: Dataset) -> list[Finding]:
             continue
         label = data.roles.label
         columns = split.features + ([label] if label is not None and split.label_codes is not None else [])
-        chance = chance_within(split.frame, columns, int(pd.Series(full).duplicated(keep=False).sum()))
-        if not chance.beyond_chance:
-            data.notes.append(
-                f"{split.name}: {extra:,} rows repeat an earlier row, as chance predicts in a feature "
-                f"space of ~{chance.combinations:,.0f} combinations: not reported as duplicates"
-            )
-            continue
-        found.append(
-            DUPLICATE_ROWS.finding(
-                f"{extra:,} rows of {split.name} ({extra / len(split):.1%}) repeat an earlier row",
-                evidence={
-                    "split": split.name,
-                    "duplicate_rows": extra,
-                    "fraction": round(extra / len(split), 6),
-                    "distinct_duplicated": int(pd.Series(full[mask]).nunique()),
-                    "example_rows": split.example_rows(mask),
-                    **chance.evidence(),
-                },
-            )
-        )
+        involved = int(pd.Series(full).duplicated(keep=False).sum())
+        chance = chance_within(split.frame, columns, involved)
+        answer = Duplicates(extra, involved, int(pd.Series(full[mask]).nunique()), split.example_rows(mask))
+        found.extend(duplicates_finding(data, split.name, len(split), answer, chance))
     return found
+
+
+def duplicates_finding(
+    data: Dataset, split: str, total: int, answer: Duplicates, chance: Chance
+) -> list[Finding]:
+    """DAT007 for the repeating rows of a split of `total` rows; within what chance gives, a note."""
+    extra, distinct, examples = answer.extra, answer.distinct, answer.examples
+    if not chance.beyond_chance:
+        data.notes.append(
+            f"{split}: {extra:,} rows repeat an earlier row, as chance predicts in a feature "
+            f"space of ~{chance.combinations:,.0f} combinations: not reported as duplicates"
+        )
+        return []
+    return [
+        DUPLICATE_ROWS.finding(
+            f"{extra:,} rows of {split} ({extra / total:.1%}) repeat an earlier row",
+            evidence={
+                "split": split,
+                "duplicate_rows": extra,
+                "fraction": round(extra / total, 6),
+                "distinct_duplicated": distinct,
+                "example_rows": examples,
+                **chance.evidence(),
+            },
+        )
+    ]
 
 
 def _with_label(split: Split) -> U64:
@@ -116,38 +137,47 @@ def missing_values(data: Dataset) -> list[Finding]:
             count = int(missing.sum())
             if count:
                 found.append(
-                    MISSING_VALUES.finding(
-                        f"{count:,} rows of {split.name} ({count / len(split):.1%}) have no label "
-                        f"in {label!r}",
-                        severity=Severity.ERROR,
-                        evidence={
-                            "split": split.name,
-                            "column": label,
-                            "rows": count,
-                            "fraction": round(count / len(split), 6),
-                            "example_rows": split.example_rows(missing),
-                        },
-                        fix="Drop or label these rows before training; never train on missing labels.",
-                    )
+                    missing_label_finding(split.name, label, count, len(split), split.example_rows(missing))
                 )
-        if not split.features:
-            continue
-        fractions = pd.Series({c: split.frame[c].isna().mean() for c in split.features}, dtype="float64")
-        over = fractions[fractions > MISSING_FRACTION].sort_values(ascending=False)
-        if over.empty:
-            continue
-        found.append(
-            MISSING_VALUES.finding(
-                f"{len(over)} feature(s) of {split.name} are missing in more than "
-                f"{MISSING_FRACTION:.0%} of rows (worst: {over.index[0]!r} {over.iloc[0]:.1%})",
-                evidence={
-                    "split": split.name,
-                    "columns": {str(c): round(float(v), 6) for c, v in over.head(_MAX_LISTED).items()},
-                    "threshold": MISSING_FRACTION,
-                },
-            )
-        )
+        if split.features:
+            fractions = {c: float(split.frame[c].isna().mean()) for c in split.features}
+            found.extend(missing_features_finding(split.name, fractions))
     return found
+
+
+def missing_label_finding(split: str, label: str, count: int, total: int, examples: list[object]) -> Finding:
+    """DAT008 (error): rows without a label."""
+    return MISSING_VALUES.finding(
+        f"{count:,} rows of {split} ({count / total:.1%}) have no label in {label!r}",
+        severity=Severity.ERROR,
+        evidence={
+            "split": split,
+            "column": label,
+            "rows": count,
+            "fraction": round(count / total, 6),
+            "example_rows": examples,
+        },
+        fix="Drop or label these rows before training; never train on missing labels.",
+    )
+
+
+def missing_features_finding(split: str, fractions: dict[str, float]) -> list[Finding]:
+    """DAT008: the features missing in more than MISSING_FRACTION of the rows, worst first."""
+    series = pd.Series(fractions, dtype="float64")
+    over = series[series > MISSING_FRACTION].sort_values(ascending=False)
+    if over.empty:
+        return []
+    return [
+        MISSING_VALUES.finding(
+            f"{len(over)} feature(s) of {split} are missing in more than "
+            f"{MISSING_FRACTION:.0%} of rows (worst: {over.index[0]!r} {over.iloc[0]:.1%})",
+            evidence={
+                "split": split,
+                "columns": {str(c): round(float(v), 6) for c, v in over.head(_MAX_LISTED).items()},
+                "threshold": MISSING_FRACTION,
+            },
+        )
+    ]
 
 
 def class_imbalance(data: Dataset) -> list[Finding]:
@@ -158,7 +188,11 @@ def class_imbalance(data: Dataset) -> list[Finding]:
     target = data.train.frame[label].dropna()
     if target.empty or not is_classification(target):
         return []
-    counts = target.value_counts()
+    return imbalance_finding(target.value_counts())
+
+
+def imbalance_finding(counts: pd.Series) -> list[Finding]:
+    """DAT009 from the training label's value counts, most frequent first."""
     if len(counts) < 2:
         return []
     ratio = float(counts.iloc[-1] / counts.iloc[0])

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import pandas as pd
 
@@ -18,7 +18,7 @@ from trainmedic.data import _leakage as leakage
 from trainmedic.data import _parity as parity
 from trainmedic.data import _preprocessing as preprocessing
 from trainmedic.data import _quality as quality
-from trainmedic.data import noise
+from trainmedic.data import engines, noise
 from trainmedic.data._columns import Roles, validate_roles
 from trainmedic.data._context import Dataset, Split
 from trainmedic.data.readers import read_table
@@ -27,7 +27,7 @@ from trainmedic.errors import UsageError
 from trainmedic.findings import Finding, sort_findings
 
 Check = Callable[[Dataset], list[Finding]]
-TableLike: TypeAlias = "pd.DataFrame | str | Path"
+TableLike: TypeAlias = "pd.DataFrame | str | Path | Any"  # Any: a pyspark.sql.DataFrame
 
 CHECKS: Mapping[str, Check] = {
     "split-overlap": leakage.split_overlap,
@@ -68,6 +68,10 @@ def check(
     ignore: Iterable[str] = (),
     label_noise: bool = True,
     skip: Iterable[str] = (),
+    engine: str = "auto",
+    memory_budget: str | int | None = None,
+    spark_master: str | None = None,
+    spark_conf: Mapping[str, str] | None = None,
 ) -> list[Finding]:
     """Every DAT finding for these splits, worst first. See `check_report` for the summary too."""
     return check_report(
@@ -82,6 +86,10 @@ def check(
         ignore=ignore,
         label_noise=label_noise,
         skip=skip,
+        engine=engine,
+        memory_budget=memory_budget,
+        spark_master=spark_master,
+        spark_conf=spark_conf,
     ).findings
 
 
@@ -98,15 +106,24 @@ def check_report(
     ignore: Iterable[str] = (),
     label_noise: bool = True,
     skip: Iterable[str] = (),
+    engine: str = "auto",
+    memory_budget: str | int | None = None,
+    spark_master: str | None = None,
+    spark_conf: Mapping[str, str] | None = None,
 ) -> DataReport:
-    """The summary and the findings; raises `UsageError` for bad input before any check runs."""
+    """The summary and the findings; raises `UsageError` for bad input before any check runs.
+
+    `engine`: 'pandas' loads the splits; 'duckdb' streams files from disk; 'spark' runs the
+    checks as Spark jobs (`spark_master`, `spark_conf`); 'auto' (the default) picks pandas
+    while the files fit `memory_budget` (bytes or '2GiB'; see `engines._choice`), DuckDB
+    beyond, and Spark for Spark DataFrames.
+    """
     roles = Roles(label=label, group=group, time=time, id=id, ignore=tuple(ignore))
-    frames = [
-        (name, _as_frame(value, name))
+    inputs = {
+        name: value
         for name, value in (("train", train), ("val", val), ("test", test), ("serving", serving))
         if value is not None
-    ]
-    validate_roles(roles, frames)
+    }
     require_data_extra()
     skipped = set(skip)
     unknown = skipped - set(CHECKS)
@@ -114,8 +131,42 @@ def check_report(
         raise UsageError(f"--skip {sorted(unknown)[0]!r} is not a check; expected one of {sorted(CHECKS)}")
     if not label_noise:
         skipped.add("label-noise")
+    budget = engines.memory_budget(memory_budget)
+    chosen = engines.choose_engine(engine, inputs, budget)
+    if chosen == "pandas":
+        data = build_dataset(
+            roles, [(name, _as_frame(value, name)) for name, value in inputs.items()], skipped
+        )
+        return DataReport(summarize(data), run_checks(data, skipped))
+    table_engine = engines.open_table_engine(
+        chosen, inputs, budget=budget, spark_master=spark_master, spark_conf=spark_conf
+    )
+    try:
+        table_engine.identify_rows_by(roles.id)
+
+        def data_of(frames: list[tuple[str, pd.DataFrame]]) -> Dataset:
+            def identify(frame: pd.DataFrame, features: list[str]) -> dict[str, float]:
+                return engines.exact_identifiers(table_engine, frame, features)
+
+            return build_dataset(roles, frames, skipped, identify=identify)
+
+        ctx = engines.sampled_dataset(table_engine, data_of)
+        return DataReport(engines.engine_summary(ctx), run_checks(ctx.data, skipped, ctx))
+    finally:
+        table_engine.close()
+
+
+def build_dataset(
+    roles: Roles,
+    frames: list[tuple[str, pd.DataFrame]],
+    skipped: set[str],
+    *,
+    identify: Callable[[pd.DataFrame, list[str]], dict[str, float]] = identifiers.identifier_columns,
+) -> Dataset:
+    """The splits with their features (identifier columns left out) and the notes on them."""
+    validate_roles(roles, frames)
     features = roles.features(frames[0][1])
-    keys = identifiers.identifier_columns(frames[0][1], features)
+    keys = identify(frames[0][1], features)
     features = [c for c in features if c not in keys]
     data = Dataset(
         splits=[Split(name, frame, roles, features) for name, frame in frames],
@@ -127,15 +178,22 @@ def check_report(
     data.notes.extend(missing_role_notes(roles, data.splits))
     if "label-noise" in skipped:
         data.notes.append("label-noise skipped")
-    elif len(data.train) > noise.NOISE_MAX_ROWS and label is not None:
+    elif len(data.train) > noise.NOISE_MAX_ROWS and roles.label is not None:
         data.notes.append(f"label noise scored on a seeded sample of {noise.NOISE_MAX_ROWS:,} training rows")
     if any(len(s) > parity.DRIFT_MAX_ROWS for s in data.splits):
         data.notes.append(f"drift measured on seeded samples of {parity.DRIFT_MAX_ROWS:,} rows per split")
+    return data
+
+
+def run_checks(data: Dataset, skipped: set[str], ctx: engines.EngineData | None = None) -> list[Finding]:
+    """Every check not skipped, in catalogue order; with an engine, the exact ones ask it."""
     findings: list[Finding] = []
     for name, run in CHECKS.items():
-        if name not in skipped:
-            findings.extend(run(data))
-    return DataReport(summarize(data), sort_findings(findings))
+        if name in skipped:
+            continue
+        exact = engines.EXACT_CHECKS.get(name) if ctx is not None else None
+        findings.extend(exact(ctx) if exact is not None and ctx is not None else run(data))
+    return sort_findings(findings)
 
 
 def missing_role_notes(roles: Roles, splits: list[Split]) -> list[str]:
@@ -169,7 +227,7 @@ def _as_frame(value: TableLike, name: str) -> pd.DataFrame:
     if isinstance(value, (str, Path)):
         return read_table(value)
     if not isinstance(value, pd.DataFrame):
-        raise UsageError(f"{name}: expected a pandas DataFrame or a file path, got {type(value).__name__}")
+        raise UsageError(f"{name}: expected a pandas or Spark DataFrame or a file path, got {type(value).__name__}")
     if len(value) == 0 or len(value.columns) == 0:
         raise UsageError(f"{name}: the split is empty; expected at least one row")
     if not value.columns.is_unique:

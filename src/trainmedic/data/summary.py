@@ -88,17 +88,23 @@ def label_distribution(label: pd.Series) -> dict[str, Any]:
     if values.empty:
         return {}
     if is_classification(values):
-        fractions = values.value_counts(normalize=True)
-        return {
-            "kind": "classification",
-            "classes": len(fractions),
-            "fractions": {str(k): round(float(v), 6) for k, v in fractions.head(_TOP_CLASSES).items()},
-        }
+        return classes_distribution(values.value_counts())
     as_float = values.astype("float64")
+    return regression_distribution(
+        float(as_float.mean()), float(as_float.std()), float(as_float.min()), float(as_float.max())
+    )
+
+
+def classes_distribution(counts: pd.Series) -> dict[str, Any]:
+    """The label's classes from their counts, most frequent first."""
+    fractions = counts / counts.sum()
     return {
-        "kind": "regression",
-        "mean": float(as_float.mean()),
-        "std": float(as_float.std()),
-        "min": float(as_float.min()),
-        "max": float(as_float.max()),
+        "kind": "classification",
+        "classes": len(fractions),
+        "fractions": {str(k): round(float(v), 6) for k, v in fractions.head(_TOP_CLASSES).items()},
     }
+
+
+def regression_distribution(mean: float, std: float, low: float, high: float) -> dict[str, Any]:
+    """A numeric label: mean, std (ddof=1, as pandas), range."""
+    return {"kind": "regression", "mean": mean, "std": std, "min": low, "max": high}

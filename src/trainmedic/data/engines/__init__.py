@@ -9,6 +9,16 @@ lazily, so pyspark is needed only when `--engine spark` is asked for.
 
 from __future__ import annotations
 
+from trainmedic.data.engines._checks import (
+    EXACT_CHECKS,
+    SAMPLE_ROWS,
+    EngineData,
+    engine_summary,
+    exact_identifiers,
+    sampled_dataset,
+)
+from trainmedic.data.engines._choice import ENGINES, choose_engine, memory_budget, parse_size
+from trainmedic.data.engines._open import open_table_engine
 from trainmedic.data.engines._protocol import (
     KINDS,
     Conflicts,
@@ -22,16 +32,27 @@ from trainmedic.data.engines._sql import DUCKDB, ROW, SPARK, Dialect, SqlRunner,
 
 __all__ = [
     "DUCKDB",
+    "ENGINES",
+    "EXACT_CHECKS",
     "KINDS",
     "ROW",
+    "SAMPLE_ROWS",
     "SPARK",
     "Conflicts",
     "Dialect",
     "Duplicates",
+    "EngineData",
     "Matches",
     "Moments",
     "SharedValues",
     "SqlRunner",
     "SqlTableEngine",
     "TableEngine",
+    "choose_engine",
+    "engine_summary",
+    "exact_identifiers",
+    "memory_budget",
+    "open_table_engine",
+    "parse_size",
+    "sampled_dataset",
 ]

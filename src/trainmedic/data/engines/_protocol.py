@@ -21,65 +21,15 @@ Conventions every engine keeps:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import pandas as pd
 
+from trainmedic.data._answers import Conflicts, Duplicates, Matches, Moments, SharedValues
+
 # The dtype families of `trainmedic.data._parity.kind`: what a model sees as a type.
 KINDS = ("number", "bool", "datetime", "category", "text")
-
-
-@dataclass(frozen=True, slots=True)
-class Matches:
-    """Rows of a split that match something (a row of another split, an earlier row...)."""
-
-    rows: int
-    distinct: int  # distinct row hashes (or values) among them
-    examples: list[object] = field(default_factory=list)  # up to `limit` row ids, read order
-
-
-@dataclass(frozen=True, slots=True)
-class Duplicates:
-    """Rows equal to an earlier row of the same split (hash of `columns`)."""
-
-    extra: int  # rows that repeat an earlier row (pandas `duplicated()`)
-    involved: int  # rows whose hash occurs more than once (pandas `duplicated(keep=False)`)
-    distinct: int  # distinct hashes that repeat
-    examples: list[object] = field(default_factory=list)  # ids of repeating rows, read order
-
-
-@dataclass(frozen=True, slots=True)
-class Conflicts:
-    """Feature hashes that carry more than one label value within one split."""
-
-    hashes: int  # distinct feature hashes with more than one (non-missing) label
-    rows: int  # rows with a known label whose feature hash is among them
-    involved: int  # rows (all, label known or not) whose feature hash occurs more than once
-    examples: list[object] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class SharedValues:
-    """Non-missing values of one column of `later` that also occur in `earlier`."""
-
-    rows: int  # rows of later holding a shared value
-    shared: int  # distinct shared values
-    distinct: int  # distinct non-missing values of the column in later
-    examples: list[object] = field(default_factory=list)  # shared values, first appearance in later
-
-
-@dataclass(frozen=True, slots=True)
-class Moments:
-    """Finite values of a numeric column: count, sum, sum of squares, range, and whether any
-    is fractional. Enough to tell a column scaled on several splits together (DAT014)."""
-
-    n: int
-    total: float
-    squares: float
-    low: float
-    high: float
-    fractional: bool
+__all__ = ["KINDS", "Conflicts", "Duplicates", "Matches", "Moments", "SharedValues", "TableEngine"]
 
 
 @runtime_checkable

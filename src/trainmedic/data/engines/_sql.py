@@ -245,7 +245,7 @@ class SqlTableEngine:
         source = f"FROM {self.dialect.relation(later)} WHERE {mine} IN ({known})"
         rows, shared = self.runner.rows(f"SELECT count(*), count(DISTINCT {mine}) {source}")[0]
         distinct = self.distinct_count(later, column)
-        if not rows:
+        if not rows or limit <= 0:
             return SharedValues(0, 0, distinct)
         raw = self.dialect.quote(column)
         first = self.runner.rows(
@@ -332,6 +332,8 @@ class SqlTableEngine:
 
     def _ids(self, sql: str, limit: int) -> list[object]:
         """The first `limit` ids of a query selecting (id, row), in read order."""
+        if limit <= 0:
+            return []
         rows = self.runner.rows(f"SELECT * FROM ({sql}) AS e ORDER BY 2 LIMIT {int(limit)}")
         return [_plain(row[0]) for row in rows]
 
