@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 import pandas as pd
 
 from trainmedic.data.engines import ROW, SPARK, SqlTableEngine, TableEngine
+from trainmedic.data.engines._choice import is_spark_frame
 from trainmedic.data.readers import table_format
 from trainmedic.errors import UsageError
 from trainmedic.spark._session import adopt, arrow_enabled, first_line, quiet_pandas_warning, spark_session
@@ -40,14 +41,6 @@ SparkInput = Any  # str | Path | pyspark.sql.DataFrame (pyspark is imported lazi
 
 _PARTITION_BITS = 33  # monotonically_increasing_id: partition index << 33 | row within the partition
 _DELIMITERS = {"csv": ",", "tsv": "\t"}
-
-
-def is_spark_frame(value: object) -> bool:
-    """A Spark DataFrame (classic or Spark Connect), told without importing pyspark."""
-    return any(
-        cls.__name__ == "DataFrame" and cls.__module__.startswith("pyspark.sql")
-        for cls in type(value).__mro__
-    )
 
 
 def open_engine(
@@ -65,8 +58,7 @@ def open_engine(
     runner = SparkRunner(session)
     try:
         for split, value in inputs.items():
-            frame = value if is_spark_frame(value) else read_split(session, value)
-            runner.register(SPARK.relation(split), with_row_numbers(frame), cache=False)
+            runner.register(SPARK.relation(split), numbered_split(session, split, value), cache=False)
     except BaseException:
         runner.close()
         raise
@@ -84,24 +76,32 @@ def _session(frames: list[DataFrame], master: str | None, conf: Mapping[str, str
     return session
 
 
-def read_split(session: SparkSession, path: str | Path) -> DataFrame:
-    """A table path as a Spark DataFrame; a file Spark cannot read, or an empty one, is one line."""
-    text = str(path)
+def numbered_split(session: SparkSession, split: str, value: SparkInput) -> DataFrame:
+    """The split as a Spark DataFrame with `__tm_row`; a file Spark cannot read, or no rows, is
+    one line naming the file (or the split, for a DataFrame)."""
+    if is_spark_frame(value):
+        frame, rows = with_row_numbers(value)
+        if rows == 0:
+            raise UsageError(f"{split}: the split is empty; expected at least one row")
+        return frame
+    text = str(value)
     fmt = table_kind(text)
-    reader = session.read
     try:
-        if fmt in _DELIMITERS:
-            frame = reader.csv(text, header=True, inferSchema=True, sep=_DELIMITERS[fmt])
-        elif fmt == "parquet":
-            frame = reader.parquet(text)
-        else:
-            frame = reader.json(text, multiLine=fmt == "json")
-        empty = frame.isEmpty()  # a bad file fails here (the footers are read); an empty one too
+        frame, rows = with_row_numbers(read_spark_table(session, text, fmt))
     except Exception as exc:  # AnalysisException, SparkException...: the file, not our code
         raise UsageError(f"{text}: cannot read as {fmt}: {first_line(exc)}") from exc
-    if empty or not frame.columns:
+    if rows == 0 or not frame.columns:
         raise UsageError(f"{text}: has no rows; expected a non-empty {fmt} table")
     return frame
+
+
+def read_spark_table(session: SparkSession, text: str, fmt: str) -> DataFrame:
+    """Spark's reader for the format (Parquet footers are read here: a bad file fails here)."""
+    if fmt in _DELIMITERS:
+        return session.read.csv(text, header=True, inferSchema=True, sep=_DELIMITERS[fmt])
+    if fmt == "parquet":
+        return session.read.parquet(text)
+    return session.read.json(text, multiLine=fmt == "json")
 
 
 def table_kind(text: str) -> str:
@@ -115,8 +115,8 @@ def table_kind(text: str) -> str:
     return table_format(Path(urlsplit(text).path))
 
 
-def with_row_numbers(frame: DataFrame) -> DataFrame:
-    """`frame` plus `__tm_row`, 0-based in read order (see the module docstring)."""
+def with_row_numbers(frame: DataFrame) -> tuple[DataFrame, int]:
+    """`frame` plus `__tm_row`, 0-based in read order (see the module docstring), and its rows."""
     from pyspark.sql import functions as F
 
     tagged = frame.withColumn("__tm_id", F.monotonically_increasing_id())
@@ -131,11 +131,12 @@ def with_row_numbers(frame: DataFrame) -> DataFrame:
         "__tm_p long, __tm_start long",
     )
     within = F.col("__tm_id").bitwiseAND((1 << _PARTITION_BITS) - 1)
-    return (
+    numbered = (
         tagged.join(F.broadcast(offsets), partition == F.col("__tm_p"))
         .withColumn(ROW, F.col("__tm_start") + within)
         .drop("__tm_id", "__tm_p", "__tm_start")
     )
+    return numbered, sum(n for _, n in counts)
 
 
 @contextlib.contextmanager
