@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import click
 
 from trainmedic.cli.options import fail_on_option, findings_exit_code, format_option, write_ci_format
+from trainmedic.errors import UsageError
 from trainmedic.report.text import make_console, render_text
 
 
@@ -29,6 +30,27 @@ from trainmedic.report.text import make_console, render_text
     "--path-column", default="path", show_default=True, help="With --images: the CSV column of paths."
 )
 @click.option("--no-label-noise", is_flag=True, help="Skip the label-noise model (the slowest check).")
+@click.option(
+    "--engine",
+    type=click.Choice(["auto", "pandas", "duckdb", "spark"]),
+    default="auto",
+    show_default=True,
+    help="pandas loads the splits; duckdb streams files from disk; spark runs Spark jobs; "
+    "auto: pandas while the files fit --memory-budget, else duckdb.",
+)
+@click.option(
+    "--memory-budget",
+    metavar="SIZE",
+    help="Memory the check may use (2GiB, 512MB); default: $TRAINMEDIC_MEMORY_BUDGET, "
+    "else half the available memory.",
+)
+@click.option("--spark-master", metavar="URL", help="With --engine spark: the master (default local[*]).")
+@click.option(
+    "--spark-conf",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="With --engine spark: a Spark setting (repeatable).",
+)
 @format_option
 @fail_on_option
 def command(  # click passes every parameter by keyword
@@ -45,6 +67,10 @@ def command(  # click passes every parameter by keyword
     images: bool,
     path_column: str,
     no_label_noise: bool,
+    engine: str,
+    memory_budget: str | None,
+    spark_master: str | None,
+    spark_conf: Sequence[str],
     fmt: str,
     fail_on: str,
 ) -> int:
@@ -69,6 +95,10 @@ def command(  # click passes every parameter by keyword
             id=id_,
             ignore=ignore,
             label_noise=not no_label_noise,
+            engine=engine,
+            memory_budget=memory_budget,
+            spark_master=spark_master or "local[*]",
+            spark_conf=spark_settings(spark_conf),
         )
     out = sys.stdout
     if write_ci_format(report.findings, fmt):
@@ -84,3 +114,14 @@ def command(  # click passes every parameter by keyword
         console.print()
         render_text(report.findings, out)
     return findings_exit_code(report.findings, fail_on)
+
+
+def spark_settings(pairs: Sequence[str]) -> dict[str, str]:
+    """--spark-conf KEY=VALUE, repeated, as a dict; anything else is a usage error."""
+    settings = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--spark-conf {pair!r}: expected KEY=VALUE, e.g. spark.executor.memory=4g")
+        settings[key.strip()] = value
+    return settings

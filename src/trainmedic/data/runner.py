@@ -227,7 +227,8 @@ def _as_frame(value: TableLike, name: str) -> pd.DataFrame:
     if isinstance(value, (str, Path)):
         return read_table(value)
     if not isinstance(value, pd.DataFrame):
-        raise UsageError(f"{name}: expected a pandas or Spark DataFrame or a file path, got {type(value).__name__}")
+        kind = type(value).__name__
+        raise UsageError(f"{name}: expected a pandas or Spark DataFrame or a file path, got {kind}")
     if len(value) == 0 or len(value.columns) == 0:
         raise UsageError(f"{name}: the split is empty; expected at least one row")
     if not value.columns.is_unique:

@@ -246,7 +246,7 @@ class SqlTableEngine:
         rows, shared = self.runner.rows(f"SELECT count(*), count(DISTINCT {mine}) {source}")[0]
         distinct = self.distinct_count(later, column)
         if not rows or limit <= 0:
-            return SharedValues(0, 0, distinct)
+            return SharedValues(int(rows), int(shared), distinct)
         raw = self.dialect.quote(column)
         first = self.runner.rows(
             f"SELECT min({raw}) AS v, min({ROW}) AS f {source} GROUP BY {mine} ORDER BY f LIMIT {int(limit)}"
