@@ -1,8 +1,9 @@
 """Get or start the SparkSession a Spark data check runs in, or fail with one line.
 
 A check reuses the SparkSession already running in the process (the one the user's
-Spark DataFrames belong to, or the one `spark-submit` made); otherwise it starts one
-for `--spark-master` (default `local[*]`, Spark inside this process's JVM child).
+Spark DataFrames belong to); under `spark-submit` it joins the JVM spark-submit started,
+with its `--master` and `--conf`; otherwise it starts one for `--spark-master` (default
+`local[*]`: Spark in a JVM child of this process).
 
 Starting Spark can go wrong in ways that end, by default, in a minute of retries and
 a Java stack trace; each becomes one `UsageError` line instead:
@@ -43,6 +44,7 @@ DEFAULT_MASTER = "local[*]"
 CONNECT_TIMEOUT_S = 5.0
 JAVA_MAJOR_NEEDED = 17
 LOG_ENV = "TRAINMEDIC_SPARK_LOG"
+SUBMIT_GATEWAY = "PYSPARK_GATEWAY_PORT"  # set by spark-submit for the Python program it runs
 INSTALL_HINT = "pip install 'trainmedic[spark]'"
 _STANDALONE_PORT = 7077
 _HTTPS_PORT = 443
@@ -86,11 +88,14 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
     if active is not None:
         adopt(active, master, conf)
         return active
+    if SUBMIT_GATEWAY in os.environ and master is None:
+        # under spark-submit: its JVM is running, and its --master and --conf stand
+        return _start("spark-submit", {"spark.ui.showConsoleProgress": "false", **conf})
     master = master or DEFAULT_MASTER
     require_reachable(master)
     settings = {**_QUIET_SETTINGS, **(local_settings(master) if is_local(master) else {}), **conf}
     settings["spark.master"] = master
-    return _start(master, settings)
+    return _start(f"--spark-master {master}", settings)
 
 
 def adopt(session: SparkSession, master: str | None, conf: Mapping[str, str] | None) -> None:
@@ -188,19 +193,19 @@ def quiet_pandas_warning() -> Iterator[None]:
         yield
 
 
-def _start(master: str, settings: Mapping[str, str]) -> SparkSession:
+def _start(where: str, settings: Mapping[str, str]) -> SparkSession:
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     spark_conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
     log = _log_file()
     with quiet_pandas_warning():
-        # under spark-submit the JVM is already there (PYSPARK_GATEWAY_PORT): pyspark joins it
-        gateway = None if "PYSPARK_GATEWAY_PORT" in os.environ else _launch_gateway(spark_conf, log)
+        # under spark-submit the JVM is already there: pyspark joins it
+        gateway = None if SUBMIT_GATEWAY in os.environ else _launch_gateway(spark_conf, log)
         try:
             context = SparkContext(conf=spark_conf, gateway=gateway)
         except Exception as exc:  # Py4JJavaError and friends: the JVM refused the settings or master
-            raise UsageError(f"--spark-master {master}: Spark did not start ({_reason(exc, log)})") from exc
+            raise UsageError(f"{where}: Spark did not start ({_reason(exc, log)})") from exc
         context.setLogLevel("ERROR")
         return SparkSession.builder.getOrCreate()  # registers the session as active and default
 

@@ -125,17 +125,11 @@ def with_row_numbers(frame: DataFrame) -> tuple[DataFrame, int]:
         (int(p), int(n))
         for p, n in tagged.groupBy(partition.alias("p")).count().collect()  # one small job
     )
-    starts = [0, *accumulate(n for _, n in counts)][:-1]
-    offsets = frame.sparkSession.createDataFrame(
-        [(p, start) for (p, _), start in zip(counts, starts, strict=True)] or [(0, 0)],
-        "__tm_p long, __tm_start long",
-    )
+    sizes = dict(counts)
+    starts = list(accumulate((sizes.get(p, 0) for p in range(max(sizes, default=0) + 1)), initial=0))
+    start = F.element_at(F.array(*[F.lit(s) for s in starts[:-1] or [0]]), (partition + 1).cast("int"))
     within = F.col("__tm_id").bitwiseAND((1 << _PARTITION_BITS) - 1)
-    numbered = (
-        tagged.join(F.broadcast(offsets), partition == F.col("__tm_p"))
-        .withColumn(ROW, F.col("__tm_start") + within)
-        .drop("__tm_id", "__tm_p", "__tm_start")
-    )
+    numbered = tagged.withColumn(ROW, start + within).drop("__tm_id")
     return numbered, sum(n for _, n in counts)
 
 
