@@ -63,6 +63,7 @@ _LOCAL_SETTINGS = {
     "spark.driver.bindAddress": "127.0.0.1",
 }
 _PANDAS_VERSION_WARNING = "PySpark does not yet fully support pandas"
+_PANDAS_COPY_WARNING = "The copy keyword is deprecated"  # pyspark's astype(copy=False) under pandas 3
 
 
 def require_pyspark() -> None:
@@ -183,13 +184,15 @@ def arrow_enabled(session: SparkSession) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def quiet_pandas_warning() -> Iterator[None]:
+def quiet_pandas_warnings() -> Iterator[None]:
     """pyspark warns on every pandas conversion that pandas 3 is newer than it was tested
-    with; the conversions trainmedic makes (numbers, text, booleans) are unaffected."""
+    with, and pandas 3 that pyspark's converters pass `copy=`; the conversions trainmedic
+    makes (numbers, text, booleans, timestamps) are unaffected."""
     import warnings
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_PANDAS_VERSION_WARNING, category=FutureWarning)
+        warnings.filterwarnings("ignore", message=_PANDAS_COPY_WARNING, category=DeprecationWarning)
         yield
 
 
@@ -199,7 +202,7 @@ def _start(where: str, settings: Mapping[str, str]) -> SparkSession:
 
     spark_conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
     log = _log_file()
-    with quiet_pandas_warning():
+    with quiet_pandas_warnings():
         # under spark-submit the JVM is already there: pyspark joins it
         gateway = None if SUBMIT_GATEWAY in os.environ else _launch_gateway(spark_conf, log)
         try:

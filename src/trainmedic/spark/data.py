@@ -32,7 +32,7 @@ from trainmedic.data.engines import ROW, SPARK, SqlTableEngine, TableEngine
 from trainmedic.data.engines._choice import is_spark_frame
 from trainmedic.data.readers import table_format
 from trainmedic.errors import UsageError
-from trainmedic.spark._session import adopt, arrow_enabled, first_line, quiet_pandas_warning, spark_session
+from trainmedic.spark._session import adopt, arrow_enabled, first_line, quiet_pandas_warnings, spark_session
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -168,7 +168,7 @@ class SparkRunner:
             return [tuple(row) for row in self.session.sql(sql).collect()]
 
     def frame(self, sql: str) -> pd.DataFrame:
-        with job_failures(), quiet_pandas_warning(), arrow_enabled(self.session):
+        with job_failures(), quiet_pandas_warnings(), arrow_enabled(self.session):
             frame: pd.DataFrame = self.session.sql(sql).toPandas()
         return frame
 
