@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ..data.engine_cases import CASES, check_options, projection, write_case
 from trainmedic.data import check_report
+
+from ..data.engine_cases import CASES, check_options, projection, write_case
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +23,9 @@ def test_spark_gives_the_pandas_findings(make, spark, tmp_path: Path) -> None:
     on_spark = check_report(**paths, **options, engine="spark")
     assert projection(on_spark.findings) == projection(pandas.findings)
     assert sorted(f.message for f in on_spark.findings if f.code != "DAT014") == sorted(
-        f.message for f in pandas.findings if f.code != "DAT014"  # DAT014 prints sums at 1e-17
+        f.message
+        for f in pandas.findings
+        if f.code != "DAT014"  # DAT014 prints sums at 1e-17
     )
     assert on_spark.summary.rows == pandas.summary.rows
     assert on_spark.summary.label_distribution == pandas.summary.label_distribution
