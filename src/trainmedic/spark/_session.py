@@ -89,8 +89,13 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
     if active is not None:
         adopt(active, master, conf)
         return active
-    if SUBMIT_GATEWAY in os.environ and master is None:
-        # under spark-submit: its JVM is running, and its --master and --conf stand
+    if SUBMIT_GATEWAY in os.environ:
+        # under spark-submit its JVM is running, and its --master and --conf stand
+        if master not in (None, DEFAULT_MASTER):
+            raise UsageError(
+                f"--spark-master {master}: under spark-submit the master is spark-submit's; "
+                "pass it as spark-submit --master"
+            )
         return _start("spark-submit", {"spark.ui.showConsoleProgress": "false", **conf})
     master = master or DEFAULT_MASTER
     require_reachable(master)
