@@ -84,15 +84,18 @@ def measure(command: list[str]) -> dict[str, object]:
         time.sleep(0.1)
     out, err = process.communicate()
     wall = time.perf_counter() - start
-    codes = []
+    codes, notes = [], []
     if out.strip().startswith("{"):
-        codes = sorted({f["code"] for f in json.loads(out)["findings"]})
+        document = json.loads(out)
+        codes = sorted({f["code"] for f in document["findings"]})
+        notes = document["summary"]["notes"]
     return {
         "command": " ".join(command),
         "exit": process.returncode,
         "wall_s": round(wall, 1),
         "peak_rss_mib": round(peak / 2**20),
         "codes": codes,
+        "notes": notes,
         "stderr_tail": err.strip().splitlines()[-3:],
     }
 

@@ -231,12 +231,15 @@ CASES: list[Callable[[], Case]] = [
 ]
 
 
-def write_case(case: Case, folder: Path) -> dict[str, Path]:
-    """Each split as Parquet (what every engine reads)."""
+def write_case(case: Case, folder: Path, fmt: str = "parquet") -> dict[str, Path]:
+    """Each split as a Parquet (or CSV) file, what every engine reads."""
     paths = {}
     for name, frame in case.splits.items():
-        path = folder / f"{name}.parquet"
-        frame.to_parquet(path, index=False)
+        path = folder / f"{name}.{fmt}"
+        if fmt == "csv":
+            frame.to_csv(path, index=False)
+        else:
+            frame.to_parquet(path, index=False)
         paths[name] = path
     return paths
 

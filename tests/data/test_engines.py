@@ -120,3 +120,30 @@ def test_cli_duckdb_engine_runs(table: Path) -> None:
     done = _cli(str(table), "--label", "y", "--engine", "duckdb", "--no-label-noise", "--format", "json")
     assert done.returncode in (0, 1), done.stderr
     assert '"train": 500' in done.stdout
+
+
+def test_a_time_column_that_is_not_times_names_the_option(tmp_path: Path) -> None:
+    frame = clean_table(50, 0).assign(when="not a date")
+    frame.to_parquet(tmp_path / "train.parquet", index=False)
+    frame.to_parquet(tmp_path / "val.parquet", index=False)
+    with pytest.raises(UsageError, match=r"--time 'when' in train: cannot parse as a timestamp"):
+        check_report(
+            tmp_path / "train.parquet", tmp_path / "val.parquet", label="y", time="when", engine="duckdb"
+        )
+
+
+def test_sampled_checks_say_how_many_rows_they_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import trainmedic.data.engines._checks as engine_checks
+
+    monkeypatch.setattr(engine_checks, "SAMPLE_ROWS", 400)
+    frame = clean_table(1000, 0)
+    frame["refund_issued"] = frame["y"].map({0: "no", 1: "yes"})
+    frame = pd.concat([frame, frame.iloc[:30]], ignore_index=True)
+    frame.to_parquet(tmp_path / "train.parquet", index=False)
+    report = check_report(tmp_path / "train.parquet", label="y", label_noise=False, engine="duckdb")
+    leak = next(f for f in report.findings if f.code == "DAT005")
+    assert leak.evidence["sampled_rows"] == {"train": 400}
+    duplicates = next(f for f in report.findings if f.code == "DAT007")
+    assert duplicates.evidence["duplicate_rows"] == 30  # exact: every row counted
+    assert "sampled_rows" not in duplicates.evidence
+    assert any("seeded samples of 400 rows of train" in note for note in report.summary.notes)

@@ -1,5 +1,5 @@
 """Parity: the DuckDB engine gives the pandas engine's findings on every case of
-`engine_cases` (real DuckDB over Parquet files)."""
+`engine_cases` (real DuckDB over Parquet and CSV files)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from .engine_cases import CASES, check_options, projection, write_case
 pytest.importorskip("duckdb")
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
 @pytest.mark.parametrize("make", CASES, ids=lambda make: make.__name__)
-def test_duckdb_gives_the_pandas_findings(make, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_duckdb_gives_the_pandas_findings(make, fmt: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     case = make()
-    paths = write_case(case, tmp_path)
+    paths = write_case(case, tmp_path, fmt)
     options = check_options(case)
     pandas = check_report(**paths, **options, engine="pandas")
     duckdb = check_report(**paths, **options, engine="duckdb")
@@ -33,4 +34,5 @@ def test_duckdb_gives_the_pandas_findings(make, tmp_path: Path) -> None:  # type
         f.message for f in same_words
     )
     assert duckdb.summary.rows == pandas.summary.rows
+    assert duckdb.summary.notes == pandas.summary.notes
     assert duckdb.summary.label_distribution == pandas.summary.label_distribution

@@ -50,7 +50,10 @@ def read_table(path: str | Path) -> pd.DataFrame:
     if not path.exists():
         raise UsageError(f"{path}: no such file")
     if path.is_dir():
-        raise UsageError(f"{path}: is a directory; expected a table file (or pass --images)")
+        raise UsageError(
+            f"{path}: is a directory; expected a table file (--engine duckdb reads a folder of part "
+            "files; --images an image folder)"
+        )
     fmt = table_format(path)
     try:
         if fmt in _DELIMITERS:

@@ -137,7 +137,8 @@ def check_report(
         data = build_dataset(
             roles, [(name, _as_frame(value, name)) for name, value in inputs.items()], skipped
         )
-        return DataReport(summarize(data), run_checks(data, skipped))
+        findings = run_checks(data, skipped)  # before the summary: checks add notes
+        return DataReport(summarize(data), findings)
     table_engine = engines.open_table_engine(
         chosen, inputs, budget=budget, spark_master=spark_master, spark_conf=spark_conf
     )
@@ -151,7 +152,8 @@ def check_report(
             return build_dataset(roles, frames, skipped, identify=identify)
 
         ctx = engines.sampled_dataset(table_engine, data_of)
-        return DataReport(engines.engine_summary(ctx), run_checks(ctx.data, skipped, ctx))
+        findings = run_checks(ctx.data, skipped, ctx)
+        return DataReport(engines.engine_summary(ctx), findings)
     finally:
         table_engine.close()
 
@@ -191,8 +193,12 @@ def run_checks(data: Dataset, skipped: set[str], ctx: engines.EngineData | None 
     for name, run in CHECKS.items():
         if name in skipped:
             continue
-        exact = engines.EXACT_CHECKS.get(name) if ctx is not None else None
-        findings.extend(exact(ctx) if exact is not None and ctx is not None else run(data))
+        if ctx is None:
+            findings.extend(run(data))
+        elif name in engines.EXACT_CHECKS:
+            findings.extend(engines.EXACT_CHECKS[name](ctx))
+        else:  # a model or a test statistic: the pandas check on the seeded samples
+            findings.extend(engines.with_sample_sizes(ctx, run(data)))
     return sort_findings(findings)
 
 

@@ -16,6 +16,7 @@ from trainmedic.data.engines._checks import (
     engine_summary,
     exact_identifiers,
     sampled_dataset,
+    with_sample_sizes,
 )
 from trainmedic.data.engines._choice import ENGINES, choose_engine, memory_budget, parse_size
 from trainmedic.data.engines._open import open_table_engine
@@ -55,4 +56,5 @@ __all__ = [
     "open_table_engine",
     "parse_size",
     "sampled_dataset",
+    "with_sample_sizes",
 ]

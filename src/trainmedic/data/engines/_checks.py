@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -71,6 +71,24 @@ def sampled_dataset(
             "all rows"
         )
     return EngineData(engine, data, rows, kinds)
+
+
+def with_sample_sizes(ctx: EngineData, findings: list[Finding]) -> list[Finding]:
+    """Findings of a sampled check, each saying how many rows of its splits it read when a
+    split was larger than its sample (`sampled_rows`: split -> rows read)."""
+    out = []
+    for finding in findings:
+        named = finding.evidence.get("splits") or [finding.evidence.get("split", ctx.data.train.name)]
+        splits = [s for s in named if isinstance(s, str) and s in ctx.rows]
+        if (
+            any(ctx.rows[s] > len(ctx.split(s).frame) for s in splits)
+            and "sampled_rows" not in finding.evidence
+        ):
+            sizes = {s: len(ctx.split(s).frame) for s in splits}
+            out.append(replace(finding, evidence={**finding.evidence, "sampled_rows": sizes}))
+        else:
+            out.append(finding)
+    return out
 
 
 def exact_identifiers(engine: TableEngine, frame: pd.DataFrame, features: list[str]) -> dict[str, float]:

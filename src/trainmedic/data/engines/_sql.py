@@ -196,8 +196,10 @@ class SqlTableEngine:
         return out
 
     def distinct_count(self, split: str, column: str) -> int:
-        sql = f"SELECT count(DISTINCT {self._value(split, column)}) FROM {self.dialect.relation(split)}"
-        return int(self._one(sql))
+        value = self._value(split, column)  # a spillable GROUP BY, not count(DISTINCT)
+        relation = self.dialect.relation(split)
+        values = f"SELECT {value} AS v FROM {relation} WHERE {value} IS NOT NULL GROUP BY {value}"
+        return int(self._one(f"SELECT count(*) FROM ({values}) AS d"))
 
     def duplicates(self, split: str, features: Sequence[str], label: str | None, *, limit: int) -> Duplicates:
         table = self._hashes(split, features, label)
@@ -218,7 +220,7 @@ class SqlTableEngine:
 
     def conflicts(self, split: str, features: Sequence[str], label: str, *, limit: int) -> Conflicts:
         table = self._hashes(split, features, label)
-        conflicted = f"SELECT h FROM {table} WHERE y IS NOT NULL GROUP BY h HAVING count(DISTINCT y) > 1"
+        conflicted = f"SELECT h FROM {table} WHERE y IS NOT NULL GROUP BY h HAVING min(y) <> max(y)"
         hashes = int(self._one(f"SELECT count(*) FROM ({conflicted}) AS k"))
         if hashes == 0:
             return Conflicts(0, 0, 0)
@@ -233,17 +235,24 @@ class SqlTableEngine:
         if not set(features) <= set(self.column_kinds(earlier)):
             return Matches(0, 0)  # a column the earlier split lacks: no row can be equal
         mine, theirs = self._hashes(later, features, None), self._hashes(earlier, features, None)
-        matched = f"FROM {mine} AS t WHERE t.h IN (SELECT h FROM {theirs})"
-        rows, distinct = self.runner.rows(f"SELECT count(*), count(DISTINCT t.h) {matched}")[0]
+        # one spillable aggregation over both sides, not a hash join on the larger split
+        both = f"SELECT h, 0 AS side FROM {theirs} UNION ALL SELECT h, 1 AS side FROM {mine}"
+        shared = (
+            f"SELECT h, sum(side) AS n FROM ({both}) AS b GROUP BY h HAVING min(side) = 0 AND max(side) = 1"
+        )
+        rows, distinct = self.runner.rows(f"SELECT sum(n), count(*) FROM ({shared}) AS s")[0]
         if not rows:
             return Matches(0, 0)
+        matched = f"FROM {mine} AS t WHERE t.h IN (SELECT h FROM ({shared}) AS s)"
         return Matches(int(rows), int(distinct), self._ids(f"SELECT t.{_ID}, t.{ROW} {matched}", limit))
 
     def shared_values(self, earlier: str, later: str, column: str, *, limit: int) -> SharedValues:
         mine, theirs = self._value(later, column), self._value(earlier, column)
         known = f"SELECT DISTINCT {theirs} FROM {self.dialect.relation(earlier)} WHERE {theirs} IS NOT NULL"
         source = f"FROM {self.dialect.relation(later)} WHERE {mine} IN ({known})"
-        rows, shared = self.runner.rows(f"SELECT count(*), count(DISTINCT {mine}) {source}")[0]
+        counted = f"SELECT count(*) AS n {source} GROUP BY {mine}"
+        rows, shared = self.runner.rows(f"SELECT sum(n), count(*) FROM ({counted}) AS c")[0]
+        rows = rows or 0
         distinct = self.distinct_count(later, column)
         if not rows or limit <= 0:
             return SharedValues(int(rows), int(shared), distinct)
@@ -317,6 +326,8 @@ class SqlTableEngine:
     def _hashes(self, split: str, features: Sequence[str], label: str | None) -> str:
         """A relation (row, id, h = hash of the features, y = the label's value) made once."""
         key = (split, tuple(features), label)
+        if label is None:  # the feature hash of a table made with a label serves as well
+            key = next((k for k in self._hashed if k[:2] == key[:2]), key)
         if key not in self._hashed:
             name = f"tm_hash_{split}_{len(self._hashed)}"
             has_label = label is not None and label in self.column_kinds(split)

@@ -13,6 +13,7 @@ parallel; CSV and JSON are numbered in read order.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -27,11 +28,16 @@ from trainmedic.errors import UsageError
 
 _READERS = {
     "parquet": "read_parquet({files}, filename = true, file_row_number = true)",
-    "csv": "read_csv({files}, delim = ',', header = true)",
-    "tsv": "read_csv({files}, delim = '\t', header = true)",
+    "csv": "read_csv({files}, delim = ',', header = true, {typing})",
+    "tsv": "read_csv({files}, delim = '\t', header = true, {typing})",
     "jsonl": "read_json_auto({files}, format = 'newline_delimited')",
     "json": "read_json_auto({files})",
 }
+
+
+# Types as pandas (pyarrow) reads them: from every line, not the first 20,480, and
+# 'yes'/'no' stay text rather than DuckDB's booleans.
+_CSV_TYPING = "sample_size = -1, auto_type_candidates = ['BIGINT', 'DOUBLE', 'TIMESTAMP', 'VARCHAR']"
 
 
 def table_files(path: Path) -> tuple[list[Path], str]:
@@ -62,14 +68,24 @@ class DuckDBRunner:
         self.con.execute(f"SET memory_limit = '{max(memory_limit // 2**20, 128)}MB'")
         self.con.execute(f"SET temp_directory = '{_text(str(spill))}'")
         self.con.execute(f"SET threads = {os.cpu_count() or 1}")
-        self.con.execute("SET preserve_insertion_order = true")
+        self.memory_limit = memory_limit
         self.context = ""
 
     def execute(self, sql: str) -> Any:
         try:
             return self.con.execute(sql)
         except self._error as exc:
-            raise UsageError(f"{self.context}cannot read: {_first_line(exc)}") from exc
+            raise self._usage_error(exc) from exc
+
+    def _usage_error(self, exc: Exception) -> UsageError:
+        if "Out of Memory" in str(exc):
+            return UsageError(
+                f"duckdb ran out of its memory limit ({self.memory_limit / 2**30:.1f} GiB) "
+                "and could not spill; raise --memory-budget"
+            )
+        named = re.search(r"^\s*file = (.+)$", str(exc), re.MULTILINE)
+        context = f"{named.group(1).strip()}: " if named and not self.context else self.context
+        return UsageError(f"{context}cannot read: {_first_line(exc)}")
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         return list(self.execute(sql).fetchall())
@@ -78,7 +94,7 @@ class DuckDBRunner:
         try:
             table = self.con.sql(sql).to_arrow_table()
         except self._error as exc:
-            raise UsageError(f"{self.context}cannot read: {_first_line(exc)}") from exc
+            raise self._usage_error(exc) from exc
         frame: pd.DataFrame = table.to_pandas()
         return frame
 
@@ -100,8 +116,12 @@ def open_duckdb(
     workdir = Path(tempfile.mkdtemp(prefix="trainmedic-duckdb-", dir=temp_dir))
     runner = DuckDBRunner(memory_limit, workdir)
     try:
+        found = {split: table_files(Path(source)) for split, source in inputs.items()}
+        # row numbers of text formats follow the scan order; Parquet carries its own
+        ordered = any(fmt != "parquet" for _, fmt in found.values())
+        runner.execute(f"SET preserve_insertion_order = {str(ordered).lower()}")
         for split, source in inputs.items():
-            files, fmt = table_files(Path(source))
+            files, fmt = found[split]
             runner.context = f"{source}: "
             runner.execute(f'CREATE VIEW "tm_{split}" AS {_numbered(runner, files, fmt)}')
             if not runner.rows(f'SELECT 1 FROM "tm_{split}" LIMIT 1'):
@@ -116,7 +136,7 @@ def open_duckdb(
 def _numbered(runner: DuckDBRunner, files: list[Path], fmt: str) -> str:
     """SELECT every column of the files plus `__tm_row`, the row number in read order."""
     listed = "[" + ", ".join(f"'{_text(str(f))}'" for f in files) + "]"
-    source = _READERS[fmt].format(files=listed)
+    source = _READERS[fmt].format(files=listed, typing=_CSV_TYPING)
     if fmt != "parquet":
         return f"SELECT row_number() OVER () - 1 AS {ROW}, * FROM {source}"
     counts = runner.rows(f"SELECT file_name, num_rows FROM parquet_file_metadata({listed})")
