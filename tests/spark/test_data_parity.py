@@ -28,4 +28,5 @@ def test_spark_gives_the_pandas_findings(make, spark, tmp_path: Path) -> None:
         if f.code != "DAT014"  # DAT014 prints sums at 1e-17
     )
     assert on_spark.summary.rows == pandas.summary.rows
+    assert on_spark.summary.notes == pandas.summary.notes
     assert on_spark.summary.label_distribution == pandas.summary.label_distribution
