@@ -13,8 +13,10 @@ values per question, and the seeded samples the model-based checks score
 
 Row numbers follow the read order, so examples name the same rows as the pandas engine:
 `monotonically_increasing_id` numbers rows within each partition, one small job counts
-the rows of each partition, and a broadcast table of the partitions' offsets turns the
-pair into a 0-based row number without moving any row.
+the rows of each partition, and the running totals of those counts (a literal array in the
+query plan, indexed by partition) turn the pair into a 0-based row number without moving
+or joining any row. The numbering is stable because a file scan splits into the same
+partitions every time.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def open_engine(
     for value in inputs.values():
         if not is_spark_frame(value):
             table_kind(str(value))  # a missing file or an unknown format fails before Spark starts
-    session = _session([v for v in inputs.values() if is_spark_frame(v)], master, conf)
+    session = _session_for([v for v in inputs.values() if is_spark_frame(v)], master, conf)
     runner = SparkRunner(session)
     try:
         for split, value in inputs.items():
@@ -65,7 +67,7 @@ def open_engine(
     return SqlTableEngine("spark", SPARK, runner, list(inputs))
 
 
-def _session(frames: list[DataFrame], master: str | None, conf: Mapping[str, str] | None) -> SparkSession:
+def _session_for(frames: list[DataFrame], master: str | None, conf: Mapping[str, str] | None) -> SparkSession:
     """The DataFrames' own session (one for all), else the active or a new one."""
     if not frames:
         return spark_session(master, conf)
