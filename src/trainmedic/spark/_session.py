@@ -54,6 +54,8 @@ _QUIET_SETTINGS = {
     "spark.app.name": "trainmedic check data",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # times in evidence read the same on every machine (and as pandas shows a UTC column)
+    "spark.sql.session.timeZone": "UTC",
 }
 # A local master runs in this machine only: no web UI port to collide with another run,
 # and no dependence on how the host name resolves.
