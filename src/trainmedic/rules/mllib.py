@@ -159,7 +159,7 @@ def eval_set_is_train(record: RunRecord) -> list[Finding]:
         shown = f"{value:.4g}" if isinstance(value, (int, float)) else "?"
         message = (
             f"{evaluation.get('evaluator')} scored {evaluation.get('metric')} = {shown} on predictions for "
-            f"the DataFrame {model.get('estimator')} was fitted on, and nothing held out was scored: "
+            f"the DataFrame the {model.get('estimator')} was fitted on, and nothing held out was scored: "
             "the score measures memorisation, not generalisation"
         )
         evidence = {

@@ -14,7 +14,7 @@ from pathlib import PurePath
 from trainmedic.events import Event, HangDetected, OrphanEnded, ProcessSpawn, RunEnd, RunStart
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import RunRecord, cell_label, cell_running
-from trainmedic.rules import _ray
+from trainmedic.rules import _ray, _spark
 from trainmedic.units import human_bytes, signal_name
 
 
@@ -233,8 +233,13 @@ def hang(record: RunRecord) -> list[Finding]:
 # -- RUN010 ---------------------------------------------------------------------------------
 def orphan_processes(record: RunRecord) -> list[Finding]:
     # Ray's own processes (a detached `ray::PlacementGroupCleaner`, idle workers) may outlive a
-    # driver that died: trainmedic ends them too, but they are Ray's, not the user's leak.
-    orphans = [o for o in record.of_type(OrphanEnded) if not _ray.is_ray_process(o.cmdline)]
+    # driver that died, and Spark's JVM and Python daemon end a moment after their driver:
+    # trainmedic ends them too, but they are Ray's and Spark's, not the user's leak.
+    orphans = [
+        o
+        for o in record.of_type(OrphanEnded)
+        if not (_ray.is_ray_process(o.cmdline) or _spark.is_spark_process(o.cmdline))
+    ]
     if not orphans:
         return []
     total = sum(o.rss_bytes or 0 for o in orphans)
