@@ -143,6 +143,8 @@ def launcher_kind(cmdline: Sequence[str]) -> str:
             return _LAUNCHER_NAMES[base]
     if "torch.distributed.run" in cmdline:
         return "torchrun agent"
+    if _spark.is_spark_jvm(cmdline):
+        return "spark-submit (the Spark JVM)"
     if cmdline and PurePath(cmdline[0]).name.lower().startswith("python"):
         return "python launcher stub (a wrapper script or venv redirector)"
     return "launcher"
