@@ -19,9 +19,10 @@ _PYTHON_WORKER_MODULES = frozenset({"pyspark.daemon", "pyspark.worker"})
 
 def is_spark_python_worker(cmdline: Sequence[str]) -> bool:
     """`python -m pyspark.daemon` (and its forks): Spark's Python workers, never a trainer."""
-    return any(
-        arg == "-m" and nxt in _PYTHON_WORKER_MODULES for arg, nxt in zip(cmdline[:4], cmdline[1:5], strict=False)
-    )
+    args = list(cmdline[1:])
+    while args and args[0].startswith("-") and args[0] != "-m":  # interpreter options (-u, -X ...)
+        args.pop(0)
+    return len(args) >= 2 and args[0] == "-m" and args[1] in _PYTHON_WORKER_MODULES
 
 
 def is_spark_jvm(cmdline: Sequence[str]) -> bool:
