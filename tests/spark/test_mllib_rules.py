@@ -27,7 +27,12 @@ def split(plan: dict[str, Any], parts: list[int], method: str = "randomSplit") -
 
 
 def evaluate(plan: dict[str, Any], value: float = 0.97) -> GuardObservation:
-    data = {"evaluator": "BinaryClassificationEvaluator", "metric": "areaUnderROC", "value": value, "plan": plan}
+    data = {
+        "evaluator": "BinaryClassificationEvaluator",
+        "metric": "areaUnderROC",
+        "value": value,
+        "plan": plan,
+    }
     return GuardObservation(pid=7, check=mllib.EVALUATE_CHECK, data=data)
 
 
@@ -43,15 +48,23 @@ def test_a_scaler_fitted_on_the_whole_dataframe_before_or_after_its_split_is_dat
     for order in ((0, 1), (1, 0)):
         events = [fit("StandardScaler", mllib.STATISTICS, WHOLE), split(SCALED, [3, 4])]
         (finding,) = dat014(*(events[i] for i in order))
-        assert finding.code == "DAT014" and finding.severity.value == "error"
+        assert finding.code == "DAT014"
+        assert finding.severity.value == "error"
         assert finding.evidence["estimators"] == ["StandardScaler"]
     (finding,) = dat014(fit("Imputer", mllib.STATISTICS, SCALED), split(WHOLE, [3, 4]))
     assert "randomSplit([0.8, 0.2])" in finding.message
 
 
 def test_a_scaler_fitted_on_a_part_is_quiet() -> None:
-    assert dat014(fit("StandardScaler", mllib.STATISTICS, TRAIN_FEATURES, within="Pipeline"), split(WHOLE, [3, 4])) == []
-    assert dat014(fit("StandardScaler", mllib.STATISTICS, {"root": 9, "nodes": [9]}), split(WHOLE, [3, 4])) == []
+    assert (
+        dat014(
+            fit("StandardScaler", mllib.STATISTICS, TRAIN_FEATURES, within="Pipeline"), split(WHOLE, [3, 4])
+        )
+        == []
+    )
+    assert (
+        dat014(fit("StandardScaler", mllib.STATISTICS, {"root": 9, "nodes": [9]}), split(WHOLE, [3, 4])) == []
+    )
 
 
 def test_indexers_fitted_on_all_rows_are_info_as_in_the_official_examples() -> None:
@@ -61,8 +74,11 @@ def test_indexers_fitted_on_all_rows_are_info_as_in_the_official_examples() -> N
 
 
 def test_scaling_the_data_a_cross_validator_then_folds_is_dat014() -> None:
-    (finding,) = dat014(fit("MinMaxScaler", mllib.STATISTICS, TRAIN), split(TRAIN_FEATURES, [], "CrossValidator"))
-    assert "CrossValidator" in finding.message and "inside the Pipeline" in finding.fix
+    (finding,) = dat014(
+        fit("MinMaxScaler", mllib.STATISTICS, TRAIN), split(TRAIN_FEATURES, [], "CrossValidator")
+    )
+    assert "CrossValidator" in finding.message
+    assert "inside the Pipeline" in finding.fix
 
 
 def test_models_are_not_preprocessing() -> None:
@@ -85,7 +101,9 @@ def test_a_held_out_score_beside_the_training_score_is_quiet() -> None:
 
 
 def test_a_model_fitted_on_everything_scores_its_training_rows_on_any_part() -> None:
-    (finding,) = trn009(fit("LogisticRegression", mllib.MODEL, WHOLE), evaluate({"root": 8, "nodes": [1, 4, 8]}))
+    (finding,) = trn009(
+        fit("LogisticRegression", mllib.MODEL, WHOLE), evaluate({"root": 8, "nodes": [1, 4, 8]})
+    )
     assert finding.code == "TRN009"
 
 
@@ -95,7 +113,13 @@ def test_stages_of_a_pipeline_are_not_the_model_scored() -> None:
 
 
 def test_spark_processes_are_recognised_by_their_command_lines() -> None:
-    jvm = ["/usr/lib/jvm/java-17/bin/java", "-cp", "jars/*", "org.apache.spark.deploy.SparkSubmit", "pyspark-shell"]
+    jvm = [
+        "/usr/lib/jvm/java-17/bin/java",
+        "-cp",
+        "jars/*",
+        "org.apache.spark.deploy.SparkSubmit",
+        "pyspark-shell",
+    ]
     assert is_spark_jvm(jvm)
     assert is_spark_python_worker(["python3", "-m", "pyspark.daemon", "pyspark.worker"])
     assert not is_spark_jvm(["java", "-jar", "app.jar"])

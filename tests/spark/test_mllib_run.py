@@ -65,8 +65,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
             stdin=subprocess.DEVNULL,
             check=False,
         )
-        findings = json.loads((out / "findings.json").read_text())["findings"] if (out / "findings.json").exists() else []
-        events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines() if line.strip()]
+        findings = (
+            json.loads((out / "findings.json").read_text())["findings"]
+            if (out / "findings.json").exists()
+            else []
+        )
+        events = [
+            json.loads(line) for line in (out / "events.jsonl").read_text().splitlines() if line.strip()
+        ]
         return result, findings, events
 
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -88,10 +94,13 @@ def test_the_healthy_pipeline_has_no_finding_at_warning_or_above(runs: dict[str,
     assert "RUN006" not in by_code(findings)  # the driver is the trainer, not pyspark.daemon
     tuning = [e["data"] for e in events if e.get("check") == "mllib_tuning"]
     assert len(tuning) == 1
-    assert tuning[0]["tuner"] == "CrossValidator" and tuning[0]["folds"] == 2 and len(tuning[0]["metrics"]) == 2
+    assert tuning[0]["tuner"] == "CrossValidator"
+    assert tuning[0]["folds"] == 2
+    assert len(tuning[0]["metrics"]) == 2
     assert set(tuning[0]["best_params"]) == {"LogisticRegression.regParam"}
     losses = [e["metrics"]["loss"] for e in events if e["kind"] == "step"]
-    assert len(losses) >= 3 and losses[-1] < losses[0]  # the best model's objective, per L-BFGS iteration
+    assert len(losses) >= 3
+    assert losses[-1] < losses[0]
 
 
 def test_a_scaler_fitted_before_random_split_is_dat014(runs: dict[str, Run]) -> None:
@@ -115,10 +124,11 @@ def test_an_evaluator_scoring_the_training_dataframe_is_trn009(runs: dict[str, R
 
 
 def test_spark_submit_is_followed_to_the_python_driver(runs: dict[str, Run]) -> None:
-    result, findings, events = runs["spark_submit"]
+    result, findings, _events = runs["spark_submit"]
     assert result.returncode == 0, result.stderr[-2000:]
     found = by_code(findings)
-    assert "DAT014" in found and "RUN010" not in found
+    assert "DAT014" in found
+    assert "RUN010" not in found
     launch = found["RUN006"]["evidence"]
     assert launch["launcher"] == "spark-submit (the Spark JVM)"
     # spark-submit's own start-up steps (a subshell, Spark's launcher JVM) may be seen as trainers

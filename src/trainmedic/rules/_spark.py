@@ -11,7 +11,9 @@ driver has exited is not a leak of the user's code.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import PurePath
 
 _PYTHON_WORKER_MODULES = frozenset({"pyspark.daemon", "pyspark.worker"})
@@ -34,3 +36,78 @@ def is_spark_jvm(cmdline: Sequence[str]) -> bool:
 
 def is_spark_process(cmdline: Sequence[str]) -> bool:
     return is_spark_python_worker(cmdline) or is_spark_jvm(cmdline)
+
+
+# -- executor losses, as the driver's log reports them ------------------------------------------
+# The scheduler's own words (stable across Spark 3 and 4): TaskSchedulerImpl's
+# "Lost executor 1 on 10.0.0.5: <reason>", TaskSetManager's "Lost task 0.0 in stage 3.0 (TID 7)
+# (10.0.0.5 executor 1): <error>", with "ExecutorLostFailure (executor 1 exited caused by one of
+# the running tasks) Reason: <reason>" as the error of a task whose executor died, and
+# Kubernetes' "The executor with id 2 exited with exit code 137(SIGKILL, possible container OOM)".
+# In local mode the executor is the driver's JVM ("executor driver").
+_LOST_EXECUTOR = re.compile(
+    r"\bLost (?:an )?executor (?P<id>[\w.-]+)(?: \(already removed\))? on (?P<host>[^:\s]+): (?P<reason>.+)"
+)
+_LOST_TASK = re.compile(
+    r"\bLost task [\d.]+ in stage [\d.]+ \(TID \d+\) \((?P<host>\S+) executor (?P<id>[\w.-]+)\): (?P<error>.+)"
+)
+_LOST_FAILURE = re.compile(
+    r"ExecutorLostFailure \(executor (?P<id>[\w.-]+) exited[^)]*\)(?: Reason: (?P<reason>.+))?"
+)
+_K8S_EXIT = re.compile(
+    r"The executor with id (?P<id>[\w.-]+) exited with exit code (?P<code>-?\d+)(?P<human>\([^)]*\))?"
+)
+_JVM_OOM = re.compile(r"java\.lang\.OutOfMemoryError(?::[^\t]*)?")
+# A resource manager's memory kill, in its own words (exit 137 alone may be a preemption; Spark's
+# exit code 52 is its executor's own exit on an OutOfMemoryError).
+_MEMORY_KILL = re.compile(
+    r"exceeding (?:physical |virtual )?memory limits|possible container OOM|OOMKilled|"
+    r"exit(?:ed with)? ?(?:code|status)[ :]*52\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorLoss:
+    """A Spark executor the driver's log reports lost, and how."""
+
+    executor: str  # Spark's executor id; "driver" in local mode
+    host: str | None
+    report: str  # the scheduler's reason or the task's error, as logged
+    heap_oom: str | None  # "java.lang.OutOfMemoryError: Java heap space" when the JVM heap ran out
+    memory_kill: bool  # its container was killed for memory (YARN, Kubernetes, exit code 52)
+
+
+def executor_loss(lines: Sequence[str]) -> ExecutorLoss | None:
+    """The first executor loss the log reports: a JVM out of heap first, else any loss."""
+    losses = [loss for line in lines if (loss := _loss_in(line)) is not None]
+    return next((loss for loss in losses if loss.heap_oom or loss.memory_kill), None) or next(
+        iter(losses), None
+    )
+
+
+def _loss_in(line: str) -> ExecutorLoss | None:
+    for pattern, field in ((_LOST_TASK, "error"), (_LOST_EXECUTOR, "reason"), (_LOST_FAILURE, "reason")):
+        match = pattern.search(line)
+        if match is None:
+            continue
+        report = (match[field] or "").strip()
+        if pattern is _LOST_TASK and not (_JVM_OOM.search(report) or "ExecutorLostFailure" in report):
+            return None  # a task that failed on a healthy executor: the driver's traceback says it
+        host = match.groupdict().get("host")
+        return _loss(match["id"], host, report)
+    match = _K8S_EXIT.search(line)
+    if match is not None:
+        return _loss(match["id"], None, match[0])
+    return None
+
+
+def _loss(executor: str, host: str | None, report: str) -> ExecutorLoss:
+    heap = _JVM_OOM.search(report)
+    return ExecutorLoss(
+        executor=executor,
+        host=host,
+        report=report[:300],
+        heap_oom=heap[0].strip() if heap else None,
+        memory_kill=heap is None and _MEMORY_KILL.search(report) is not None,
+    )

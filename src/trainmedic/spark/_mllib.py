@@ -125,7 +125,10 @@ def _fit_tuner(original: Callable[..., Any], tuner: Any, dataset: Any, params: A
     with _context.tuner():
         fitted = original(tuner, dataset, params)
     if not isinstance(params, (list, tuple)):
-        _safely("tuning", lambda: channel.emit(GuardObservation(check=TUNING_CHECK, data=tuning_facts(tuner, fitted))))
+        _safely(
+            "tuning",
+            lambda: channel.emit(GuardObservation(check=TUNING_CHECK, data=tuning_facts(tuner, fitted))),
+        )
         _safely("training summary", lambda: _emit_curve(fitted.bestModel))
     return fitted
 
@@ -138,7 +141,7 @@ def _emit_curve(model: Any) -> None:
 # -- DataFrame.randomSplit -----------------------------------------------------------------------------
 def _wrap_random_split(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
-    def randomSplit(self: Any, weights: Any, seed: Any = None) -> Any:  # noqa: N802 - Spark's name
+    def randomSplit(self: Any, weights: Any, seed: Any = None) -> Any:
         parts = original(self, weights, seed)
         if not _context.tuning:
             _safely("randomSplit", lambda: _observe_split(self, weights, parts))
