@@ -7,7 +7,7 @@ from typing import Any
 from trainmedic.events import GuardObservation
 from trainmedic.record import RunRecord
 from trainmedic.rules import mllib
-from trainmedic.rules._spark import is_spark_jvm, is_spark_python_worker
+from trainmedic.rules._spark import is_spark_helper, is_spark_jvm, is_spark_python_worker
 
 WHOLE = {"root": 1, "nodes": [1]}
 SCALED = {"root": 2, "nodes": [1, 2]}  # made from WHOLE
@@ -124,3 +124,6 @@ def test_spark_processes_are_recognised_by_their_command_lines() -> None:
     assert is_spark_python_worker(["python3", "-m", "pyspark.daemon", "pyspark.worker"])
     assert not is_spark_jvm(["java", "-jar", "app.jar"])
     assert not is_spark_python_worker(["python", "train.py", "-m", "pyspark.daemon"])
+    assert is_spark_helper(["python3", "/venv/bin/find_spark_home.py"])
+    assert is_spark_helper(["java", "-Xmx128m", "-cp", "jars/*", "org.apache.spark.launcher.Main", "x.py"])
+    assert not is_spark_helper(jvm)  # the driver's JVM: spark-submit's launcher, or a worker of the driver

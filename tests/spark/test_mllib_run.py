@@ -131,7 +131,7 @@ def test_spark_submit_is_followed_to_the_python_driver(runs: dict[str, Run]) -> 
     assert "RUN010" not in found
     launch = found["RUN006"]["evidence"]
     assert launch["launcher"] == "spark-submit (the Spark JVM)"
-    # spark-submit's own start-up steps (a subshell, Spark's launcher JVM) may be seen as trainers
-    # for a moment before the driver starts; the driver is among them, and it raised DAT014
+    (driver,) = launch["trainer_cmdlines"]  # not spark-submit's subshell or launcher JVM
+    assert driver[-1].endswith("mllib_scaler_before_split.py")
     trainers = dict(zip(launch["trainer_pids"], launch["trainer_cmdlines"], strict=True))
     assert trainers[found["DAT014"]["pid"]][-1].endswith("mllib_scaler_before_split.py")

@@ -38,6 +38,17 @@ def is_spark_process(cmdline: Sequence[str]) -> bool:
     return is_spark_python_worker(cmdline) or is_spark_jvm(cmdline)
 
 
+def is_spark_helper(cmdline: Sequence[str]) -> bool:
+    """A process that works for the driver and is never the trainer: the Python workers, and the
+    start-up steps of `spark-submit` (`find_spark_home.py`, the `org.apache.spark.launcher.Main`
+    JVM that builds the real command line) that run before the driver exists."""
+    if is_spark_python_worker(cmdline):
+        return True
+    if any(PurePath(arg).name == "find_spark_home.py" for arg in cmdline[1:3]):
+        return True
+    return is_spark_jvm(cmdline) and "org.apache.spark.launcher.Main" in cmdline
+
+
 # -- executor losses, as the driver's log reports them ------------------------------------------
 # The scheduler's own words (stable across Spark 3 and 4): TaskSchedulerImpl's
 # "Lost executor 1 on 10.0.0.5: <reason>", TaskSetManager's "Lost task 0.0 in stage 3.0 (TID 7)

@@ -145,9 +145,13 @@ def launcher_kind(cmdline: Sequence[str]) -> str:
         return "torchrun agent"
     if _spark.is_spark_jvm(cmdline):
         return "spark-submit (the Spark JVM)"
-    if cmdline and PurePath(cmdline[0]).name.lower().startswith("python"):
+    if _is_python(cmdline):
         return "python launcher stub (a wrapper script or venv redirector)"
     return "launcher"
+
+
+def _is_python(cmdline: Sequence[str]) -> bool:
+    return bool(cmdline) and PurePath(cmdline[0]).name.lower().startswith("python")
 
 
 def launcher_stub(record: RunRecord) -> list[Finding]:
@@ -162,6 +166,10 @@ def launcher_stub(record: RunRecord) -> list[Finding]:
         latest[spawn.pid] = spawn
     launchers = [p for p in latest.values() if p.role == "launcher"]
     trainers = [p for p in latest.values() if p.role == "trainer"]
+    # A process other than Python is a trainer only while the tree has no Python process (the
+    # supervisor's rule): a launcher's start-up steps (spark-submit's subshell and launcher JVM)
+    # seen before the Python trainer started are not trainers once it runs.
+    trainers = [p for p in trainers if _is_python(p.cmdline)] or trainers
     if not launchers or not trainers:
         return []
     root = latest.get(first_pid) if first_pid is not None else None
