@@ -81,3 +81,11 @@ def test_a_task_failing_on_a_healthy_executor_is_no_executor_loss() -> None:
 def test_jvm_out_of_memory_is_not_an_accelerator_oom() -> None:
     assert not ACCELERATOR_OOM.search("java.lang.OutOfMemoryError: Java heap space")
     assert ACCELERATOR_OOM.search("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+
+
+def test_exit_status_52_is_spark_s_own_exit_on_a_jvm_out_of_memory() -> None:
+    yarn = "Lost executor 4 on node-2: Container marked as failed. Exit status: 52. Diagnostics: ..."
+    loss = executor_loss([yarn])
+    assert loss is not None
+    assert loss.heap_oom is not None
+    assert not loss.memory_kill

@@ -69,13 +69,12 @@ _K8S_EXIT = re.compile(
     r"The executor with id (?P<id>[\w.-]+) exited with exit code (?P<code>-?\d+)(?P<human>\([^)]*\))?"
 )
 _JVM_OOM = re.compile(r"java\.lang\.OutOfMemoryError(?::[^\t]*)?")
-# A resource manager's memory kill, in its own words (exit 137 alone may be a preemption; Spark's
-# exit code 52 is its executor's own exit on an OutOfMemoryError).
+# A resource manager's memory kill, in its own words (an exit status 137 alone may be a preemption).
 _MEMORY_KILL = re.compile(
-    r"exceeding (?:physical |virtual )?memory limits|possible container OOM|OOMKilled|"
-    r"exit(?:ed with)? ?(?:code|status)[ :]*52\b",
-    re.IGNORECASE,
+    r"exceeding (?:physical |virtual )?memory limits|possible container OOM|OOMKilled", re.IGNORECASE
 )
+# Spark's executor exits with status 52 on an OutOfMemoryError of its JVM (SparkExitCode.OOM).
+_OOM_EXIT = re.compile(r"exit(?:ed with)? ?(?:code|status)[ :]*52\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,10 +114,13 @@ def _loss_in(line: str) -> ExecutorLoss | None:
 
 def _loss(executor: str, host: str | None, report: str) -> ExecutorLoss:
     heap = _JVM_OOM.search(report)
+    heap_oom = heap[0].strip() if heap else None
+    if heap_oom is None and _OOM_EXIT.search(report):
+        heap_oom = "java.lang.OutOfMemoryError (exit status 52, Spark's exit on one)"
     return ExecutorLoss(
         executor=executor,
         host=host,
         report=report[:300],
-        heap_oom=heap[0].strip() if heap else None,
-        memory_kill=heap is None and _MEMORY_KILL.search(report) is not None,
+        heap_oom=heap_oom,
+        memory_kill=heap_oom is None and _MEMORY_KILL.search(report) is not None,
     )
