@@ -73,6 +73,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
         events = [
             json.loads(line) for line in (out / "events.jsonl").read_text().splitlines() if line.strip()
         ]
+        log = (out / "output.log").read_text(errors="replace") if (out / "output.log").exists() else ""
+        assert "not observed" not in log, log[-3000:]  # a guard that failed says so on stderr
         return result, findings, events
 
     with ThreadPoolExecutor(max_workers=4) as pool:
