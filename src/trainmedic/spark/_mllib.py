@@ -184,7 +184,11 @@ def install(_ml: ModuleType) -> None:
     """Wrap Estimator.fit, Evaluator.evaluate and the classic DataFrame.randomSplit (idempotent)."""
     from pyspark.ml.base import Estimator
     from pyspark.ml.evaluation import Evaluator
-    from pyspark.sql.classic.dataframe import DataFrame
+
+    try:  # pyspark 4 keeps the py4j DataFrame apart from Spark Connect's
+        from pyspark.sql.classic.dataframe import DataFrame
+    except ImportError:  # pyspark 3: one DataFrame class
+        from pyspark.sql.dataframe import DataFrame  # type: ignore[assignment]
 
     for owner, name, wrap in (
         (Estimator, "fit", _wrap_fit),
