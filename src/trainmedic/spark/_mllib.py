@@ -25,7 +25,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from trainmedic.events import GuardObservation, Step
 from trainmedic.instrument import channel
@@ -35,6 +35,7 @@ from trainmedic.spark._mllib_roles import NO_ROLE, role_of
 from trainmedic.spark._mllib_summaries import objective_history, tuning_facts
 
 _WRAPPED = "__trainmedic_wrapped__"
+T = TypeVar("T")
 
 
 class _Context:
@@ -78,14 +79,15 @@ class _Context:
 _context = _Context()
 
 
-def _safely(what: str, observe: Callable[[], None]) -> None:
+def _safely(what: str, observe: Callable[[], T], default: T) -> T:
     """Observe without ever breaking the user's call; one stderr line per kind of failure."""
     try:
-        observe()
+        return observe()
     except Exception as exc:
         if what not in _context.failures:
             _context.failures.add(what)
             sys.stderr.write(f"trainmedic: Spark MLlib {what} not observed: {exc!r}\n")
+        return default
 
 
 def _observe(check: str, data: dict[str, Any], dataframe: Any) -> None:
@@ -100,17 +102,17 @@ def _wrap_fit(original: Callable[..., Any]) -> Callable[..., Any]:
     def fit(self: Any, dataset: Any, params: Any = None) -> Any:
         if _context.tuning:
             return original(self, dataset, params)
-        role = role_of(self)
+        role = _safely("fit", lambda: role_of(self), NO_ROLE)
         if role == TUNING:
             return _fit_tuner(original, self, dataset, params)
         name, outermost = type(self).__name__, _context.pipeline is None
         if role != NO_ROLE:
             facts = {"estimator": name, "role": role, "within": _context.pipeline}
-            _safely("fit", lambda: _observe(FIT_CHECK, facts, dataset))
+            _safely("fit", lambda: _observe(FIT_CHECK, facts, dataset), None)
         with _context.fitting(name):
             model = original(self, dataset, params)
         if outermost and not isinstance(params, (list, tuple)):  # a PipelineModel: its stage's curve
-            _safely("training summary", lambda: _emit_curve(model))
+            _safely("training summary", lambda: _emit_curve(model), None)
         return model
 
     setattr(fit, _WRAPPED, True)
@@ -120,17 +122,19 @@ def _wrap_fit(original: Callable[..., Any]) -> Callable[..., Any]:
 def _fit_tuner(original: Callable[..., Any], tuner: Any, dataset: Any, params: Any) -> Any:
     name = type(tuner).__name__
     facts = {"estimator": name, "role": TUNING, "within": _context.pipeline}
-    _safely("fit", lambda: _observe(FIT_CHECK, facts, dataset))
-    _safely("split", lambda: _observe(SPLIT_CHECK, {"method": name, "weights": None, "parts": []}, dataset))
+    _safely("fit", lambda: _observe(FIT_CHECK, facts, dataset), None)
+    split: dict[str, Any] = {"method": name, "weights": None, "parts": []}
+    _safely("split", lambda: _observe(SPLIT_CHECK, split, dataset), None)
     with _context.tuner():
         fitted = original(tuner, dataset, params)
     if not isinstance(params, (list, tuple)):
-        _safely(
-            "tuning",
-            lambda: channel.emit(GuardObservation(check=TUNING_CHECK, data=tuning_facts(tuner, fitted))),
-        )
-        _safely("training summary", lambda: _emit_curve(fitted.bestModel))
+        _safely("tuning", lambda: _emit_tuning(tuner, fitted), None)
+        _safely("training summary", lambda: _emit_curve(fitted.bestModel), None)
     return fitted
+
+
+def _emit_tuning(tuner: Any, fitted: Any) -> None:
+    channel.emit(GuardObservation(check=TUNING_CHECK, data=tuning_facts(tuner, fitted)))
 
 
 def _emit_curve(model: Any) -> None:
@@ -144,7 +148,7 @@ def _wrap_random_split(original: Callable[..., Any]) -> Callable[..., Any]:
     def randomSplit(self: Any, weights: Any, seed: Any = None) -> Any:
         parts = original(self, weights, seed)
         if not _context.tuning:
-            _safely("randomSplit", lambda: _observe_split(self, weights, parts))
+            _safely("randomSplit", lambda: _observe_split(self, weights, parts), None)
         return parts
 
     setattr(randomSplit, _WRAPPED, True)
@@ -163,7 +167,7 @@ def _wrap_evaluate(original: Callable[..., Any]) -> Callable[..., Any]:
     def evaluate(self: Any, dataset: Any, params: Any = None) -> Any:
         value = original(self, dataset, params)
         if not _context.tuning:
-            _safely("evaluate", lambda: _observe_evaluation(self, dataset, value))
+            _safely("evaluate", lambda: _observe_evaluation(self, dataset, value), None)
         return value
 
     setattr(evaluate, _WRAPPED, True)
