@@ -35,6 +35,7 @@ FRAMEWORKS = {
     "deepspeed",
     "ray",
     "sklearn",
+    "pyspark",
 }
 IO_MODULES = {"subprocess", "socket", "shutil", "psutil", "urllib", "http", "requests", "pynvml"}
 STDLIB_ONLY = [
@@ -73,6 +74,7 @@ COLLECTOR_CODE = (
     "lightgbm",
     "catboost",
     "ray",
+    "spark",
 )
 RENDERERS_AND_CLI = {"report", "cli"}
 

@@ -36,6 +36,7 @@ FRAMEWORK_HOOKS: dict[str, str] = {
     "lightgbm": "trainmedic.lightgbm:install",
     "catboost": "trainmedic.catboost:install",
     "ray.train": "trainmedic.ray:install",
+    "pyspark.ml": "trainmedic.spark._mllib:install",
 }
 
 _started = False

@@ -29,9 +29,11 @@ INPUT_EXHAUSTED = re.compile(
     r"Your input ran out of data|OutOfRangeError|OUT_OF_RANGE: End of sequence|\bStopIteration\b"
 )
 # `ray.exceptions.OutOfMemoryError` is the host's memory (Ray's memory monitor killed a
-# worker: RUN001), not the accelerator's.
+# worker: RUN001), and `java.lang.OutOfMemoryError` a JVM's heap (a Spark executor or driver),
+# not the accelerator's.
 ACCELERATOR_OOM = re.compile(
-    r"CUDA out of memory|(?<!ray\.exceptions\.)OutOfMemoryError(?!: \d+ worker\(s\) were killed)"
+    r"CUDA out of memory|(?<!ray\.exceptions\.)(?<!java\.lang\.)OutOfMemoryError"
+    r"(?!: \d+ worker\(s\) were killed)"
     r"(?!: Task was killed due to the node running low)|HIP out of memory|MPS backend out of memory|"
     r"ResourceExhaustedError|RESOURCE_EXHAUSTED|OOM when allocating tensor|CUBLAS_STATUS_ALLOC_FAILED|"
     r"CUDA error: out of memory"

@@ -87,10 +87,17 @@ class WorkerDeath:
     python_exception: bool = False  # the worker raised (as opposed to a native death)
     ray_memory_monitor: str | None = None  # "node memory 8.25GB used / 23.54GB limit, threshold 35.0%"
     ray_worker_memory: str | None = None  # what Ray measured the worker at when it killed it: "3.92GB"
+    spark_executor: str | None = None  # Spark's executor id ("driver": local mode, the driver's JVM)
+    spark_report: str | None = None  # what Spark's scheduler logged about the loss
+    spark_memory_kill: bool = False  # its container was killed for memory (YARN, Kubernetes)
 
     @property
     def label(self) -> str:
-        """'Ray Train worker rank 1 (pid 20446, actor RayTrainWorker 93413f4b)'."""
+        """'Ray Train worker rank 1 (pid 20446, actor RayTrainWorker 93413f4b)', 'Spark executor 3'."""
+        if self.spark_executor == "driver":
+            return "Spark's local executor (in the driver's JVM)"
+        if self.spark_executor is not None:
+            return f"Spark executor {self.spark_executor}"
         who = f"{self.launcher} worker"
         rank = f" rank {self.rank}" if self.rank is not None else ""
         details = [f"pid {self.pid}"] if self.pid is not None else []
@@ -116,7 +123,7 @@ class WorkerDeath:
         return bool(self.error) and not self.python_exception and self.signal != "SIGKILL"
 
     def evidence(self) -> dict[str, object]:
-        return {
+        facts: dict[str, object] = {
             "launcher": self.launcher,
             "rank": self.rank,
             "pid": self.pid,
@@ -128,6 +135,9 @@ class WorkerDeath:
             "ray_memory_monitor": self.ray_memory_monitor,
             "ray_worker_memory": self.ray_worker_memory,
         }
+        if self.spark_executor is not None:
+            facts.update(spark_executor=self.spark_executor, spark_report=self.spark_report)
+        return facts
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +162,7 @@ def _clean(lines: Sequence[str]) -> list[_Line]:
 
 
 def dead_worker(lines: Sequence[str], ranks_by_pid: Mapping[int, int | None]) -> WorkerDeath | None:
-    """The first worker whose death the log reports (Ray Train, Ray, torchrun), or None."""
+    """The first worker whose death the log reports (Ray Train, Ray, torchrun, Spark), or None."""
     clean = _clean(lines)
     ranks = {pid: rank for pid, rank in ranks_by_pid.items() if rank is not None}
     for line in clean:
@@ -160,8 +170,27 @@ def dead_worker(lines: Sequence[str], ranks_by_pid: Mapping[int, int | None]) ->
             ranks[int(match["pid"])] = int(match["rank"])
     death = _ray_train(clean, ranks) or _ray_core(clean, ranks) or _torchrun(clean, ranks)
     if death is None:
-        return None
+        return _spark_executor(clean)
     return _with_ray_memory_monitor(_with_own_output(death, clean), clean)
+
+
+def _spark_executor(clean: list[_Line]) -> WorkerDeath | None:
+    """A Spark executor lost or out of JVM heap (see rules._spark for the formats)."""
+    from trainmedic.rules import _spark
+
+    loss = _spark.executor_loss([ln.text for ln in clean])
+    if loss is None:
+        return None
+    return WorkerDeath(
+        launcher="Spark",
+        rank=None,
+        pid=None,
+        error=loss.heap_oom,
+        python_exception=loss.heap_oom is not None,  # the executor raised; nothing killed it
+        spark_executor=loss.executor,
+        spark_report=loss.report,
+        spark_memory_kill=loss.memory_kill,
+    )
 
 
 def _with_ray_memory_monitor(death: WorkerDeath, clean: list[_Line]) -> WorkerDeath:

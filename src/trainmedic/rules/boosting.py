@@ -53,7 +53,9 @@ EVAL_SET_IS_TRAIN = FindingSpec(
         "The evaluation/early-stopping set is, or overlaps, the training data, e.g. an "
         "XGBoost/LightGBM eval_set that contains the training rows. trainmedic judges the set that "
         "decides: the one XGBoost's early stopping watches (the last), any set LightGBM stops on, "
-        "CatBoost's eval_set; a training set merely monitored beside a held-out set is fine."
+        "CatBoost's eval_set; a training set merely monitored beside a held-out set is fine. With "
+        "Spark MLlib: an Evaluator that scores only predictions for the DataFrame the model was "
+        "fitted on (or part of it)."
     ),
     why=(
         "The stopping point and the reported score are optimistic: they measure memorisation. "

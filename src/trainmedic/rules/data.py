@@ -420,7 +420,10 @@ PREPROCESSING_BEFORE_SPLIT = FindingSpec(
     title="Preprocessing fitted before the split",
     what=(
         "Features were scaled/imputed/encoded with statistics of all the data before the "
-        "split, so the validation part was standardised with its own statistics."
+        "split, so the validation part was standardised with its own statistics. With Spark "
+        "MLlib: a pyspark.ml.feature estimator (a scaler, Imputer, IDF...) fitted on the DataFrame "
+        "that randomSplit or a CrossValidator then splits; one that learns categories only "
+        "(StringIndexer, OneHotEncoder) is info."
     ),
     why="Information from the validation data leaks into training: the validation score is optimistic.",
     example=(

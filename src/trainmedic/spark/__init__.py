@@ -1,5 +1,6 @@
-"""Spark: `check data --engine spark` (`data`, `_session`) and the MLlib guards under `trainmedic run`.
+"""Spark: `check data --engine spark` (`data`, `_session`) and the MLlib guards under `trainmedic run` (`_mllib*`).
 
-pyspark is an optional extra (`pip install 'trainmedic[spark]'`, Java 17 or newer);
-every module here imports it lazily, inside the functions that need it.
+pyspark is an optional extra (`pip install 'trainmedic[spark]'`, Java 17 or newer). Nothing
+here imports pyspark at package import: each module that needs it imports it itself, so
+`trainmedic` without the `spark` extra never pays for (or fails on) it.
 """

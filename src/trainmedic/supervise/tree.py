@@ -22,6 +22,7 @@ from pathlib import Path, PurePath
 import psutil
 
 from trainmedic.rules._ray import is_ray_process
+from trainmedic.rules._spark import is_spark_helper
 
 ROLE_LAUNCHER = "launcher"
 ROLE_TRAINER = "trainer"
@@ -113,6 +114,7 @@ def classify(tree: dict[int, Proc], root_pid: int, announced: Iterable[int] = ()
     python = {pid for pid, p in tree.items() if pid in announced_set or is_python(p.cmdline)}
     workers = {pid for pid in python if _is_worker(tree, pid, python)}
     workers |= {pid for pid, p in tree.items() if pid != root_pid and is_ray_process(p.cmdline)}
+    workers |= {pid for pid, p in tree.items() if pid != root_pid and is_spark_helper(p.cmdline)}
     children: dict[int, list[int]] = {}
     for pid, proc in tree.items():
         if pid != root_pid:

@@ -158,8 +158,10 @@ def worker_oom(record: RunRecord, view: AttemptView) -> WorkerDeath | None:
     if view.end.exit_code == 0 or view.stops:
         return None
     death = dead_worker(record, view)
-    if death is not None and death.ray_memory_monitor is not None:
-        return death  # Ray's own OOM killer: it says so, and no kernel counter rises
+    if death is not None and (death.ray_memory_monitor is not None or death.spark_memory_kill):
+        return (
+            death  # Ray's own OOM killer, a Spark executor's container: they say so, no local counter rises
+        )
     if not view.oom_kills or death is None or death.python_exception or death.native:
         return None
     if death.signal not in (None, "SIGKILL"):

@@ -375,9 +375,32 @@ def _numeric_cause(record: RunRecord, exception: str) -> Finding | None:
     return found[0] if found else None
 
 
+def _spark_executor_words(worker: WorkerDeath) -> tuple[str, str]:
+    """A Spark executor out of JVM heap, or lost for another reason Spark's scheduler gives."""
+    if worker.error:
+        where = (
+            "spark.driver.memory (in local mode the executor is the driver; set it before the session starts)"
+            if worker.spark_executor == "driver"
+            else "spark.executor.memory"
+        )
+        return (
+            f"{worker.label} ran out of JVM heap ({worker.error})",
+            f"Raise {where}, or split the work into more, smaller partitions (repartition; avoid "
+            "collect_list / groupByKey over huge groups and collect() of large results).",
+        )
+    return (
+        f"{worker.label} was lost: {worker.spark_report}",
+        "Read that executor's own log (Spark UI > Executors > stderr, `yarn logs -applicationId`, "
+        "`kubectl logs`) for why it ended; a lost executor's tasks are retried, and the job fails "
+        "after spark.task.maxFailures losses of one task.",
+    )
+
+
 def _worker_crash_finding(view: AttemptView, worker: WorkerDeath) -> Finding:
     facts = worker_evidence(view, worker)
-    if worker.error:
+    if worker.spark_executor is not None:
+        message, fix = _spark_executor_words(worker)
+    elif worker.error:
         at = f" at {worker.frame}" if worker.frame else ""
         message = f"{worker.label} crashed with {worker.error}{at}"
         fix = None

@@ -220,6 +220,8 @@ def _oom_finding(record: RunRecord, view: AttemptView, worker: WorkerDeath | Non
         then = _worker_own_numbers(worker, facts) + worker_then(view)
         fix = _worker_oom_fix(worker, fix)
     killer = which if ray_monitor else f"the OOM killer at {which}"
+    if worker is not None and worker.spark_memory_kill:
+        killer = f"its container's memory limit ({worker.spark_report})"
     return OOM_KILLED.finding(
         f"{victim} by {killer}{_during(phase, epoch, in_cell)}{attempt_suffix(view)}{then}; "
         f"peak RSS of the trainer tree {human_bytes(peak_rss)}",
@@ -304,6 +306,12 @@ def _worker_oom_fix(worker: WorkerDeath, fix: str) -> str:
             f"Rank {worker.rank} ran out of memory: lower its batch size or the data it keeps in memory "
             "(caches, lists of tensors), or raise the limit; ranks that hold more than the others "
             "(rank 0's evaluation or logging) are the usual suspects."
+        )
+    if worker.spark_memory_kill:
+        fix = (
+            "The executor's container outgrew its memory: raise spark.executor.memoryOverhead (memory "
+            "outside the JVM heap: Python workers, Arrow batches, native buffers) or spark.executor.memory, "
+            "or use more, smaller partitions so each task holds less."
         )
     if worker.ray_memory_monitor:
         fix += (

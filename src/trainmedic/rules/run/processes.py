@@ -14,7 +14,7 @@ from pathlib import PurePath
 from trainmedic.events import Event, HangDetected, OrphanEnded, ProcessSpawn, RunEnd, RunStart
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import RunRecord, cell_label, cell_running
-from trainmedic.rules import _ray
+from trainmedic.rules import _ray, _spark
 from trainmedic.units import human_bytes, signal_name
 
 
@@ -143,9 +143,15 @@ def launcher_kind(cmdline: Sequence[str]) -> str:
             return _LAUNCHER_NAMES[base]
     if "torch.distributed.run" in cmdline:
         return "torchrun agent"
-    if cmdline and PurePath(cmdline[0]).name.lower().startswith("python"):
+    if _spark.is_spark_jvm(cmdline):
+        return "spark-submit (the Spark JVM)"
+    if _is_python(cmdline):
         return "python launcher stub (a wrapper script or venv redirector)"
     return "launcher"
+
+
+def _is_python(cmdline: Sequence[str]) -> bool:
+    return bool(cmdline) and PurePath(cmdline[0]).name.lower().startswith("python")
 
 
 def launcher_stub(record: RunRecord) -> list[Finding]:
@@ -160,6 +166,10 @@ def launcher_stub(record: RunRecord) -> list[Finding]:
         latest[spawn.pid] = spawn
     launchers = [p for p in latest.values() if p.role == "launcher"]
     trainers = [p for p in latest.values() if p.role == "trainer"]
+    # A process other than Python is a trainer only while the tree has no Python process (the
+    # supervisor's rule): a launcher's start-up steps (spark-submit's subshell and launcher JVM)
+    # seen before the Python trainer started are not trainers once it runs.
+    trainers = [p for p in trainers if _is_python(p.cmdline)] or trainers
     if not launchers or not trainers:
         return []
     root = latest.get(first_pid) if first_pid is not None else None
@@ -233,8 +243,13 @@ def hang(record: RunRecord) -> list[Finding]:
 # -- RUN010 ---------------------------------------------------------------------------------
 def orphan_processes(record: RunRecord) -> list[Finding]:
     # Ray's own processes (a detached `ray::PlacementGroupCleaner`, idle workers) may outlive a
-    # driver that died: trainmedic ends them too, but they are Ray's, not the user's leak.
-    orphans = [o for o in record.of_type(OrphanEnded) if not _ray.is_ray_process(o.cmdline)]
+    # driver that died, and Spark's JVM and Python daemon end a moment after their driver:
+    # trainmedic ends them too, but they are Ray's and Spark's, not the user's leak.
+    orphans = [
+        o
+        for o in record.of_type(OrphanEnded)
+        if not (_ray.is_ray_process(o.cmdline) or _spark.is_spark_process(o.cmdline))
+    ]
     if not orphans:
         return []
     total = sum(o.rss_bytes or 0 for o in orphans)
