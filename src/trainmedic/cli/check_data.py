@@ -97,7 +97,7 @@ def command(  # click passes every parameter by keyword
             label_noise=not no_label_noise,
             engine=engine,
             memory_budget=memory_budget,
-            spark_master=spark_master or "local[*]",
+            spark_master=spark_master,
             spark_conf=spark_settings(spark_conf),
         )
     out = sys.stdout
