@@ -33,8 +33,9 @@ from multiprocessing.connection import Connection
 
 def batches(batch: int = 64, size: int = 64_000):
     """An endless stream of shuffled batches (a new epoch when one ends, as a real loop does)."""
-    import torch
     from torch.utils.data import DataLoader, TensorDataset
+
+    import torch
 
     torch.manual_seed(0)
     x = torch.randn(size, 32)
@@ -87,10 +88,16 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=400, help="guarded blocks (each between two bare ones)")
     parser.add_argument("--block", type=int, default=100, help="steps per block")
     parser.add_argument("--warmup", type=int, default=1000, help="steps each process trains before timing")
-    parser.add_argument("--clip", type=float, default=None, help="clip_grad_norm_ to this max norm every step")
-    parser.add_argument("--cpu", type=int, default=None, help="the CPU both processes share (default: the last)")
     parser.add_argument(
-        "--control", action="store_true", help="A/A: the second process trains bare too (the method's own zero)"
+        "--clip", type=float, default=None, help="clip_grad_norm_ to this max norm every step"
+    )
+    parser.add_argument(
+        "--cpu", type=int, default=None, help="the CPU both processes share (default: the last)"
+    )
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="A/A: the second process trains bare too (the method's own zero)",
     )
     args = parser.parse_args()
     cpu = args.cpu if args.cpu is not None else max(os.sched_getaffinity(0))
@@ -99,7 +106,9 @@ def main() -> None:
     workers = []
     for mode in ("bare", "guarded"):
         ours, theirs = context.Pipe()
-        worker = context.Process(target=trainer, args=(mode == "guarded" and not args.control, args.clip, cpu, theirs), daemon=True)
+        worker = context.Process(
+            target=trainer, args=(mode == "guarded" and not args.control, args.clip, cpu, theirs), daemon=True
+        )
         worker.start()
         ends[mode] = ours
         workers.append(worker)

@@ -97,7 +97,9 @@ def count(mode: str, args: argparse.Namespace) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000, help="measured steps per process")
-    parser.add_argument("--every", type=int, default=100, help="steps between sampled checks (the widest rate)")
+    parser.add_argument(
+        "--every", type=int, default=100, help="steps between sampled checks (the widest rate)"
+    )
     parser.add_argument(
         "--clip", type=float, default=None, help="clip_grad_norm_ to this max norm every step"
     )
