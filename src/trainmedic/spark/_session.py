@@ -286,6 +286,20 @@ def _reason(exc: BaseException, log: Path) -> str:
 
 
 def first_line(exc: BaseException) -> str:
-    """The first non-blank line of an exception's text (a Java exception's is its message)."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    """The first non-blank line of an exception's text.
+
+    A py4j error's own text starts "An error occurred while calling o41.parquet.", which names
+    nothing: its Java exception's deepest cause says what was wrong ("... is not a Parquet file").
+    """
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:
+            while java.getCause() is not None:
+                java = java.getCause()
+            text = str(java.getMessage() or java.toString())
+        except Exception:  # the JVM is gone: the Python text is all there is
+            text = str(exc)
+    else:
+        text = str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[0] if lines else type(exc).__name__
