@@ -69,6 +69,7 @@ def test_an_unreadable_parquet_is_one_line_naming_it(tmp_path: Path) -> None:
     bad.write_bytes(b"this is not parquet at all\n" * 20)
     message = one_line_error(run_cli("check", "data", str(bad), "--label", "y", *SPARK, timeout=300))
     assert message.startswith(f"{bad}: cannot read as parquet: ")
+    assert "is not a Parquet file" in message  # Spark's own reason, not py4j's "An error occurred"
 
 
 def test_an_unreachable_master_is_one_line_within_seconds(tmp_path: Path) -> None:
