@@ -108,13 +108,17 @@ def _handles(pids: Iterable[int]) -> list[psutil.Process]:
     return handles
 
 
+def _is_framework_helper(cmdline: list[str]) -> bool:
+    """A local Ray cluster's processes and Spark's helpers (pyspark.daemon, spark-submit's start-up)."""
+    return is_ray_process(cmdline) or is_spark_helper(cmdline)
+
+
 def classify(tree: dict[int, Proc], root_pid: int, announced: Iterable[int] = ()) -> dict[int, str]:
     """Role of each process: launcher, trainer or worker (see the module docstring)."""
     announced_set = set(announced)
     python = {pid for pid, p in tree.items() if pid in announced_set or is_python(p.cmdline)}
     workers = {pid for pid in python if _is_worker(tree, pid, python)}
-    workers |= {pid for pid, p in tree.items() if pid != root_pid and is_ray_process(p.cmdline)}
-    workers |= {pid for pid, p in tree.items() if pid != root_pid and is_spark_helper(p.cmdline)}
+    workers |= {pid for pid, p in tree.items() if pid != root_pid and _is_framework_helper(p.cmdline)}
     children: dict[int, list[int]] = {}
     for pid, proc in tree.items():
         if pid != root_pid:
