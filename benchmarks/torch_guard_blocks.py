@@ -31,21 +31,23 @@ import time
 from multiprocessing.connection import Connection
 
 
-def batches(batch: int = 64, size: int = 64_000):
+def batches(features: int, batch: int = 64, size: int = 64_000):
     """An endless stream of shuffled batches (a new epoch when one ends, as a real loop does)."""
     from torch.utils.data import DataLoader, TensorDataset
 
     import torch
 
     torch.manual_seed(0)
-    x = torch.randn(size, 32)
+    x = torch.randn(size, features)
     y = torch.randint(0, 10, (size,))
     loader = DataLoader(TensorDataset(x, y), batch_size=batch, shuffle=True)
     while True:
         yield from loader
 
 
-def trainer(guarded: bool, clip: float | None, cpu: int | None, orders: Connection) -> None:
+def trainer(
+    guarded: bool, clip: float | None, cpu: int | None, shape: tuple[int, int], orders: Connection
+) -> None:
     """Train in blocks when told: each order is a number of steps, each answer CPU seconds per step."""
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
@@ -54,10 +56,13 @@ def trainer(guarded: bool, clip: float | None, cpu: int | None, orders: Connecti
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(32, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10))
+    features, hidden = shape
+    model = nn.Sequential(
+        nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 10)
+    )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
-    stream = batches()
+    stream = batches(features)
     guard = None
     if guarded:
         import trainmedic.torch as tm
@@ -94,6 +99,8 @@ def main() -> None:
     parser.add_argument(
         "--cpu", type=int, default=None, help="the CPU both processes share (default: the last)"
     )
+    parser.add_argument("--features", type=int, default=32, help="input features of the MLP")
+    parser.add_argument("--hidden", type=int, default=128, help="width of its two hidden layers")
     parser.add_argument(
         "--control",
         action="store_true",
@@ -107,7 +114,15 @@ def main() -> None:
     for mode in ("bare", "guarded"):
         ours, theirs = context.Pipe()
         worker = context.Process(
-            target=trainer, args=(mode == "guarded" and not args.control, args.clip, cpu, theirs), daemon=True
+            target=trainer,
+            args=(
+                mode == "guarded" and not args.control,
+                args.clip,
+                cpu,
+                (args.features, args.hidden),
+                theirs,
+            ),
+            daemon=True,
         )
         worker.start()
         ends[mode] = ours
