@@ -7,7 +7,10 @@ The exception is a non-finite loss, which is decided here, so that
 `on_nonfinite="stop"` can stop the run before the update.
 
 Cost: every step only stores references and integers (the loss tensor, its
-step, a counter, the DataLoader wait): no tensor op, no host sync, no event.
+step, the DataLoader wait): no tensor op, no host sync, no event, and four
+Python calls: PyTorch calls the monitor's `on_step_pre` and `on_step_post`
+itself, and the backward and DataLoader wrappers of `_patches` do an ordinary
+step's work inline (`plain_backward` says when that is all a backward needs).
 Anything that needs a tensor op or a host sync (`.item()`, gradient norms, the
 inputs of the loss, finiteness) runs on sampled steps only, every `every`
 steps, in one batched read. The trade-offs that follow, and how each is made up
