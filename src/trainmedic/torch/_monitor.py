@@ -88,9 +88,9 @@ ZERO_WATCH_STEPS = 8
 class Monitor:
     """Measures one process's PyTorch training through global hooks (`MonitorLike`).
 
-    The attributes the hooks of `_patches` write on every step are plain ones
-    (`backwards`, `losses`, `loss_steps`, `data_wait`, `recent_indices`): a
-    store or an append, nothing more.
+    The attributes the hooks of `_patches` read or write on every step are plain
+    ones (`plain_backward`, `losses`, `loss_steps`, `step`, `data_wait`, `broken`):
+    a read, a store or an append, nothing more.
     """
 
     def __init__(
