@@ -17,6 +17,8 @@ the other process's data in the caches, bare and guarded alike.
 
     python benchmarks/torch_guard_blocks.py [--pairs 400] [--block 100] [--clip 1.0] [--cpu 1]
     python benchmarks/torch_guard_blocks.py --control   # both processes bare: the method's zero
+    python benchmarks/torch_guard_blocks.py --empty-hooks   # four pass-through hooks, no guard
+    python benchmarks/torch_guard_blocks.py --features 784 --hidden 512   # a wider MLP, longer steps
 
 `--clip MAX_NORM` adds `clip_grad_norm_(model.parameters(), MAX_NORM)` before every
 update, in both processes: the guard then also keeps each step's pre-clip norm
@@ -31,21 +33,47 @@ import time
 from multiprocessing.connection import Connection
 
 
-def batches(batch: int = 64, size: int = 64_000):
+def batches(features: int, batch: int = 64, size: int = 64_000):
     """An endless stream of shuffled batches (a new epoch when one ends, as a real loop does)."""
     from torch.utils.data import DataLoader, TensorDataset
 
     import torch
 
     torch.manual_seed(0)
-    x = torch.randn(size, 32)
+    x = torch.randn(size, features)
     y = torch.randint(0, 10, (size,))
     loader = DataLoader(TensorDataset(x, y), batch_size=batch, shuffle=True)
     while True:
         yield from loader
 
 
-def trainer(guarded: bool, clip: float | None, cpu: int | None, orders: Connection) -> None:
+def install_empty_hooks() -> None:
+    """Four pass-through Python calls a step, where the guard has its four: what the calls alone cost."""
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+    import torch
+
+    def step_hook(optimizer: object, args: object, kwargs: object) -> None:
+        return None
+
+    register_optimizer_step_pre_hook(step_hook)
+    register_optimizer_step_post_hook(step_hook)
+    backward, next_batch = torch.autograd.backward, _BaseDataLoaderIter.__next__
+
+    def passing_backward(*args: object, **kwargs: object) -> object:
+        return backward(*args, **kwargs)
+
+    def passing_next(self: object) -> object:
+        return next_batch(self)
+
+    torch.autograd.backward = passing_backward
+    _BaseDataLoaderIter.__next__ = passing_next
+
+
+def trainer(
+    second: str, clip: float | None, cpu: int | None, shape: tuple[int, int], orders: Connection
+) -> None:
     """Train in blocks when told: each order is a number of steps, each answer CPU seconds per step."""
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
@@ -54,15 +82,20 @@ def trainer(guarded: bool, clip: float | None, cpu: int | None, orders: Connecti
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(32, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10))
+    features, hidden = shape
+    model = nn.Sequential(
+        nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 10)
+    )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
-    stream = batches()
+    stream = batches(features)
     guard = None
-    if guarded:
+    if second == "guarded":
         import trainmedic.torch as tm
 
         guard = tm.guard(model, optimizer)
+    elif second == "empty-hooks":
+        install_empty_hooks()
 
     def block(steps: int) -> float:
         start = time.process_time()
@@ -94,20 +127,37 @@ def main() -> None:
     parser.add_argument(
         "--cpu", type=int, default=None, help="the CPU both processes share (default: the last)"
     )
+    parser.add_argument("--features", type=int, default=32, help="input features of the MLP")
+    parser.add_argument("--hidden", type=int, default=128, help="width of its two hidden layers")
     parser.add_argument(
         "--control",
         action="store_true",
         help="A/A: the second process trains bare too (the method's own zero)",
     )
+    parser.add_argument(
+        "--empty-hooks",
+        action="store_true",
+        help="the second process has four pass-through hooks (optimizer pre and post, backward, "
+        "DataLoader __next__) instead of the guard: what four Python calls a step cost",
+    )
     args = parser.parse_args()
     cpu = args.cpu if args.cpu is not None else max(os.sched_getaffinity(0))
+    second = "bare" if args.control else "empty-hooks" if args.empty_hooks else "guarded"
     context = mp.get_context("spawn")
     ends: dict[str, Connection] = {}
     workers = []
     for mode in ("bare", "guarded"):
         ours, theirs = context.Pipe()
         worker = context.Process(
-            target=trainer, args=(mode == "guarded" and not args.control, args.clip, cpu, theirs), daemon=True
+            target=trainer,
+            args=(
+                second if mode == "guarded" else "bare",
+                args.clip,
+                cpu,
+                (args.features, args.hidden),
+                theirs,
+            ),
+            daemon=True,
         )
         worker.start()
         ends[mode] = ours
@@ -136,9 +186,11 @@ def main() -> None:
     half_width = 1.96 * statistics.stdev(ratios) / len(ratios) ** 0.5
     if args.control:
         print("CONTROL: both processes train bare")
+    if args.empty_hooks:
+        print("EMPTY HOOKS: the second process has four pass-through hooks, no guard")
     print(
-        f"small MLP, two processes taking turns on CPU {cpu}: {args.pairs} guarded blocks of "
-        f"{args.block} steps, each between two bare ones; 1 thread"
+        f"MLP {args.features}-{args.hidden}-{args.hidden}-10, two processes taking turns on CPU {cpu}: "
+        f"{args.pairs} guarded blocks of {args.block} steps, each between two bare ones; 1 thread"
         + (f"; clip_grad_norm_({args.clip}) every step" if args.clip is not None else "")
     )
     print(f"bare    {statistics.median(bare) * 1e6:8.1f} us/step (median block)")

@@ -7,6 +7,11 @@ queued device work), the checks are timed against the training time between them
 and `every` is widened (in multiples of the base, up to `MAX_EVERY_FACTOR` times
 it) until they cost at most `CHECK_BUDGET` of the step time. A `sampling`
 observation says when and why. An `every` given explicitly is kept as it is.
+
+Both are measured in the CPU time of the training thread (`time.thread_time`),
+not wall time: the budget is a share of the work the process does. Wall time
+would count the time the process waits while something else runs on its CPU as
+training time, and allow more checks the busier the machine is.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ WARMUP_CHECKS = 10  # checks at the base rate before the rate adapts: early fail
 # second, every loss is still kept and read (a NaN is reported at its own step), and the curve
 # keeps its point per base window, so what the bound limits is only how late a finding comes.
 MAX_EVERY_FACTOR = 10
+clock = time.thread_time  # see the module's docstring
 
 
 class CheckBudget:
@@ -36,7 +42,7 @@ class CheckBudget:
         self.check_cost = 0.0  # smoothed seconds per sampled check (host-only reads)
         self.step_time = 0.0  # smoothed training seconds per step between checks
         self.host_read = False  # the last check read CPU tensors only
-        self.check_end = time.perf_counter()
+        self.check_end = clock()
         self.full_step = 0  # the step of the last full check (gradient norms)
         self.freed_s = 0.0  # time the last check spent freeing kept losses (not its own cost)
 

@@ -11,11 +11,11 @@ check is timed for the budget (`_budget`).
 from __future__ import annotations
 
 import math
-import time
 from typing import TYPE_CHECKING, Any
 
 import torch
 from trainmedic.events import GuardObservation
+from trainmedic.torch._budget import clock
 from trainmedic.torch._manual import ParameterUpdates
 from trainmedic.torch._reads import floats, norms
 
@@ -73,13 +73,13 @@ class SampledChecks:
         elif state.checks == 1:
             self.hygiene.first_check(optimizer)
         if primary:
-            started = time.perf_counter()
+            started = clock()
             window = started - budget.check_end  # training time since the last check ended
             steps = max(1, step - budget.full_step)
             if self.forward.is_open:  # the losses' graphs are read only for a watched forward pass
                 self.forward.close(step, self.reads.of_step(step))
             self.flush(optimizer, step)
-            budget.check_end, budget.full_step = time.perf_counter(), step
+            budget.check_end, budget.full_step = clock(), step
             if monitor.adaptive and budget.host_read and not monitor.stop_on_nonfinite:
                 cost = budget.check_end - started - budget.freed_s
                 budget.keep_to_budget(state.checks, step, cost, window / steps)
@@ -100,15 +100,15 @@ class SampledChecks:
             values = floats([*clips.tensors, *losses, *norms(grads)])
         self.clipping.report(clips, values[: len(clips.tensors)])
         values = values[len(clips.tensors) :]
-        freeing = time.perf_counter()
+        freeing = clock()
         # The graphs' nodes they hold go now, not at the next window: work a bare loop does at
         # every step anyway (when its loss dies), so it is not counted as the check's cost.
         del losses
-        self.budget.freed_s = time.perf_counter() - freeing
+        self.budget.freed_s = clock() - freeing
         loss_values = list(zip(loss_steps, values[: len(loss_steps)], strict=True))
         grad_norms = values[len(loss_steps) :]
         self.reads.check_nonfinite(loss_values, step)
-        self.monitor.recent_indices.clear()  # every batch so far had its loss read: none is the culprit
+        self.monitor.batches.forget()  # every batch so far had its loss read: none is the culprit
         self.updates.watch(optimizer, loss_values, step)
         self.reads.add_to_epoch(loss_values)
         last: dict[str, float] = {}

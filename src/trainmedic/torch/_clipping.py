@@ -30,7 +30,6 @@ factor by which clipping shrank the gradient) and one point of the
 from __future__ import annotations
 
 import math
-import sys
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -40,6 +39,7 @@ from torch.nn.utils import clip_grad as _clip_grad
 import torch
 from trainmedic.events import Metric
 from trainmedic.record import median
+from trainmedic.torch._safety import turn_off
 
 if TYPE_CHECKING:
     from trainmedic.torch._interface import MonitorLike
@@ -74,14 +74,6 @@ class ClipWatch:
     def __init__(self, monitor: MonitorLike) -> None:
         self.monitor = monitor
         self.pending: deque[_Clip] = deque(maxlen=MAX_KEPT_CLIPS)
-
-    def on_norm_clip(self, total_norm: Any, max_norm: Any) -> None:
-        """A `clip_grad_norm_`: keep its pre-clip norm by reference (no tensor op, no read)."""
-        if type(total_norm) is not torch.Tensor:  # a DTensor's value would need a collective
-            return
-        limit = float(max_norm)  # clipping itself converted it already
-        if math.isfinite(limit):  # max_norm=inf measures the norm without clipping (the HF Trainer)
-            self.pending.append(_Clip(self.monitor.step + 1, total_norm, limit, None))
 
     def samples_now(self) -> bool:
         """Value clipping is measured on the steps the monitor samples (its norms cost tensor ops)."""
@@ -180,9 +172,7 @@ def _scaler(original: Any, active: Active) -> Any:
         parameters: Any, max_norm: Any, total_norm: Any, *args: Any, **kwargs: Any
     ) -> Any:
         result = original(parameters, max_norm, total_norm, *args, **kwargs)
-        monitor = active()
-        if monitor is not None and not monitor.broken:
-            _safely(monitor, monitor.clipping.on_norm_clip, total_norm, max_norm)
+        _note_norm(active(), total_norm, max_norm)
         return result
 
     return clip_grads_with_norm_
@@ -191,12 +181,22 @@ def _scaler(original: Any, active: Active) -> Any:
 def _norm_clipper(original: Any, active: Active) -> Any:
     def clip_grad_norm_(parameters: Any, max_norm: Any, *args: Any, **kwargs: Any) -> Any:
         total_norm = original(parameters, max_norm, *args, **kwargs)
-        monitor = active()
-        if monitor is not None and not monitor.broken:
-            _safely(monitor, monitor.clipping.on_norm_clip, total_norm, max_norm)
+        _note_norm(active(), total_norm, max_norm)
         return total_norm
 
     return clip_grad_norm_
+
+
+def _note_norm(monitor: MonitorLike | None, total_norm: Any, max_norm: Any) -> None:
+    """Keep the pre-clip norm of a norm clipping (a reference, no read): the wrappers' one call."""
+    if monitor is None or monitor.broken or type(total_norm) is not torch.Tensor:
+        return  # a DTensor's value would need a collective
+    try:
+        limit = float(max_norm)  # clipping itself converted it already
+        if math.isfinite(limit):  # max_norm=inf measures the norm without clipping (the HF Trainer)
+            monitor.clipping.pending.append(_Clip(monitor.step + 1, total_norm, limit, None))
+    except Exception as exc:
+        turn_off(monitor, "clip_grad_norm_", exc)
 
 
 def _value_clipper(original: Any, active: Active) -> Any:
@@ -220,8 +220,5 @@ def _safely(monitor: MonitorLike, hook: Callable[..., Any], *args: Any) -> Any:
     try:
         return hook(*args)
     except Exception as exc:
-        monitor.broken = True
-        sys.stderr.write(
-            f"trainmedic: PyTorch guard turned off by an internal error in {hook.__name__}: {exc!r}\n"
-        )
+        turn_off(monitor, hook.__name__, exc)
         return None

@@ -68,6 +68,7 @@ class ForwardWatch:
         post = nn.modules.module.register_module_forward_hook(self._post, always_call=True)
         self._handles = [pre, post]
         self.is_open = True
+        self.monitor.plain_backward = False
 
     def close(self, step: int | None, losses: list[Any] | None = None) -> None:
         """End of a watched window; `losses` are the checked step's (their graphs are read)."""

@@ -18,6 +18,7 @@ from trainmedic.events import Event
 
 if TYPE_CHECKING:
     from torch import nn
+    from trainmedic.torch._batches import LoaderBatches
     from trainmedic.torch._manual import ParameterUpdates
     from trainmedic.torch._zeroing import GradZeroWatch
 
@@ -44,7 +45,8 @@ class OptState:
 class ClipHooks(Protocol):
     """What the clipping wrappers call (`_clipping.ClipWatch`)."""
 
-    def on_norm_clip(self, total_norm: Any, max_norm: Any) -> None: ...
+    pending: deque[Any]  # the norm clippings since the last read (`_clipping._Clip`)
+
     def samples_now(self) -> bool: ...
     def norm_of(self, params: list[Any]) -> Any: ...
     def on_value_clip(self, params: list[Any], before: Any, clip_value: Any) -> None: ...
@@ -53,8 +55,8 @@ class ClipHooks(Protocol):
 class MonitorLike(Protocol):
     """The monitor's state and calls that its hooks, watches and parts use.
 
-    The attributes the hooks write on every step (`backwards`, `losses`, `loss_steps`,
-    `data_wait`, `recent_indices`) are plain ones: a store or an append, nothing more.
+    The attributes the hooks read or write on every step (`plain_backward`, `losses`,
+    `loss_steps`, `step`, `data_wait`, `broken`) are plain ones: a read, a store or an append.
     """
 
     sinks: list[Sink]
@@ -72,7 +74,8 @@ class MonitorLike(Protocol):
     data_wait: float
     losses: list[Any]
     loss_steps: list[int]
-    recent_indices: deque[tuple[int, list[Any]]]
+    plain_backward: bool
+    batches: LoaderBatches
     optimizers_made: weakref.WeakSet[Any]
     primary: Any  # weakref to the optimizer whose steps number the run (None before one steps)
     manual: ParameterUpdates | None  # stands in for the optimizer of a loop without one
@@ -101,8 +104,8 @@ class MonitorLike(Protocol):
     def before_rescale(self) -> None: ...
     def after_rescale(self) -> None: ...
     def on_step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> Any: ...
-    def on_step_post(self, optimizer: Any) -> None: ...
-    def on_batch(self, iterator: Any) -> None: ...
+    def on_step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None: ...
+    def on_loader_start(self, iterator: Any) -> None: ...
     def on_loader_exhausted(self, iterator: Any) -> None: ...
     def on_sampler_iter(self, sampler: Any) -> None: ...
     def on_scheduler_step(self, scheduler: Any) -> None: ...

@@ -74,7 +74,7 @@ class LossReads:
         monitor.reported.add("nonfinite_loss")
         first_step, value = bad[0]
         finite_before = [v for s, v in losses if s < first_step and math.isfinite(v)]
-        batches = [index for s, index in monitor.recent_indices if s == first_step]
+        batch = monitor.batches.of_step(first_step)
         evidence: dict[str, Any] = {
             "step": first_step,
             "loss": value,
@@ -87,8 +87,8 @@ class LossReads:
                 f"reported at most {monitor.every - 1} steps late)"
             ),
         }
-        if batches:
-            evidence["batch_indices"] = [i for batch in batches for i in batch][:1024]
+        if batch:
+            evidence["batch_indices"] = batch[:1024]
         stopping = monitor.stop_on_nonfinite
         message = f"Loss became {value} at step {first_step} (epoch {monitor.epoch})"
         finding = NONFINITE_LOSS.finding(

@@ -7,7 +7,10 @@ The exception is a non-finite loss, which is decided here, so that
 `on_nonfinite="stop"` can stop the run before the update.
 
 Cost: every step only stores references and integers (the loss tensor, its
-step, a counter, the DataLoader wait): no tensor op, no host sync, no event.
+step, the DataLoader wait): no tensor op, no host sync, no event, and four
+Python calls: PyTorch calls the monitor's `on_step_pre` and `on_step_post`
+itself, and the backward and DataLoader wrappers of `_patches` do an ordinary
+step's work inline (`plain_backward` says when that is all a backward needs).
 Anything that needs a tensor op or a host sync (`.item()`, gradient norms, the
 inputs of the loss, finiteness) runs on sampled steps only, every `every`
 steps, in one batched read. The trade-offs that follow, and how each is made up
@@ -49,14 +52,14 @@ and `_clipping` (forward hooks and clipping), `_names` (parameter names).
 from __future__ import annotations
 
 import weakref
-from collections import deque
 from typing import Any
 
 import torch
 from torch import nn
 from trainmedic.events import Event, GuardObservation
 from trainmedic.instrument import channel
-from trainmedic.torch._budget import DEFAULT_EVERY, MAX_EVERY_FACTOR, CheckBudget
+from trainmedic.torch._batches import LoaderBatches
+from trainmedic.torch._budget import DEFAULT_EVERY, CheckBudget
 from trainmedic.torch._checks import SampledChecks
 from trainmedic.torch._clipping import ClipWatch
 from trainmedic.torch._curve import LossCurve
@@ -69,7 +72,7 @@ from trainmedic.torch._losses import MAX_KEPT_LOSSES, LossReads
 from trainmedic.torch._manual import ParameterUpdates
 from trainmedic.torch._names import ParamNames
 from trainmedic.torch._optimizers import Optimizers
-from trainmedic.torch._safety import NonFiniteLossError, never_breaks
+from trainmedic.torch._safety import NonFiniteLossError, never_breaks, turn_off
 from trainmedic.torch._zeroing import GradZeroWatch
 
 __all__ = ["Monitor", "NonFiniteLossError"]
@@ -85,9 +88,9 @@ ZERO_WATCH_STEPS = 8
 class Monitor:
     """Measures one process's PyTorch training through global hooks (`MonitorLike`).
 
-    The attributes the hooks of `_patches` write on every step are plain ones
-    (`backwards`, `losses`, `loss_steps`, `data_wait`, `recent_indices`): a
-    store or an append, nothing more.
+    The attributes the hooks of `_patches` read or write on every step are plain
+    ones (`plain_backward`, `losses`, `loss_steps`, `step`, `data_wait`, `broken`):
+    a read, a store or an append, nothing more.
     """
 
     def __init__(
@@ -124,9 +127,11 @@ class Monitor:
         self.losses: list[Any] = []  # every scalar passed to backward() since the last read
         self.loss_steps: list[int] = []  # the optimizer step each of them belongs to
         self.data_wait = 0.0
-        # (step, dataset indices) of the batches since the last read: the offending batch of a NaN.
-        widest = self.every * (MAX_EVERY_FACTOR if self.adaptive else 1)
-        self.recent_indices: deque[tuple[int, list[Any]]] = deque(maxlen=8 * (widest + 1))
+        # The dataset indices of the batches since the last read: the offending batch of a NaN.
+        self.batches = LoaderBatches()
+        # True on the steps whose backward() only has to keep the loss (no watch is armed, no
+        # forward pass watched): the backward hook then does it itself, in its one call.
+        self.plain_backward = False
         self.adopt_next = False  # a notebook cell ended: the next optimizer to step may be a new one
         self.broken = False
         # A framework callback (Lightning, HF) reports epochs itself: no loader-based ones then.
@@ -153,7 +158,6 @@ class Monitor:
         )
         self.endings = Endings(self, self.checks)
         # Hooks and per-step calls a part answers, bound once: a call costs what a method's did.
-        self.on_loader_exhausted = self.curve.on_loader_exhausted
         self.on_sampler_iter = self.hygiene.on_sampler_iter
         self.on_scheduler_step = self.hygiene.on_scheduler_step
         self.take_epoch_loss = self.reads.take_epoch_loss
@@ -195,6 +199,15 @@ class Monitor:
         return self._by_id.get(id(optimizer))
 
     # -- hooks ---------------------------------------------------------------------------------------
+    def on_loader_start(self, iterator: Any) -> None:
+        """A DataLoader iterator starts an epoch: note where, and follow the indices it draws."""
+        iterator.__dict__["_tm_start_step"] = self.step
+        self.batches.start(iterator)
+
+    def on_loader_exhausted(self, iterator: Any) -> None:
+        self.batches.ended(iterator)
+        self.curve.on_loader_exhausted(iterator)
+
     def on_backward(self, tensors: Any, keeps_graph: bool = False) -> None:
         """Keep the loss (a reference, no copy, no read) with the step it belongs to."""
         self.backwards += 1
@@ -237,21 +250,31 @@ class Monitor:
                 return
         updates = self.manual
         self._before_update(updates)
-        self.on_step_post(updates)
+        self.on_step_post(updates, (), {})
 
     def on_step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
-        state = self._by_id.get(id(optimizer))
-        if state is None or state.ref() is not optimizer:
-            if self.manual is not None:
-                self._drop_manual()
-            self.manual_decided = True
-            state = self._new_state(optimizer)
-        if state.pre_done:
+        """PyTorch's optimizer step pre-hook (called by PyTorch itself: one call per step)."""
+        if self.broken:
             return None
-        step = state.steps + 1
-        if step % self.base_every and step != 1 and not self.stop_on_nonfinite:
-            state.pre_done = True  # an unsampled step: nothing to measure before the update
+        try:
+            state = self._by_id.get(id(optimizer))
+            if state is None or state.ref() is not optimizer:
+                if self.manual is not None:
+                    self._drop_manual()
+                self.manual_decided = True
+                state = self._new_state(optimizer)
+            if state.pre_done:
+                return None
+            step = state.steps + 1
+            if step % self.base_every and step != 1 and not self.stop_on_nonfinite:
+                state.pre_done = True  # an unsampled step: nothing to measure before the update
+                return None
+            return self._sampled_step_pre(optimizer, args, kwargs)
+        except Exception as exc:
+            turn_off(self, "on_step_pre", exc)
             return None
+
+    def _sampled_step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
         closure = kwargs.get("closure") if kwargs else None
         positional = closure is None and len(args) > 1 and callable(args[1])
         if positional:
@@ -270,27 +293,34 @@ class Monitor:
             return (args[0], measured_closure, *args[2:]), kwargs
         return args, {**kwargs, "closure": measured_closure}
 
-    def on_step_post(self, optimizer: Any) -> None:
-        state = self._by_id.get(id(optimizer))
-        if state is None or state.ref() is not optimizer:
+    def on_step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        """PyTorch's optimizer step post-hook; also the end of a manual loop's step."""
+        if self.broken:
             return
-        state.steps += 1
-        state.pre_done = False
-        primary = self.primary
-        if primary is not None and primary() is not optimizer:
-            return
-        self.step = step = state.steps
-        upcoming = step + 1
-        # Forward hooks on every checked step at first (they find the model), then on every
-        # fifth one: eval() mode can start late, but needs no fast answer to be useful.
-        every = self.every
-        if upcoming % every == 0 and (upcoming <= 5 * every or upcoming % (5 * every) == 0):
-            self.forward.open()
-        armed = (-upcoming) % every < ZERO_WATCH_STEPS
-        if armed and not self._zero_armed:
-            for watch in self._zero_watches:
-                watch.rebase()
-        self._zero_armed = armed
+        try:
+            state = self._by_id.get(id(optimizer))
+            if state is None or state.ref() is not optimizer:
+                return
+            state.steps += 1
+            state.pre_done = False
+            primary = self.primary
+            if primary is not None and primary() is not optimizer:
+                return
+            self.step = step = state.steps
+            upcoming = step + 1
+            # Forward hooks on every checked step at first (they find the model), then on every
+            # fifth one: eval() mode can start late, but needs no fast answer to be useful.
+            every = self.every
+            if upcoming % every == 0 and (upcoming <= 5 * every or upcoming % (5 * every) == 0):
+                self.forward.open()
+            armed = (-upcoming) % every < ZERO_WATCH_STEPS
+            if armed and not self._zero_armed:
+                for watch in self._zero_watches:
+                    watch.rebase()
+            self._zero_armed = armed
+            self.plain_backward = not armed and not self.forward.is_open and self.manual is None
+        except Exception as exc:
+            turn_off(self, "on_step_post", exc)
 
     @never_breaks
     def before_update(self, optimizer: Any) -> None:
@@ -316,13 +346,3 @@ class Monitor:
             self._end_window(optimizer, step)  # a point of the loss curve, read at the next check
         if primary and self.stop_on_nonfinite:
             self._check_losses_now(step)
-
-    def on_batch(self, iterator: Any) -> None:
-        """A batch came out of a DataLoader iterator (its wait is already added to `data_wait`)."""
-        if iterator._num_yielded == 1:
-            iterator.__dict__["_tm_start_step"] = self.step
-        pending = iterator.__dict__.get("_tm_pending")
-        if pending:
-            index = pending.popleft()
-            if type(index) is list and index and isinstance(index[0], int):
-                self.recent_indices.append((self.step + 1, index))

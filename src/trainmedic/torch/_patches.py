@@ -13,10 +13,8 @@ computes exactly what it computes bare.
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 import warnings
-from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
@@ -31,6 +29,9 @@ from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 import torch
 from trainmedic.torch import _clipping
+from trainmedic.torch._batches import LOG_ATTR, MAX_NOTED
+from trainmedic.torch._losses import MAX_KEPT_LOSSES
+from trainmedic.torch._safety import turn_off
 
 if TYPE_CHECKING:
     from trainmedic.torch._interface import MonitorLike
@@ -45,6 +46,7 @@ _GRAD_RESCALERS = (
     (torch.amp.GradScaler, "unscale_"),
 )
 _undo: list[Callable[[], None]] = []
+_step_hooks: list[Any] = []  # the handles of the active monitor's optimizer step hooks
 
 
 def active() -> MonitorLike | None:
@@ -56,18 +58,18 @@ def install(monitor: MonitorLike) -> None:
     """Route every hook to `monitor` (installing the hooks on first use)."""
     global _active
     _active = monitor
+    _route_step_hooks(monitor)
     if _undo:
         return
-    pre = register_optimizer_step_pre_hook(_step_pre)
-    post = register_optimizer_step_post_hook(_step_post)
-    _undo.extend([pre.remove, post.remove])
+    _undo.append(lambda: _route_step_hooks(None))
     _silence_compile_warning()
     _wrap(torch.autograd, "backward", _backward)
     _wrap(Optimizer, "__init__", _optimizer_init)
     for owner, name in _GRAD_RESCALERS:
         _wrap(owner, name, _rescales_grads)
     _wrap(_BaseDataLoaderIter, "__next__", _loader_next)
-    _wrap(_BaseDataLoaderIter, "_next_index", _loader_next_index)
+    _wrap(_BaseDataLoaderIter, "__init__", _loader_start)
+    _wrap(_BaseDataLoaderIter, "_reset", _loader_start)
     _wrap(DistributedSampler, "__iter__", _sampler_iter)
     for cls in vars(lr_scheduler).values():
         if isinstance(cls, type) and issubclass(cls, lr_scheduler.LRScheduler) and "step" in vars(cls):
@@ -75,15 +77,31 @@ def install(monitor: MonitorLike) -> None:
     _clipping.install(_wrap, active)
 
 
+def _route_step_hooks(monitor: MonitorLike | None) -> None:
+    """PyTorch calls the monitor's own step methods: one Python call per hook and step.
+
+    A trampoline that looked up the active monitor and called its method would double the
+    calls on the per-step path, where each costs about a microsecond between kernels.
+    """
+    while _step_hooks:
+        _step_hooks.pop().remove()
+    if monitor is not None:
+        _step_hooks.append(register_optimizer_step_pre_hook(monitor.on_step_pre))
+        _step_hooks.append(register_optimizer_step_post_hook(monitor.on_step_post))
+
+
 @contextlib.contextmanager
 def paused() -> Iterator[None]:
     """Hooks stay installed but feed nothing (trainmedic's own training, e.g. the overfit test)."""
     global _active
     saved, _active = _active, None
+    _route_step_hooks(None)
     try:
         yield
     finally:
         _active = saved
+        if _undo:
+            _route_step_hooks(saved)
 
 
 def uninstall() -> None:
@@ -118,59 +136,37 @@ def _wrap(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
     _undo.append(lambda: setattr(owner, name, original))
 
 
-def _turn_off(monitor: MonitorLike, exc: Exception) -> None:
-    """A failure inside the guard turns the guard off (one line on stderr), never the training."""
-    from trainmedic.torch._safety import NonFiniteLossError
-
-    if isinstance(exc, NonFiniteLossError):
-        raise exc
-    monitor.broken = True
-    sys.stderr.write(f"trainmedic: PyTorch guard turned off by an internal error: {exc!r}\n")
-
-
-def _step_pre(optimizer: Any, args: Any, kwargs: Any) -> Any:
-    monitor = _active
-    if monitor is None or monitor.broken:
-        return None
-    try:
-        return monitor.on_step_pre(optimizer, args, kwargs)
-    except Exception as exc:
-        _turn_off(monitor, exc)
-        return None
-
-
-def _step_post(optimizer: Any, args: Any, kwargs: Any) -> None:
-    monitor = _active
-    if monitor is None or monitor.broken:
-        return
-    try:
-        monitor.on_step_post(optimizer)
-    except Exception as exc:
-        _turn_off(monitor, exc)
-
-
 def _backward(original: Any) -> Any:
     def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
         monitor = _active
-        if monitor is not None and not monitor.broken:
-            try:
-                # backward(tensors, grad_tensors, retain_graph, create_graph, ...); Tensor.backward
-                # passes the first three positionally.
-                keeps = bool(
-                    kwargs.get("retain_graph")
-                    or kwargs.get("create_graph")
-                    or (len(args) > 1 and (args[1] or (len(args) > 2 and args[2])))
-                )
-                monitor.on_backward(tensors, keeps)
-            except Exception as exc:
-                _turn_off(monitor, exc)
+        if monitor is None or monitor.broken:
+            return original(tensors, *args, **kwargs)
+        # backward(tensors, grad_tensors, retain_graph, create_graph, ...); Tensor.backward
+        # passes the first three positionally.
+        keeps = (len(args) > 1 and (args[1] or (len(args) > 2 and args[2]))) or bool(
+            kwargs and (kwargs.get("retain_graph") or kwargs.get("create_graph"))
+        )
+        if (
+            monitor.plain_backward
+            and not keeps
+            and isinstance(tensors, torch.Tensor)
+            and tensors.numel() == 1
+            and len(monitor.losses) < MAX_KEPT_LOSSES
+        ):
+            # An ordinary training step: keep the loss by reference, all in this one call.
+            monitor.losses.append(tensors)
+            monitor.loss_steps.append(monitor.step + 1)
+            return original(tensors, *args, **kwargs)
+        try:
+            monitor.on_backward(tensors, bool(keeps))
+        except Exception as exc:
+            turn_off(monitor, "hook", exc)
         result = original(tensors, *args, **kwargs)
-        monitor = _active
-        if monitor is not None and not monitor.broken:
+        if not monitor.broken:
             try:
                 monitor.after_backward(tensors)
             except Exception as exc:
-                _turn_off(monitor, exc)
+                turn_off(monitor, "hook", exc)
         return result
 
     return backward
@@ -181,7 +177,7 @@ def _rescales_grads(original: Any) -> Any:
 
     def rescale(*args: Any, **kwargs: Any) -> Any:
         monitor = _active
-        if monitor is None or monitor.broken:
+        if monitor is None or monitor.broken or monitor.plain_backward:  # plain: no watch armed
             return original(*args, **kwargs)
         monitor.before_rescale()
         result = original(*args, **kwargs)
@@ -204,6 +200,8 @@ def _optimizer_init(original: Any) -> Any:
 
 
 def _loader_next(original: Any) -> Any:
+    """Time the wait for each batch and note the step it belongs to: one Python call a batch."""
+
     def __next__(self: Any) -> Any:
         monitor = _active
         if monitor is None or monitor.broken:
@@ -215,26 +213,29 @@ def _loader_next(original: Any) -> Any:
             monitor.on_loader_exhausted(self)
             raise
         monitor.data_wait += _clock() - start
-        try:
-            monitor.on_batch(self)
-        except Exception as exc:
-            _turn_off(monitor, exc)
+        noted = self.__dict__.get(LOG_ATTR)
+        if noted is not None:
+            noted.append(monitor.step + 1)
+            if len(noted) >= MAX_NOTED:
+                noted.forget(keep=MAX_NOTED // 2)
         return data
 
     return __next__
 
 
-def _loader_next_index(original: Any) -> Any:
-    def _next_index(self: Any) -> Any:
-        index = original(self)
-        if _active is not None:
-            pending = self.__dict__.get("_tm_pending")
-            if pending is None:
-                pending = self.__dict__["_tm_pending"] = deque()
-            pending.append(index)
-        return index
+def _loader_start(original: Any) -> Any:
+    """A DataLoader iterator starts an epoch (made, or reset with persistent workers)."""
 
-    return _next_index
+    def start(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        monitor = _active
+        if monitor is not None and not monitor.broken:
+            try:
+                monitor.on_loader_start(self)
+            except Exception as exc:
+                turn_off(monitor, "hook", exc)
+
+    return start
 
 
 def _sampler_iter(original: Any) -> Any:

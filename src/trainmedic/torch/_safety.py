@@ -46,13 +46,16 @@ def _turning_off(method: Callable[P, R], *, part: bool) -> Callable[P, R | None]
         except NonFiniteLossError:
             raise
         except Exception as exc:
-            _turn_off(monitor, method.__name__, exc)
+            turn_off(monitor, method.__name__, exc)
             return None
 
     return safe
 
 
-def _turn_off(monitor: Any, where: str, exc: Exception) -> None:
+def turn_off(monitor: Any, where: str, exc: Exception) -> None:
+    """Turn the monitor off; a `NonFiniteLossError` (what "stop" asks for) passes through."""
+    if isinstance(exc, NonFiniteLossError):
+        raise exc
     monitor.broken = True
     sys.stderr.write(f"trainmedic: PyTorch guard turned off by an internal error in {where}: {exc!r}\n")
 
