@@ -78,11 +78,8 @@ def install(monitor: MonitorLike) -> None:
 
 
 def _route_step_hooks(monitor: MonitorLike | None) -> None:
-    """PyTorch calls the monitor's own step methods: one Python call per hook and step.
-
-    A trampoline that looked up the active monitor and called its method would double the
-    calls on the per-step path, where each costs about a microsecond between kernels.
-    """
+    """PyTorch calls the monitor's own step methods: one Python call per hook and step, where a
+    trampoline that looked up the active monitor would add a second (`paused` unroutes them)."""
     while _step_hooks:
         _step_hooks.pop().remove()
     if monitor is not None:
@@ -160,13 +157,13 @@ def _backward(original: Any) -> Any:
         try:
             monitor.on_backward(tensors, bool(keeps))
         except Exception as exc:
-            turn_off(monitor, "hook", exc)
+            turn_off(monitor, "on_backward", exc)
         result = original(tensors, *args, **kwargs)
         if not monitor.broken:
             try:
                 monitor.after_backward(tensors)
             except Exception as exc:
-                turn_off(monitor, "hook", exc)
+                turn_off(monitor, "after_backward", exc)
         return result
 
     return backward
@@ -233,7 +230,7 @@ def _loader_start(original: Any) -> Any:
             try:
                 monitor.on_loader_start(self)
             except Exception as exc:
-                turn_off(monitor, "hook", exc)
+                turn_off(monitor, "on_loader_start", exc)
 
     return start
 
