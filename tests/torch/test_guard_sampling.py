@@ -197,3 +197,20 @@ def test_the_loss_curve_is_the_same_whether_the_checks_were_widened_or_not() -> 
     assert widened.monitor.every > 10
     assert curve(widened).keys() == curve(fixed).keys()
     assert curve(widened) == pytest.approx(curve(fixed), rel=1e-6)
+
+
+def test_batch_indices_kept_without_any_check_stay_bounded() -> None:
+    """A process that only iterates loaders (no optimizer, so no check) keeps the indices of at
+    most MAX_NOTED finished batches, not of every epoch it ever ran."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from trainmedic.torch._batches import MAX_NOTED
+
+    loader = DataLoader(TensorDataset(torch.randn(6400, 4)), batch_size=8, shuffle=True)
+    guard = tm.guard()
+    for _ in range(30):  # 24,000 batches
+        for _batch in loader:
+            pass
+    logs = guard.monitor.batches.logs
+    guard.stop()
+    assert sum(len(log) + len(log.taken) for log in logs) <= MAX_NOTED + len(loader)

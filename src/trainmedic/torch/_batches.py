@@ -14,7 +14,8 @@ draws a few ahead, and yields in order unless `in_order=False`).
 At every check all losses so far have been read, so no earlier batch can be the
 culprit: `forget` drops what was noted. A loader that yields for long without
 any check (an evaluation pass with no optimizer step) is trimmed to its last
-`MAX_NOTED` batches as it goes.
+`MAX_NOTED` batches as it goes, and so are the finished epochs kept between two
+checks (a process that only evaluates has no check at all).
 """
 
 from __future__ import annotations
@@ -32,12 +33,18 @@ class BatchLog(list[int]):
     """The step of every batch one loader iterator yielded since the last check (a plain list,
     appended by the loader's `__next__` hook), and the index lists it drew (`drawn`, a tee)."""
 
-    __slots__ = ("drawn", "taken")
+    __slots__ = ("drawn", "iterator", "taken")
 
-    def __init__(self, drawn: Any) -> None:
+    def __init__(self, iterator: Any, drawn: Any) -> None:
         super().__init__()
+        self.iterator = weakref.ref(iterator)
         self.drawn: Any = drawn  # the tee branch the loader does not read; None once settled
         self.taken: list[tuple[int, Any]] = []  # (step, indices) already paired
+
+    @property
+    def done(self) -> bool:
+        """Its epoch ended, or its iterator is gone: nothing more will be noted in it."""
+        return self.drawn is None or self.iterator() is None
 
     def pair(self) -> list[tuple[int, Any]]:
         """Pair the noted steps with the index lists drawn for them (in C up to here)."""
@@ -50,6 +57,7 @@ class BatchLog(list[int]):
     def settle(self) -> None:
         """The iterator's epoch ended: keep what it yielded, release the sampler's iterator."""
         self.pair()
+        del self.taken[:-MAX_NOTED]
         self.drawn = None
 
     def forget(self, keep: int = 0) -> None:
@@ -66,7 +74,6 @@ class LoaderBatches:
 
     def __init__(self) -> None:
         self.logs: list[BatchLog] = []
-        self._iterators: list[weakref.ref[Any]] = []
 
     def start(self, iterator: Any) -> None:
         """An iterator starts an epoch: tee its sampler iterator (before any index is drawn)."""
@@ -77,9 +84,20 @@ class LoaderBatches:
         if sampler_iter is None:
             return
         iterator._sampler_iter, drawn = itertools.tee(sampler_iter)
-        log = iterator.__dict__[LOG_ATTR] = BatchLog(drawn)
-        self.logs.append(log)
-        self._iterators.append(weakref.ref(iterator))
+        log = iterator.__dict__[LOG_ATTR] = BatchLog(iterator, drawn)
+        self.logs = [*self._recent(), log]
+
+    def _recent(self) -> list[BatchLog]:
+        """The logs still noting, and the newest finished ones up to `MAX_NOTED` batches in all."""
+        kept: list[BatchLog] = []
+        finished = 0
+        for log in reversed(self.logs):
+            if log.done:
+                finished += len(log) + len(log.taken)
+                if finished > MAX_NOTED:
+                    continue
+            kept.append(log)
+        return kept[::-1]
 
     @staticmethod
     def ended(iterator: Any) -> None:
@@ -98,11 +116,6 @@ class LoaderBatches:
 
     def forget(self) -> None:
         """A check read every loss so far: no batch noted up to now is a culprit."""
-        alive: list[BatchLog] = []
-        iterators: list[weakref.ref[Any]] = []
-        for log, ref in zip(self.logs, self._iterators, strict=True):
+        for log in self.logs:
             log.forget()
-            if ref() is not None and log.drawn is not None:
-                alive.append(log)
-                iterators.append(ref)
-        self.logs, self._iterators = alive, iterators
+        self.logs = [log for log in self.logs if not log.done]
