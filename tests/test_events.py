@@ -182,6 +182,29 @@ def test_record_epochs_and_memory_by_phase() -> None:
     assert record.peak_rss == 300
 
 
+def test_a_phase_opened_inside_an_epoch_phase_belongs_to_that_epoch() -> None:
+    # A predict() called by an epoch-end callback has no epoch of its own; an OOM kill inside it
+    # happened at that epoch end. One after training, or in another process, stays without one.
+    events = [
+        PhaseStart(phase="train", t=1.0, pid=2, epoch=0),
+        PhaseEnd(phase="train", t=2.0, pid=2, epoch=0),
+        PhaseStart(phase="epoch_end", t=2.0, pid=2, epoch=0),
+        PhaseStart(phase="predict", t=2.1, pid=2),
+        PhaseStart(phase="eval", t=2.2, pid=3),
+        PhaseEnd(phase="predict", t=2.5, pid=2),
+        PhaseEnd(phase="epoch_end", t=2.6, pid=2, epoch=0),
+        PhaseStart(phase="predict", t=3.0, pid=2),
+    ]
+    spans = RunRecord.of(events).phase_spans
+    assert [(s.phase, s.pid, s.epoch) for s in spans] == [
+        ("train", 2, 0),
+        ("epoch_end", 2, 0),
+        ("predict", 2, 0),
+        ("eval", 3, None),
+        ("predict", 2, None),
+    ]
+
+
 def test_a_record_inside_an_event_is_written_as_its_fields() -> None:
     """to_dict is shallow; the encoder turns a dataclass in an event's data into a JSON object."""
     from dataclasses import dataclass

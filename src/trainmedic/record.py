@@ -158,17 +158,30 @@ class RunRecord:
     # -- memory by phase -------------------------------------------------------------
     @cached_property
     def phase_spans(self) -> list[PhaseSpan]:
-        """Phase intervals, pairing each start with the next end of that phase in that process."""
+        """Phase intervals, pairing each start with the next end of that phase in that process.
+
+        A phase opened inside another without an epoch of its own (a `predict()` called by an
+        epoch-end callback) belongs to the enclosing phase's epoch: an OOM kill inside it
+        happened "during predict of epoch 1", not at an unknown point of training."""
         spans: list[PhaseSpan] = []
-        open_: dict[tuple[int, str], PhaseStart] = {}
+        open_: dict[tuple[int, str], tuple[PhaseStart, int | None]] = {}
         for e in self.events:
             if isinstance(e, PhaseStart):
-                open_[(e.pid, e.phase)] = e
+                epoch = e.epoch
+                if epoch is None:
+                    enclosing = [
+                        (begun.t, inherited)
+                        for (pid, _), (begun, inherited) in open_.items()
+                        if pid == e.pid and inherited is not None
+                    ]
+                    epoch = max(enclosing, key=lambda pair: pair[0])[1] if enclosing else None
+                open_[(e.pid, e.phase)] = (e, epoch)
             elif isinstance(e, PhaseEnd):
-                begun = open_.pop((e.pid, e.phase), None)
-                if begun is not None:
-                    spans.append(PhaseSpan(e.phase, e.pid, begun.t, e.t, begun.epoch))
-        spans.extend(PhaseSpan(s.phase, s.pid, s.t, None, s.epoch) for s in open_.values())
+                begun_epoch = open_.pop((e.pid, e.phase), None)
+                if begun_epoch is not None:
+                    begun, epoch = begun_epoch
+                    spans.append(PhaseSpan(e.phase, e.pid, begun.t, e.t, epoch))
+        spans.extend(PhaseSpan(s.phase, s.pid, s.t, None, epoch) for s, epoch in open_.values())
         return sorted(spans, key=lambda s: s.start)
 
     def phase_at(self, t: float) -> str | None:

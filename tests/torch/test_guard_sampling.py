@@ -183,7 +183,18 @@ def test_a_nan_after_the_rate_was_widened_is_still_reported_at_its_step_and_batc
     (finding,) = [f for f in guard.findings() if f.code == "TRN001"]
     assert finding.step == 333
     assert finding.evidence["batch_indices"] == list(range(332 * 32, 333 * 32))
-    assert f"at most {guard.monitor.every - 1} steps late" in finding.evidence["checked"]
+    # The rate in the evidence is the one in effect when the NaN was read; the budget may
+    # widen it again at a later check (it is timed in CPU time, which varies run to run).
+    rates = {
+        e.data["every"] for e in guard.events if isinstance(e, GuardObservation) and e.check == "sampling"
+    }
+    (every,) = [
+        r
+        for r in rates
+        if f"every {r} steps (all losses kept, reported at most {r - 1} steps late)"
+        in finding.evidence["checked"]
+    ]
+    assert every > 10
 
 
 def test_the_loss_curve_is_the_same_whether_the_checks_were_widened_or_not() -> None:
