@@ -275,7 +275,9 @@ def test_supervisor_killed_during_a_hang_leaves_the_diagnosis(tmp_path: Path) ->
     )
     _started.append(supervisor)
     deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and not (out / "findings.json").exists():
+    # findings.json is written first, report.html next (it takes longer to draw): kill after both.
+    written = (out / "findings.json", out / "report.html")
+    while time.monotonic() < deadline and not all(path.exists() for path in written):
         time.sleep(0.1)
     trainer = int(json.loads((out / "supervisor.json").read_text())["root_pid"])
     os.killpg(supervisor.pid, signal.SIGKILL)
