@@ -47,9 +47,16 @@ def run_instrumented(
     timeout: float = 300,
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
+    shared_events: bool = False,
 ) -> InstrumentedRun:
     """Run a real command with the boot module active (as under `trainmedic run`, minus the
-    supervisor) and return its output and the events its processes emitted."""
+    supervisor) and return its output and the events its processes emitted.
+
+    `shared_events`: other commands write into the same events file at the same time (the
+    nodes of one job). Then the file is neither cleared nor the command rerun here: a lone
+    rerun would delete the others' events and wait for partners that have finished; the
+    caller clears the file once and reruns all of them together.
+    """
     events_path = tmp_path / "events.jsonl"
     full_env = child_env(events_path)
     full_env.update(env or {})
@@ -57,7 +64,8 @@ def run_instrumented(
         argv = [sys.executable, *argv[1:]]
 
     def attempt() -> subprocess.CompletedProcess[str]:
-        events_path.unlink(missing_ok=True)
+        if not shared_events:
+            events_path.unlink(missing_ok=True)
         return subprocess.run(
             argv,
             capture_output=True,
@@ -69,6 +77,6 @@ def run_instrumented(
             check=False,
         )
 
-    result = past_torch_exit_abort(attempt)
+    result = attempt() if shared_events else past_torch_exit_abort(attempt)
     events = read_events(events_path).events if events_path.exists() else []
     return InstrumentedRun(result=result, record=RunRecord.of(events), events_path=events_path)

@@ -300,3 +300,32 @@ def test_supervisor_killed_during_a_hang_leaves_the_diagnosis(tmp_path: Path) ->
     doc = json.loads(result.stdout)
     assert "did not end under supervision" in doc["sources"][0]["notes"][0]
     assert "RUN007" in {f["code"] for f in doc["findings"]}
+
+
+@pytest.mark.slow
+def test_sigterm_while_the_diagnosis_is_written_waits_for_it(tmp_path: Path) -> None:
+    """A Jupyter kernel's shutdown or a scheduler's time limit: SIGTERM to the supervisor just
+    after the trainer ended, while the final diagnosis is being written (50,000 events make it
+    take seconds). It is recorded, not acted on: findings.json and the trainer's exit status."""
+    script = tmp_path / "many_steps.py"
+    pid_file = tmp_path / "trainer.pid"
+    script.write_text(
+        "import os\n\n"
+        "with open(os.environ['TRAINMEDIC_EVENTS'], 'a') as events:\n"
+        "    for i in range(50_000):\n"
+        '        line = \'{"t": %f, "pid": %d, "kind": "step", "step": %d, "metrics": {"loss": %f}}\'\n'
+        "        events.write(line % (1 + i / 1000, os.getpid(), i + 1, 1 / (i + 1)) + '\\n')\n"
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+    )
+    supervisor, out = start_supervised(tmp_path, PY, str(script))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (pid_file.exists() and pid_file.read_text()):
+        time.sleep(0.05)
+    trainer = int(pid_file.read_text())
+    while time.monotonic() < deadline and psutil.pid_exists(trainer):
+        time.sleep(0.02)
+    supervisor.send_signal(signal.SIGTERM)
+    supervisor.wait(timeout=120)
+    assert supervisor.returncode == 0
+    assert (out / "findings.json").exists()
+    assert json.loads((out / "manifest.json").read_text())["exit_code"] == 0

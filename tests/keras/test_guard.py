@@ -15,6 +15,9 @@ import pytest
 from .conftest import LINES, line_env
 
 SCRIPT = Path(__file__).with_name("guard_scenarios.py")
+# pytest-timeout counts a module fixture's setup in its first test: here several framework
+# runs of up to 300 s each on a loaded CI machine.
+pytestmark = pytest.mark.timeout(900)
 
 
 def run_scenarios(line: str) -> subprocess.CompletedProcess[str]:

@@ -23,6 +23,9 @@ from trainmedic.record import RunRecord
 from .conftest import line_env
 
 SCRIPT = Path(__file__).with_name("seeded_fit.py")
+# pytest-timeout counts a module fixture's setup in its first test: here several framework
+# runs of up to 300 s each on a loaded CI machine.
+pytestmark = pytest.mark.timeout(900)
 LINE = "keras3-tensorflow"
 
 

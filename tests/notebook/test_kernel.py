@@ -189,8 +189,13 @@ def test_restart_starts_a_new_run_folder(jupyter: Path) -> None:
     try:
         kc.execute_interactive("a = 1", timeout=60)
         # Jupyter's interrupt reaches the cell (interrupt_mode "message"), not the supervisor
-        msg_id = kc.execute("import time\ntime.sleep(30)")
-        time.sleep(1.0)
+        msg_id = kc.execute("import time\nprint('sleeping', flush=True)\ntime.sleep(30)")
+        # Outside a running cell the kernel ignores an interrupt: send it once the cell runs.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            msg = kc.get_iopub_msg(timeout=60)
+            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
+                break
         km.interrupt_kernel()
         interrupted = kc.get_shell_msg(timeout=20)
         assert interrupted["parent_header"]["msg_id"] == msg_id

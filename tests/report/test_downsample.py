@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainmedic.report.downsample import minmax_downsample, split_finite
@@ -12,6 +12,7 @@ from trainmedic.report.downsample import minmax_downsample, split_finite
 values = st.lists(st.floats(-1e12, 1e12, allow_nan=False), min_size=1, max_size=3000)
 
 
+@settings(deadline=None)  # 3,000 points on a loaded CI machine: no per-example time limit
 @given(values, st.integers(4, 500))
 def test_envelope_ends_and_order_survive(ys: list[float], max_points: int) -> None:
     points = [(float(i), y) for i, y in enumerate(ys)]

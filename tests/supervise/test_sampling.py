@@ -56,6 +56,20 @@ def test_interval_stretches_while_memory_is_flat(child) -> None:
     assert sampler.interval == pytest.approx(0.4)
 
 
+def test_densely_keeps_the_base_interval_for_the_first_two_samples_of_a_new_phase(child) -> None:
+    # The sample taken when a phase starts only sets the reference: a phase of 3 base intervals
+    # gets samples at +0, +1 and +2.5 intervals, not +0 and +1.5.
+    sampler = TreeSampler(base_interval=0.1)
+    procs = snapshot(child.pid)
+    for _ in range(6):
+        sampler.sample(procs)
+    sampler.densely()
+    sampler.sample(procs)
+    assert sampler.interval == pytest.approx(0.1)
+    sampler.sample(procs)
+    assert sampler.interval == pytest.approx(0.15)
+
+
 def test_default_probe_never_fails_without_a_gpu() -> None:
     probe = gpu.default_probe()
     assert isinstance(probe.used_by({1, 2}), dict)

@@ -91,6 +91,9 @@ DISK_FULL_ASYNC = textwrap.dedent(
 
 # Saves step 1 and waits for it; then starts a ~100 MB background save of step 2 and
 # says so. The parent (or the kill hook, halfway through the payload) SIGKILLs it.
+# Step 2 goes to disk in writes of at most 1 MiB, 0.1 s apart (over 10 s): the parent's
+# kill lands mid-write even when the parent is descheduled for seconds, as on a busy
+# machine. Same bytes through the same writer: a broken checkpoint still fails the test.
 KILLED_MID_SAVE = textwrap.dedent(
     """
     import sys, time, torch
@@ -98,6 +101,14 @@ KILLED_MID_SAVE = textwrap.dedent(
     manager = ckpt.CheckpointManager(sys.argv[1])
     manager.save_async({"w": torch.zeros(1000), "step": 1}, step=1, epoch=0)
     manager.wait()
+    write = ckpt._HashingWriter.write
+    def slow_write(self, data):
+        view = memoryview(data)
+        for start in range(0, len(view), 2**20):
+            write(self, view[start : start + 2**20])
+            time.sleep(0.1)
+        return len(view)
+    ckpt._HashingWriter.write = slow_write
     big = {"w": torch.ones(25 * 2**20), "step": 2}
     manager.save_async(big, step=2, epoch=0)
     print("STAGED", flush=True)
@@ -111,8 +122,9 @@ def test_sigkill_during_a_background_save_leaves_the_previous_checkpoint(tmp_pat
     """A real process, really SIGKILLed while its writer thread is inside the payload.
 
     `parent`: killed from outside once the writer thread has created its temporary file
-    (writing 100 MB takes far longer than the kill). `in-write`: the checkpoint writer's own kill hook fires
-    halfway through the payload's bytes, on the writer thread: exactly placed.
+    (the child writes its 100 MB slowly, over 10 s: far longer than the kill takes). `in-write`:
+    the checkpoint writer's own kill hook fires halfway through the payload's bytes, on the
+    writer thread: exactly placed.
     """
     extra = {ckpt.KILL_IN_WRITE_ENV: "2"} if killer == "in-write" else {}
     with subprocess.Popen(

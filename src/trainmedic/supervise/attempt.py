@@ -62,6 +62,9 @@ class AttemptConfig:
     cgroup: LimitedCgroup | None
     terminal: Terminal | None
     status: StatusLine | None
+    # Waits for the processes the supervisor runs for itself (the environment capture's git):
+    # they are its descendants too, and must not be ended and reported as the run's orphans.
+    own_helpers_done: Callable[[], None] | None = None
 
 
 @dataclass(slots=True)
@@ -152,7 +155,7 @@ class Attempt:
                 self._announced_seen = announced
                 changed = self._refresh_tree()
                 if changed:  # a new process: sample densely again
-                    self.sampler.interval = self.sampler.base_interval
+                    self.sampler.densely()
                     next_sample = now
                 refresh_every = _TREE_REFRESH_MIN if changed else min(refresh_every * 2, _TREE_REFRESH_MAX)
                 last_refresh = now
@@ -161,7 +164,7 @@ class Attempt:
                 # A new phase is sampled at once and densely: a short train phase between two
                 # epoch ends is the steady state RUN003 compares the spike with.
                 self._phase_seen = phase
-                self.sampler.interval = self.sampler.base_interval
+                self.sampler.densely()
                 next_sample = now
             self._handle_signals()  # signals and stop requests at once, not at the next sample
             self._check_stop_request()
@@ -184,6 +187,8 @@ class Attempt:
         self._follow_reparented_trainers()
         if self.stopping is not None:
             self.stopping.join(timeout=60)
+        if self.cfg.own_helpers_done is not None:
+            self.cfg.own_helpers_done()
         self.table.end_orphans(grace=min(self.cfg.grace, 3.0))
         for tee in self.tees:
             tee.join(timeout=5.0)

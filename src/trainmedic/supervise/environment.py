@@ -56,9 +56,14 @@ class EnvironmentCapture:
         except Exception as exc:
             sys.stderr.write(f"trainmedic: configuration check of the command failed: {exc!r}\n")
 
+    def wait(self, timeout: float = 30.0) -> None:
+        """Until the capture is over, and with it the `git` it runs: the supervisor waits for it
+        before it ends the tree's leftovers, which would otherwise count that `git` among them."""
+        self._thread.join(timeout)
+
     def result(self, timeout: float = 30.0) -> tuple[dict[str, Any] | None, list[Event]]:
         """The manifest (None if it failed) and the events to add to the run."""
-        self._thread.join(timeout)
+        self.wait(timeout)
         events: list[Event] = list(self._observations)
         if self._manifest is not None:
             events.append(envinfo.manifest_event(self._manifest))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import signal as signal_module
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from types import FrameType
 from typing import Protocol
 
@@ -42,14 +42,15 @@ class SignalRelay:
         self._early.clear()
 
     @contextlib.contextmanager
-    def installed(self) -> Iterator[None]:
-        """Handle the forwardable signals while the block runs; the old handlers after it.
-        Off the main thread (an embedding program) Python allows no handler: nothing changes."""
+    def installed(self, signums: Iterable[int] | None = None) -> Iterator[None]:
+        """Handle these signals (by default every forwardable one) while the block runs; the
+        old handlers after it. Off the main thread (an embedding program) Python allows no
+        handler: nothing changes."""
         if threading.current_thread() is not threading.main_thread():
             yield
             return
         previous = {}
-        for signum in platform.forwardable_signals():
+        for signum in platform.forwardable_signals() if signums is None else signums:
             with contextlib.suppress(OSError, ValueError):
                 previous[signum] = signal_module.signal(signum, self.on_signal)
         try:
@@ -58,6 +59,14 @@ class SignalRelay:
             for signum, handler in previous.items():
                 with contextlib.suppress(OSError, ValueError):
                     signal_module.signal(signum, handler)
+
+    def finishing(self) -> contextlib.AbstractContextManager[None]:
+        """SIGTERM and SIGHUP are only recorded while the run ends and its diagnosis is written.
+        A scheduler's time limit, a Jupyter kernel's shutdown and a closed terminal send one of
+        them and SIGKILL seconds later: what is left to do fits in those seconds, where the
+        default action would lose findings.json. SIGINT (Ctrl-C) still interrupts. Wrapped
+        around `installed()`, which takes over inside, so no moment is left uncovered."""
+        return self.installed(platform.STOP_SIGNALS - {signal_module.SIGINT})
 
     def on_signal(self, signum: int, frame: FrameType | None) -> None:
         if signum in platform.STOP_SIGNALS:

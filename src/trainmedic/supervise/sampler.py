@@ -76,6 +76,12 @@ class TreeSampler:
         used = sum(max(0.0, t - previous.get(pid, 0.0)) for pid, t in cpu_now.items())
         return round(100.0 * used / (now - last_t), 1)
 
+    def densely(self) -> None:
+        """Sample at the base interval again (a new phase, a new process), starting with the
+        next sample: that one only sets the reference, so it cannot stretch the interval at once."""
+        self.interval = self.base_interval
+        self._last_rss = None
+
     def _adapt(self, total: int) -> None:
         last, self._last_rss = self._last_rss, total
         if not last:

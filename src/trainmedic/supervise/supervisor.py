@@ -125,6 +125,7 @@ class Supervisor:
         self._signals = SignalRelay()
         self._logs: LogInterpreter | None = None
         self._live: Diagnosis | None = None
+        self._environment: EnvironmentCapture | None = None
         live = not options.quiet and os.isatty(2) and os.environ.get("TERM", "") != "dumb"
         self.terminal = Terminal(live=live) if options.echo else None
 
@@ -159,55 +160,61 @@ class Supervisor:
                 command=self.command, cwd=str(Path.cwd()), name=name, started=started, extra=manifest_extra
             ),
         )
-        environment = EnvironmentCapture(self.command, Path.cwd())
+        self._environment = environment = EnvironmentCapture(self.command, Path.cwd())
         self._live = diagnosis = self._diagnosis(run_dir)
         platform.become_subreaper()
         self._say(f"trainmedic: supervising {' '.join(self.command)}; run folder {run_dir}")
-        result: AttemptResult | None = None
-        attempt_no = 0
         gpu = self.gpu or default_probe()
-        try:
-            with self._signals.installed():
-                for attempt_no in range(opts.restarts + 1):
-                    result = self._one_attempt(
-                        number=attempt_no, run_dir=run_dir, name=name, writer=writer, output=output, gpu=gpu
-                    )
-                    status = platform.exit_status(result.returncode)
-                    if not self._should_restart(status, result, attempt_no):
-                        break
-                    delay = min(opts.backoff * 2**attempt_no, MAX_BACKOFF_S)
-                    self._say(f"trainmedic: exit status {status}; restart {attempt_no + 1} in {delay:.0f} s")
-                    self._signals.wake.wait(delay)
-                    if self._signals.stop_signals:
-                        break
-        finally:
-            gpu.close()
-            writer.close()
-            output.close()
-            self._cleanup_cgroup()
-            rundir.unregister(registry_entry)
-            with contextlib.suppress(OSError):
-                (run_dir / runfolder.STOP_REQUEST).unlink()
-        assert result is not None
-        status = platform.exit_status(result.returncode)
-        ended = time.time()
-        manifest_extra.update(attempts=attempt_no + 1, trainer_pids=result.trainer_pids)
-        findings = self._finish(
-            run_dir,
-            environment,
-            diagnosis,
-            rundir.build_manifest(
-                command=self.command,
-                cwd=str(Path.cwd()),
-                name=name,
-                started=started,
-                ended=ended,
-                exit_code=status,
-                signal=platform.signal_of(result.returncode),
-                extra=manifest_extra,
-            ),
-        )
+        with self._signals.finishing():
+            try:
+                with self._signals.installed():
+                    result, attempt_no = self._attempts(run_dir, name, writer, output, gpu)
+            finally:
+                gpu.close()
+                writer.close()
+                output.close()
+                self._cleanup_cgroup()
+                rundir.unregister(registry_entry)
+                with contextlib.suppress(OSError):
+                    (run_dir / runfolder.STOP_REQUEST).unlink()
+            status = platform.exit_status(result.returncode)
+            ended = time.time()
+            manifest_extra.update(attempts=attempt_no + 1, trainer_pids=result.trainer_pids)
+            findings = self._finish(
+                run_dir,
+                environment,
+                diagnosis,
+                rundir.build_manifest(
+                    command=self.command,
+                    cwd=str(Path.cwd()),
+                    name=name,
+                    started=started,
+                    ended=ended,
+                    exit_code=status,
+                    signal=platform.signal_of(result.returncode),
+                    extra=manifest_extra,
+                ),
+            )
         return RunOutcome(status, run_dir, findings, attempt_no + 1)
+
+    def _attempts(
+        self, run_dir: Path, name: str, writer: EventWriter, output: OutputLog, gpu: GpuProbe
+    ) -> tuple[AttemptResult, int]:
+        """Launch the command, and again while `--restarts` allows: the last result, its number."""
+        opts = self.opts
+        for attempt_no in range(opts.restarts + 1):
+            result = self._one_attempt(
+                number=attempt_no, run_dir=run_dir, name=name, writer=writer, output=output, gpu=gpu
+            )
+            status = platform.exit_status(result.returncode)
+            if not self._should_restart(status, result, attempt_no):
+                break
+            delay = min(opts.backoff * 2**attempt_no, MAX_BACKOFF_S)
+            self._say(f"trainmedic: exit status {status}; restart {attempt_no + 1} in {delay:.0f} s")
+            self._signals.wake.wait(delay)
+            if self._signals.stop_signals:
+                break
+        return result, attempt_no
 
     @staticmethod
     def _finish(
@@ -285,6 +292,7 @@ class Supervisor:
             cgroup=self.cgroup,
             terminal=self.terminal,
             status=status,
+            own_helpers_done=self._environment.wait if self._environment is not None else None,
         )
         t0 = time.time()
         self.attempt = Attempt(
