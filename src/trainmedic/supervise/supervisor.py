@@ -242,8 +242,10 @@ class Supervisor:
         if self._logs is not None and self._logs.checkpoint:
             env["TRAINMEDIC_RESUME_FROM"] = self._logs.checkpoint
         node = os.environ.get("TRAINMEDIC_NODE") or hostname()
-        live = self._live
-        assert live is not None  # made in run(), before the first attempt
+        live, environment = self._live, self._environment
+        # both made in run(), before the first attempt
+        assert live is not None
+        assert environment is not None
 
         def emit(event: Event) -> None:
             """The supervisor's events carry its node, like the trainers' (several nodes may
@@ -292,7 +294,7 @@ class Supervisor:
             cgroup=self.cgroup,
             terminal=self.terminal,
             status=status,
-            own_helpers_done=self._environment.wait if self._environment is not None else None,
+            own_helpers_done=environment.wait,
         )
         t0 = time.time()
         self.attempt = Attempt(
