@@ -9,14 +9,23 @@ guarded block is compared with the bare blocks on either side of it, a fraction
 of a second away, so the drift of the machine cancels; the median of these
 ratios is the cost.
 
-Neither process ever installs or removes a hook between blocks: swapping the
+`--control` adds a second bare process, measured exactly as the guarded one and
+in the same run, its blocks taking turns with the guarded blocks: the method's
+zero, side by side with the figure it qualifies. Where one process's memory lands
+(the heap's start, the physical pages) shifts its speed by a point or so for its
+whole life, so a run's figure carries its processes' layouts; `--processes N`
+runs every role in N processes taken in turn and averages N layouts a role, at a
+price: with more processes sharing the CPU's caches every block starts colder,
+and the ratios rise (the guarded more than the control).
+
+No process ever installs or removes a hook between blocks: swapping the
 patched functions in and out of one process makes Python's specialising
 interpreter re-learn their call sites after every swap, a cost of the
 measurement, not of the guard. Taking turns on one CPU, each block starts with
 the other process's data in the caches, bare and guarded alike.
 
     python benchmarks/torch_guard_blocks.py [--pairs 400] [--block 100] [--clip 1.0] [--cpu 1]
-    python benchmarks/torch_guard_blocks.py --control   # both processes bare: the method's zero
+    python benchmarks/torch_guard_blocks.py --control   # bare processes measured beside the guarded ones
     python benchmarks/torch_guard_blocks.py --empty-hooks   # four pass-through hooks, no guard
     python benchmarks/torch_guard_blocks.py --features 784 --hidden 512   # a wider MLP, longer steps
 
@@ -118,90 +127,103 @@ def trainer(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=400, help="guarded blocks (each between two bare ones)")
+    parser.add_argument("--pairs", type=int, default=400, help="measured blocks (each between two bare ones)")
     parser.add_argument("--block", type=int, default=100, help="steps per block")
     parser.add_argument("--warmup", type=int, default=1000, help="steps each process trains before timing")
+    parser.add_argument(
+        "--processes", type=int, default=1, help="processes per role, taken in turn (see the docstring)"
+    )
     parser.add_argument(
         "--clip", type=float, default=None, help="clip_grad_norm_ to this max norm every step"
     )
     parser.add_argument(
-        "--cpu", type=int, default=None, help="the CPU both processes share (default: the last)"
+        "--cpu", type=int, default=None, help="the CPU all processes share (default: the last)"
     )
     parser.add_argument("--features", type=int, default=32, help="input features of the MLP")
     parser.add_argument("--hidden", type=int, default=128, help="width of its two hidden layers")
     parser.add_argument(
         "--control",
         action="store_true",
-        help="A/A: the second process trains bare too (the method's own zero)",
+        help="A/A in the same run: bare processes measured like the guarded ones (the method's zero)",
     )
     parser.add_argument(
         "--empty-hooks",
         action="store_true",
-        help="the second process has four pass-through hooks (optimizer pre and post, backward, "
-        "DataLoader __next__) instead of the guard: what four Python calls a step cost",
+        help="measure four pass-through hooks (optimizer pre and post, backward, DataLoader "
+        "__next__) instead of the guard: what four Python calls a step cost",
     )
     args = parser.parse_args()
     cpu = args.cpu if args.cpu is not None else max(os.sched_getaffinity(0))
-    second = "bare" if args.control else "empty-hooks" if args.empty_hooks else "guarded"
+    measured = ["empty-hooks" if args.empty_hooks else "guarded"] + (["control"] if args.control else [])
     context = mp.get_context("spawn")
-    ends: dict[str, Connection] = {}
+    ends: dict[str, list[Connection]] = {}
     workers = []
-    for mode in ("bare", "guarded"):
-        ours, theirs = context.Pipe()
-        worker = context.Process(
-            target=trainer,
-            args=(
-                second if mode == "guarded" else "bare",
-                args.clip,
-                cpu,
-                (args.features, args.hidden),
-                theirs,
-            ),
-            daemon=True,
-        )
-        worker.start()
-        ends[mode] = ours
-        workers.append(worker)
+    for role in ["bare", *measured]:
+        ends[role] = []
+        for _ in range(args.processes):
+            ours, theirs = context.Pipe()
+            mode = "bare" if role == "control" else role
+            shape = (args.features, args.hidden)
+            worker = context.Process(target=trainer, args=(mode, args.clip, cpu, shape, theirs), daemon=True)
+            worker.start()
+            ends[role].append(ours)
+            workers.append(worker)
+    turns = dict.fromkeys(ends, 0)
 
-    def run(mode: str, steps: int) -> float:
-        ends[mode].send(steps)
-        return float(ends[mode].recv())
+    def run(role: str, steps: int) -> tuple[int, float]:
+        """A block in the role's next process: (which process, CPU seconds per step)."""
+        index = turns[role] % args.processes
+        turns[role] += 1
+        ends[role][index].send(steps)
+        return index, float(ends[role][index].recv())
 
-    for mode in ends:  # warm-up: first-call paths, the guard's first checks and its widened rate
-        run(mode, args.warmup)
-    bare = [run("bare", args.block)]
-    guarded, ratios = [], []
-    for _ in range(args.pairs):
-        guarded.append(run("guarded", args.block))
-        bare.append(run("bare", args.block))
-        ratios.append(guarded[-1] / ((bare[-2] + bare[-1]) / 2))
-    for end in ends.values():
-        end.send(None)
-    every = ends["guarded"].recv()
-    ends["bare"].recv()
+    for role_ends in ends.values():  # warm-up: first-call paths, the guard's first checks and rate
+        for end in role_ends:
+            end.send(args.warmup)
+            end.recv()
+    bare = [run("bare", args.block)[1]]
+    times: dict[str, list[float]] = {role: [] for role in measured}
+    ratios: dict[str, list[float]] = {role: [] for role in measured}
+    by_process: dict[str, list[list[float]]] = {
+        role: [[] for _ in range(args.processes)] for role in measured
+    }
+    for pair in range(args.pairs):
+        role = measured[pair % len(measured)]
+        index, seconds = run(role, args.block)
+        bare.append(run("bare", args.block)[1])
+        ratio = seconds / ((bare[-2] + bare[-1]) / 2)
+        times[role].append(seconds)
+        ratios[role].append(ratio)
+        by_process[role][index].append(ratio)
+    everies = []
+    for role, role_ends in ends.items():
+        for end in role_ends:
+            end.send(None)
+            every = end.recv()
+            if role == "guarded":
+                everies.append(every)
     for worker in workers:
         worker.join()
 
-    quartiles = statistics.quantiles(ratios, n=4)
-    half_width = 1.96 * statistics.stdev(ratios) / len(ratios) ** 0.5
-    if args.control:
-        print("CONTROL: both processes train bare")
-    if args.empty_hooks:
-        print("EMPTY HOOKS: the second process has four pass-through hooks, no guard")
     print(
-        f"MLP {args.features}-{args.hidden}-{args.hidden}-10, two processes taking turns on CPU {cpu}: "
-        f"{args.pairs} guarded blocks of {args.block} steps, each between two bare ones; 1 thread"
-        + (f"; clip_grad_norm_({args.clip}) every step" if args.clip is not None else "")
+        f"MLP {args.features}-{args.hidden}-{args.hidden}-10, 1 thread, all processes taking turns on CPU "
+        f"{cpu}: {args.processes} per role, each measured block of {args.block} steps between two bare "
+        "ones" + (f"; clip_grad_norm_({args.clip}) every step" if args.clip is not None else "")
     )
-    print(f"bare    {statistics.median(bare) * 1e6:8.1f} us/step (median block)")
-    print(f"guarded {statistics.median(guarded) * 1e6:8.1f} us/step (median block)")
-    print(
-        f"median ratio guarded / neighbouring bare: {statistics.median(ratios):.4f} "
-        f"(quartiles {quartiles[0]:.4f}-{quartiles[2]:.4f}); mean {statistics.mean(ratios):.4f} "
-        f"± {half_width:.4f} (95 %); ratio of the means: "
-        f"{statistics.mean(guarded) / statistics.mean(bare):.4f}  (target <= 1.02)"
-    )
-    print(f"the guard's sampled checks: every {every} steps at the end")
+    print(f"{'bare':<12}{statistics.median(bare) * 1e6:8.1f} us/step (median block)")
+    for role in measured:
+        values = ratios[role]
+        quartiles = statistics.quantiles(values, n=4)
+        half_width = 1.96 * statistics.stdev(values) / len(values) ** 0.5
+        per_process = " ".join(f"{statistics.median(r):.4f}" for r in by_process[role] if r)
+        print(
+            f"{role:<12}{statistics.median(times[role]) * 1e6:8.1f} us/step; median ratio to the "
+            f"neighbouring bare blocks {statistics.median(values):.4f} (quartiles {quartiles[0]:.4f}-"
+            f"{quartiles[2]:.4f}; mean {statistics.mean(values):.4f} ± {half_width:.4f} (95 %); "
+            f"{len(values)} blocks; by process {per_process})"
+        )
+    if everies:
+        print(f"the guard's sampled checks at the end: every {sorted(set(everies))} steps  (target <= 1.02)")
 
 
 if __name__ == "__main__":
