@@ -81,7 +81,7 @@ def install_empty_hooks() -> None:
 
 
 def trainer(
-    second: str, clip: float | None, cpu: int | None, shape: tuple[int, int], orders: Connection
+    mode: str, clip: float | None, cpu: int | None, shape: tuple[int, int], orders: Connection
 ) -> None:
     """Train in blocks when told: each order is a number of steps, each answer CPU seconds per step."""
     if cpu is not None:
@@ -99,11 +99,11 @@ def trainer(
     loss_fn = nn.CrossEntropyLoss()
     stream = batches(features)
     guard = None
-    if second == "guarded":
+    if mode == "guarded":
         import trainmedic.torch as tm
 
         guard = tm.guard(model, optimizer)
-    elif second == "empty-hooks":
+    elif mode == "empty-hooks":
         install_empty_hooks()
 
     def block(steps: int) -> float:
@@ -158,12 +158,12 @@ def main() -> None:
     context = mp.get_context("spawn")
     ends: dict[str, list[Connection]] = {}
     workers = []
+    shape = (args.features, args.hidden)
     for role in ["bare", *measured]:
         ends[role] = []
+        mode = "bare" if role == "control" else role
         for _ in range(args.processes):
             ours, theirs = context.Pipe()
-            mode = "bare" if role == "control" else role
-            shape = (args.features, args.hidden)
             worker = context.Process(target=trainer, args=(mode, args.clip, cpu, shape, theirs), daemon=True)
             worker.start()
             ends[role].append(ours)
@@ -183,7 +183,6 @@ def main() -> None:
             end.recv()
     bare = [run("bare", args.block)[1]]
     times: dict[str, list[float]] = {role: [] for role in measured}
-    ratios: dict[str, list[float]] = {role: [] for role in measured}
     by_process: dict[str, list[list[float]]] = {
         role: [[] for _ in range(args.processes)] for role in measured
     }
@@ -193,7 +192,6 @@ def main() -> None:
         bare.append(run("bare", args.block)[1])
         ratio = seconds / ((bare[-2] + bare[-1]) / 2)
         times[role].append(seconds)
-        ratios[role].append(ratio)
         by_process[role][index].append(ratio)
     everies = []
     for role, role_ends in ends.items():
@@ -212,7 +210,7 @@ def main() -> None:
     )
     print(f"{'bare':<12}{statistics.median(bare) * 1e6:8.1f} us/step (median block)")
     for role in measured:
-        values = ratios[role]
+        values = [ratio for process in by_process[role] for ratio in process]
         quartiles = statistics.quantiles(values, n=4)
         half_width = 1.96 * statistics.stdev(values) / len(values) ** 0.5
         per_process = " ".join(f"{statistics.median(r):.4f}" for r in by_process[role] if r)
