@@ -1,15 +1,17 @@
 """What the guard's sampling costs and what it still catches between two sampled steps.
 
 Real PyTorch training in this process. The cost contract is checked without a clock:
-on an unsampled step the guard dispatches no tensor operation at all (counted with a
-TorchDispatchMode), so it cannot add a kernel, a host read or a sync there.
+on an unsampled step the guard dispatches one tensor operation, the loss's `detach`
+(an alias of its storage, counted with a TorchDispatchMode), so it adds no kernel, no
+host read and no sync there.
 """
 
 from __future__ import annotations
 
 import collections
+import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -60,11 +62,56 @@ def test_unsampled_steps_dispatch_no_tensor_operation() -> None:
     bare = _ops_on_steps(False, range(2, 10))
     guarded = _ops_on_steps(True, range(2, 10))
     assert sum(bare.values()) > 0
-    assert guarded == bare  # not one extra op: no .item(), no isfinite, no norm, no copy
+    # One alias a step and nothing else: no .item(), no isfinite, no norm, no copy.
+    assert guarded - bare == collections.Counter({"aten.detach.default": len(range(2, 10))})
+    assert not bare - guarded
     # On a sampled window the reads are there, batched: the losses and one foreach_norm.
     window = _ops_on_steps(True, range(11, 21)) - _ops_on_steps(False, range(11, 21))
     assert window["aten._foreach_norm.Scalar"] == 1
     assert "aten.isfinite.default" not in window
+
+
+class _KeepsOnCtx(torch.autograd.Function):
+    """Keeps a buffer on ctx, not through save_for_backward: backward does not free it, only
+    the end of the graph's life does (a pattern common in custom autograd code)."""
+
+    live: ClassVar[set[int]] = set()
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        ctx.buffer = torch.empty(1024)
+        key = id(ctx.buffer)
+        _KeepsOnCtx.live.add(key)
+        weakref.finalize(ctx.buffer, _KeepsOnCtx.live.discard, key)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return grad * 2
+
+
+@pytest.mark.parametrize("updates", ["optimizer", "by hand"])
+def test_the_guard_does_not_keep_a_step_graph_alive_until_its_check(updates: str) -> None:
+    # Bare, a step's graph dies when the loop drops its loss; keeping the losses for the next
+    # check must not keep `every` graphs (and what custom Functions hold on ctx) alive.
+    torch.manual_seed(0)
+    model = nn.Linear(8, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01) if updates == "optimizer" else None
+    most_alive = 0
+    with tm.guard(model, optimizer, every=50):
+        for _ in range(120):
+            model.zero_grad()
+            loss = _KeepsOnCtx.apply(model(torch.randn(4, 8))).pow(2).mean()
+            loss.backward()
+            if optimizer is not None:
+                optimizer.step()
+            else:
+                with torch.no_grad():
+                    for p in model.parameters():
+                        p.add_(p.grad, alpha=-0.01)
+            most_alive = max(most_alive, len(_KeepsOnCtx.live))
+    # This step's graph and, on a watched step, the graph read at its check.
+    assert most_alive <= 2
 
 
 def _train(

@@ -101,8 +101,9 @@ class SampledChecks:
         self.clipping.report(clips, values[: len(clips.tensors)])
         values = values[len(clips.tensors) :]
         freeing = clock()
-        # The graphs' nodes they hold go now, not at the next window: work a bare loop does at
-        # every step anyway (when its loss dies), so it is not counted as the check's cost.
+        # The kept losses are detached aliases, except a watched step's, whose graph's nodes go
+        # now: work a bare loop does at every step anyway (when its loss dies), so it is not
+        # counted as the check's cost.
         del losses
         self.budget.freed_s = clock() - freeing
         loss_values = list(zip(loss_steps, values[: len(loss_steps)], strict=True))

@@ -217,9 +217,14 @@ class Monitor:
         if self.forward.is_open:  # a watched step: its graph's saved outputs live until backward
             self.forward.note_loss(tensors)
         if isinstance(tensors, torch.Tensor) and tensors.numel() == 1:
-            # Holding the loss until the next check is free once backward freed its graph;
-            # with retain_graph the graph would live on, so keep a detached copy instead.
-            self.losses.append(tensors.detach() if keeps_graph else tensors)
+            # Keep a detached alias (same storage, no copy, no read), not the loss: even after
+            # backward freed the saved tensors, the loss holds its step's chain of autograd
+            # nodes and what custom Functions put on ctx: kept to the next check, that is up
+            # to `every` steps of graphs alive at once.
+            # Only a watched forward pass's step keeps its graph, read at the check by
+            # `_softmax_in_graph`, and never with retain_graph, where it would live on.
+            keep_graph = self.forward.is_open and not keeps_graph
+            self.losses.append(tensors if keep_graph else tensors.detach())
             self.loss_steps.append(self.step + 1)
             if len(self.losses) > MAX_KEPT_LOSSES:
                 self.reads.drain()

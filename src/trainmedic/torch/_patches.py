@@ -4,8 +4,8 @@ PyTorch has global hooks for optimizer steps and module forwards; for the rest
 (autograd backward, optimizer construction, DataLoader iteration,
 DistributedSampler, LR schedulers) the original function is wrapped and always
 called unchanged. Every wrapper
-does nothing but count, time and keep references on an ordinary step (no tensor
-op, no host read, no allocation beyond a list append), and never touches a
+does nothing but count, time and keep references on an ordinary step (no host
+read, no tensor op but the loss's `detach()`, an alias of its storage), and never touches a
 random generator, a tensor's value or the order of batches: the watched run
 computes exactly what it computes bare.
 """
@@ -150,8 +150,10 @@ def _backward(original: Any) -> Any:
             and tensors.numel() == 1
             and len(monitor.losses) < MAX_KEPT_LOSSES
         ):
-            # An ordinary training step: keep the loss by reference, all in this one call.
-            monitor.losses.append(tensors)
+            # An ordinary training step: keep the loss's value, all in this one call. A
+            # detached alias, not the loss itself: the loss would keep its step's autograd
+            # nodes alive until the next check (see `Monitor.on_backward`).
+            monitor.losses.append(tensors.detach())
             monitor.loss_steps.append(monitor.step + 1)
             return original(tensors, *args, **kwargs)
         try:
