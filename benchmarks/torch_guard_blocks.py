@@ -16,7 +16,17 @@ zero, side by side with the figure it qualifies. Where one process's memory land
 whole life, so a run's figure carries its processes' layouts; `--processes N`
 runs every role in N processes taken in turn and averages N layouts a role, at a
 price: with more processes sharing the CPU's caches every block starts colder,
-and the ratios rise (the guarded more than the control).
+and the ratios rise (the guarded more than the control); longer blocks
+(`--block 1000`) make the cold start a smaller share of each block.
+`--import-trainmedic` imports `trainmedic.torch` in every process, bare ones
+included, so that the import's own shift of the heap is in every role and the
+roles differ by the guard's running only.
+
+`--roles` chooses what is measured against the bare blocks, in the same run:
+`guarded` (the guard as in any run, its adaptive rate), `every=N` (the guard
+with its checks every N steps, given explicitly), `empty-hooks` (four
+pass-through Python calls where the guard has its four: optimizer pre and post
+step, backward, DataLoader `__next__`; no guard).
 
 No process ever installs or removes a hook between blocks: swapping the
 patched functions in and out of one process makes Python's specialising
@@ -26,7 +36,8 @@ the other process's data in the caches, bare and guarded alike.
 
     python benchmarks/torch_guard_blocks.py [--pairs 400] [--block 100] [--clip 1.0] [--cpu 1]
     python benchmarks/torch_guard_blocks.py --control   # bare processes measured beside the guarded ones
-    python benchmarks/torch_guard_blocks.py --empty-hooks   # four pass-through hooks, no guard
+    python benchmarks/torch_guard_blocks.py --roles guarded,every=1000,empty-hooks   # side by side
+    python benchmarks/torch_guard_blocks.py --processes 3 --block 1000 --import-trainmedic --control
     python benchmarks/torch_guard_blocks.py --features 784 --hidden 512   # a wider MLP, longer steps
 
 `--clip MAX_NORM` adds `clip_grad_norm_(model.parameters(), MAX_NORM)` before every
@@ -81,13 +92,21 @@ def install_empty_hooks() -> None:
 
 
 def trainer(
-    mode: str, clip: float | None, cpu: int | None, shape: tuple[int, int], orders: Connection
+    mode: str,
+    clip: float | None,
+    cpu: int | None,
+    shape: tuple[int, int],
+    import_trainmedic: bool,
+    orders: Connection,
 ) -> None:
     """Train in blocks when told: each order is a number of steps, each answer CPU seconds per step."""
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
     import torch
     from torch import nn
+
+    if import_trainmedic:
+        import trainmedic.torch  # noqa: F401  (the same import in every role: see the docstring)
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -99,10 +118,11 @@ def trainer(
     loss_fn = nn.CrossEntropyLoss()
     stream = batches(features)
     guard = None
-    if mode == "guarded":
+    if mode == "guarded" or mode.startswith("every="):
         import trainmedic.torch as tm
 
-        guard = tm.guard(model, optimizer)
+        every = int(mode.removeprefix("every=")) if mode != "guarded" else None
+        guard = tm.guard(model, optimizer, every=every)
     elif mode == "empty-hooks":
         install_empty_hooks()
 
@@ -123,6 +143,19 @@ def trainer(
     if guard is not None:
         guard.stop()
     orders.send(every)
+
+
+def roles(text: str) -> list[str]:
+    """`--roles`: a comma-separated list of guarded, every=N and empty-hooks, each at most once."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    for name in names:
+        every = name.removeprefix("every=")
+        explicit = name.startswith("every=") and every.isdigit() and int(every) > 0
+        if name not in ("guarded", "empty-hooks") and not explicit:
+            raise argparse.ArgumentTypeError(f"{name!r}: expected guarded, every=N or empty-hooks")
+    if not names or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected distinct roles, at least one")
+    return names
 
 
 def main() -> None:
@@ -147,14 +180,20 @@ def main() -> None:
         help="A/A in the same run: bare processes measured like the guarded ones (the method's zero)",
     )
     parser.add_argument(
-        "--empty-hooks",
+        "--roles",
+        type=roles,
+        default=["guarded"],
+        help="measured beside the bare blocks, comma separated: guarded (adaptive rate), every=N "
+        "(checks every N steps), empty-hooks (four pass-through calls, no guard)",
+    )
+    parser.add_argument(
+        "--import-trainmedic",
         action="store_true",
-        help="measure four pass-through hooks (optimizer pre and post, backward, DataLoader "
-        "__next__) instead of the guard: what four Python calls a step cost",
+        help="import trainmedic.torch in every process, bare ones too (see the docstring)",
     )
     args = parser.parse_args()
     cpu = args.cpu if args.cpu is not None else max(os.sched_getaffinity(0))
-    measured = ["empty-hooks" if args.empty_hooks else "guarded"] + (["control"] if args.control else [])
+    measured = [*args.roles, *(["control"] if args.control else [])]
     context = mp.get_context("spawn")
     ends: dict[str, list[Connection]] = {}
     workers = []
@@ -164,7 +203,11 @@ def main() -> None:
         mode = "bare" if role == "control" else role
         for _ in range(args.processes):
             ours, theirs = context.Pipe()
-            worker = context.Process(target=trainer, args=(mode, args.clip, cpu, shape, theirs), daemon=True)
+            worker = context.Process(
+                target=trainer,
+                args=(mode, args.clip, cpu, shape, args.import_trainmedic, theirs),
+                daemon=True,
+            )
             worker.start()
             ends[role].append(ours)
             workers.append(worker)
