@@ -99,6 +99,34 @@ def test_overfit_batch_passes_for_a_sound_model_and_fails_for_double_softmax() -
     assert result.finding.evidence["batch_size"] == 8
 
 
+def test_overfit_batch_under_a_guard_runs_without_the_guards_forward_hooks() -> None:
+    """The watch open at a run's start must not see the test's own forward passes (nor slow them)."""
+    torch.manual_seed(0)
+    hooks = torch.nn.modules.module._global_forward_pre_hooks
+    model = torch.nn.Sequential(torch.nn.Linear(10, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    hooks_during: set[int] = set()
+
+    def loss_fn(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        hooks_during.add(len(hooks))
+        return torch.nn.functional.cross_entropy(output, target)
+
+    x, y = torch.randn(8, 10), torch.arange(8) % 4
+    with tm.guard(model, optimizer, every=5) as guard:
+        assert guard.monitor.forward.is_open  # the first step is always watched
+        assert len(hooks) == 1
+        assert tm.overfit_batch(model, (x, y), loss_fn, steps=20).initial_loss > 0
+        assert hooks_during == {0}
+        assert guard.monitor.forward.is_open  # open again for the run's first step
+        assert len(hooks) == 1
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()  # the run's first step: the reopened watch sees it, and closes
+        assert list(guard.monitor.forward.roots) == [model]
+        assert not guard.monitor.forward.is_open
+        assert len(hooks) == 0
+
+
 @pytest.mark.slow
 def test_compiled_model_trains_under_the_guard_without_torch_warnings() -> None:
     torch.manual_seed(0)

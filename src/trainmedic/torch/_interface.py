@@ -19,6 +19,7 @@ from trainmedic.events import Event
 if TYPE_CHECKING:
     from torch import nn
     from trainmedic.torch._batches import LoaderBatches
+    from trainmedic.torch._forward import ForwardWatch
     from trainmedic.torch._manual import ParameterUpdates
     from trainmedic.torch._zeroing import GradZeroWatch
 
@@ -76,6 +77,7 @@ class MonitorLike(Protocol):
     loss_steps: list[int]
     plain_backward: bool
     batches: LoaderBatches
+    forward: ForwardWatch
     optimizers_made: weakref.WeakSet[Any]
     primary: Any  # weakref to the optimizer whose steps number the run (None before one steps)
     manual: ParameterUpdates | None  # stands in for the optimizer of a loop without one

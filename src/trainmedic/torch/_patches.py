@@ -89,16 +89,27 @@ def _route_step_hooks(monitor: MonitorLike | None) -> None:
 
 @contextlib.contextmanager
 def paused() -> Iterator[None]:
-    """Hooks stay installed but feed nothing (trainmedic's own training, e.g. the overfit test)."""
+    """Hooks stay installed but feed nothing (trainmedic's own training, e.g. the overfit test).
+
+    A forward watch open on the monitor (at the start of every run, and on the step before a
+    watched check) is closed for the while: its global module hooks would see trainmedic's own
+    forward passes as the run's, and send every one of them down PyTorch's slow path. It opens
+    again, afresh, when the pause ends.
+    """
     global _active
     saved, _active = _active, None
     _route_step_hooks(None)
+    watch = saved.forward if saved is not None and saved.forward.is_open else None
+    if watch is not None:
+        watch.close(None)
     try:
         yield
     finally:
         _active = saved
         if _undo:
             _route_step_hooks(saved)
+            if watch is not None:
+                watch.open()
 
 
 def uninstall() -> None:
