@@ -126,8 +126,8 @@ def _numeric(X: Any) -> Matrix:
     if hasattr(X, "select_dtypes"):  # a pandas DataFrame
         return np.asarray(X.select_dtypes("number"), dtype=np.float64)
     array = np.asarray(X)
-    if array.ndim == 1:
-        array = array.reshape(-1, 1)
+    if array.ndim != 2:  # one value a row, or images and sequences: one column per element, as flattened
+        array = array.reshape(len(array), -1)
     if array.dtype.kind not in "biuf":
         return np.empty((array.shape[0], 0))
     return array.astype(np.float64, copy=False)

@@ -148,3 +148,19 @@ def test_auto_instrumentation_in_a_real_child(tmp_path: Path) -> None:
     assert healthy.result.returncode == 0, healthy.result.stderr
     assert healthy.record.raised_findings == []
     assert "trainmedic:" not in healthy.result.stderr
+
+
+@pytest.mark.parametrize("shape", [(8, 8), (1, 8, 8)])
+def test_images_split_by_train_test_split_are_audited_like_flattened_rows(shape) -> None:
+    """Image arrays (N x 8 x 8, N x 1 x 8 x 8, as torch scripts split them) are audited one
+    column per pixel: their duplicates across the split are found, and clean ones are quiet."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    images = digits.images.reshape(len(digits.images), *shape)
+    clean = audit(None, images[:1400], digits.target[:1400], X_val=images[1400:], y_val=digits.target[1400:])
+    assert clean == []
+    leaked = np.concatenate([images[:1400], images[1400:1500]])
+    labels = np.concatenate([digits.target[:1400], digits.target[1400:1500]])
+    (finding,) = audit(None, leaked, labels, X_val=images[1400:], y_val=digits.target[1400:])
+    assert finding.code == "DAT001"
