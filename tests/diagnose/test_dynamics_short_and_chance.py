@@ -159,3 +159,37 @@ def test_a_first_step_above_the_epoch_means_changes_nothing() -> None:
         [Step(step=1, epoch=0, metrics={"loss": 2.4}, t=0.0), *epochs(loss=[1.2, 0.8, 0.6, 0.5, 0.45]).events]
     )
     assert dynamics.loss_divergence(record) == []
+
+
+# The loss points (one per 10 episodes) of three runs of a REINFORCE policy gradient on a
+# pole-balancing task: -sum(log pi(a|s) x normalised return) per episode, one update each. All
+# three solved the task; the loss grows with the episodes' length, as the policy improves.
+REINFORCE_RUNS = [
+    [float(v) for v in text.split()]
+    for text in (
+        """-0.39 1.11 0.53 0.04 1.63 0.78 0.23 0.17 -1.06 0.48 1.77 0.48 -0.98 0.66 -0.59 0.23 0.54
+        0.28 2.02 3.52 0.16 -1.46 -0.91 -0.92 -0.64 1.33 3.15 2.67 1.8 5.01 2.16 2.33 4.67 5.39 4.98
+        5.13 5.15 9.31 6.5 2.65 6.73 8.32 7.08 7.26 6.15 2.16""",
+        """1.17 -0.02 -0.27 -0.12 0.31 0.08 -0.75 1.25 -0.85 0.31 3.04 1.18 1.93 0.15 1.46 1.48 -0.51
+        4.87 0.35 3.87 4.87 1.43 7.36 5.47 5.56 6.87 3.82 1.89 -0.38 0.21 2.06 3.44 -0.83 -1.26 0.67
+        2.94 4.96""",
+        """-0.8 0.46 1.12 0.32 0.19 0.49 -1.18 1.73 2.52 2.94 1.39 3.97 2.47 1.42 -2.75 -0.36 2.08 0.34
+        -1.15 -0.51 3.42 3.81 2.5 5.21 -0.05 -0.96 0.53 2.05""",
+    )
+]
+
+
+@pytest.mark.parametrize("values", REINFORCE_RUNS)
+def test_a_policy_gradient_surrogate_centred_on_zero_is_not_judged_by_its_level(values) -> None:
+    """Its sign and size are not a fit: no divergence, no 'not learning' (each fired before)."""
+    record = sampled(values)
+    assert dynamics.loss_divergence(record) == []
+    assert dynamics.not_learning(record) == []
+
+
+def test_a_log_density_that_crosses_zero_once_and_then_explodes_still_diverged() -> None:
+    """A continuous likelihood falls below zero as it fits: one crossing is not a centred loss."""
+    values = [1.4, 1.1, 0.8, 0.5, 0.2, -0.1, -0.4, -0.6, -0.8, -0.9, -1.0, -1.05]
+    values += [-0.9, 2.0, 30.0, 400.0, 900.0, 1500.0, 2100.0, 2600.0, 3000.0, 3200.0]
+    [finding] = dynamics.loss_divergence(sampled(values))
+    assert finding.code == "TRN002"

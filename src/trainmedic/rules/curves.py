@@ -31,6 +31,9 @@ VAL_TOKENS = frozenset({"val", "valid", "validation", "eval", "evaluation", "tes
 NOT_A_LOSS = frozenset({"scale", "scaler", "weight", "weights"})
 #: Rules look at no more points than this: longer curves become bucket medians.
 MAX_POINTS = 2000
+#: A loss centred on zero: over the first half of its curve it changes sign at least this many
+#: times and its median lies within one point-to-point noise of zero (see `centred_on_zero`).
+CENTRED_SIGN_CHANGES = 3
 _SPLIT = re.compile(r"[/._\-\s:]+")
 
 
@@ -337,6 +340,28 @@ def departure(a: Curve, b: Curve) -> Departure | None:
         if beyond[i : i + DEPART_HOLD].all():
             return Departure(x=int(xs[i]), a=float(ya[i]), b=float(yb[i]), noise=float(noise[i]))
     return None
+
+
+def centred_on_zero(c: Curve) -> bool:
+    """A loss whose level is not a distance to a target: it hovers around zero from the start.
+
+    An error measure (cross-entropy, squared error, a likelihood of discrete data) is positive
+    and starts at the untrained model's error, so its rise over its minimum, its ratio to its
+    start and its flatness say how the fit goes. A policy-gradient surrogate (-log pi x a
+    normalised advantage), a Wasserstein critic's estimate or a similar objective is centred on
+    zero by construction: it changes sign from batch to batch, and its size follows things
+    other than the fit (a REINFORCE episode's loss grows with the episode, as the policy gets
+    better). Several sign changes and a median within noise of zero over the first half tell
+    it from a loss that crosses zero once on its way down (a log-density of continuous data).
+    """
+    import numpy as np
+
+    y = reduce(c).y
+    y = y[np.isfinite(y)]
+    head = y[: max(2, len(y) // 2)]
+    signs = np.sign(head[head != 0])
+    changes = int(np.count_nonzero(signs[1:] != signs[:-1]))
+    return changes >= CENTRED_SIGN_CHANGES and abs(float(np.median(head))) <= noise_sigma(y)
 
 
 def local_noise(y: FloatArray) -> FloatArray:

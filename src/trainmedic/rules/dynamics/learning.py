@@ -16,6 +16,7 @@ from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import RunRecord
 from trainmedic.rules.curves import (
     Curve,
+    centred_on_zero,
     curve,
     noise_sigma,
     reduce,
@@ -84,7 +85,7 @@ def not_learning(record: RunRecord) -> list[Finding]:
     """TRN003: the training loss never got below its starting level, or below the chance level
     of its classes, by more than noise."""
     full = train_loss(record)
-    if full is None:
+    if full is None or centred_on_zero(full):  # its level says nothing of the fit
         return []
     found = _flat(record, full) or _at_chance(record, full)
     return [found] if found is not None else []

@@ -15,6 +15,7 @@ from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import RunRecord
 from trainmedic.rules.curves import (
     Curve,
+    centred_on_zero,
     curve,
     loss_curves,
     noise_sigma,
@@ -156,7 +157,7 @@ def loss_divergence(record: RunRecord) -> list[Finding]:
     """TRN002: the training loss ends far above its minimum (or an order of magnitude above its
     start), and stays there."""
     full = train_loss(record)
-    if full is None:
+    if full is None or centred_on_zero(full):  # no floor at zero: a rise is not a divergence
         return []
     found = _rose_from_minimum(full) or _exploded(full, _first_step_loss(record, full))
     return [found] if found is not None else []
