@@ -13,6 +13,7 @@ computes exactly what it computes bare.
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -259,9 +260,48 @@ def _sampler_iter(original: Any) -> Any:
 
 def _scheduler_step(original: Any) -> Any:
     def step(self: Any, *args: Any, **kwargs: Any) -> Any:
+        count = getattr(self, "_step_count", None)
         # LRScheduler.__init__ takes one step itself with _step_count 0: that one is not the user's.
-        if _active is not None and getattr(self, "_step_count", 1) >= 1:
+        if _active is not None and (count is None or count >= 1):
             _active.on_scheduler_step(self)
+        # PyTorch's first user step warns about the order of steps: it names the user's line.
+        # (Its warning about an `epoch` argument, on any step, is left naming this module:
+        # caught on every such step, a "default" filter would show it every time.)
+        if count == 1:
+            return _warnings_at_caller(original, self, *args, **kwargs)
         return original(self, *args, **kwargs)
 
     return step
+
+
+def _warnings_at_caller(original: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call `original` for a wrapper, so that its warnings name the wrapper's caller as they would bare.
+
+    PyTorch warns with `stacklevel=2` to name the line that called it, the one the user can fix;
+    under a wrapper that line is in this module. The warnings are caught and raised again once the
+    call is over, under the user's own filters: those that name this module, at the line of the
+    wrapper's caller (call this from the wrapper itself), registered there as `warnings.warn` does.
+    Catching costs a filter change per call: only for calls that can warn, never every step.
+    """
+    here, caller = sys._getframe().f_code.co_filename, sys._getframe(2)
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            return original(*args, **kwargs)
+    finally:
+        for w in caught:
+            if w.filename == here:
+                names = caller.f_globals
+                warnings.warn_explicit(
+                    w.message,
+                    w.category,
+                    caller.f_code.co_filename,
+                    caller.f_lineno,
+                    names.get("__name__", "<string>"),
+                    names.setdefault("__warningregistry__", {}),
+                    names,
+                    source=w.source,
+                )
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
