@@ -193,3 +193,19 @@ def test_a_log_density_that_crosses_zero_once_and_then_explodes_still_diverged()
     values += [-0.9, 2.0, 30.0, 400.0, 900.0, 1500.0, 2100.0, 2600.0, 3000.0, 3200.0]
     [finding] = dynamics.loss_divergence(sampled(values))
     assert finding.code == "TRN002"
+
+
+def test_the_loss_rules_judge_the_training_an_optimizer_took_over_from_its_handover() -> None:
+    """Layer-wise training: layer 0's loss falls to 0.25; layer 1's (another objective, from
+    the handover at step 610) never leaves 1.127. Glued, the restart read as a divergence."""
+    first = np.linspace(1.4, 0.25, 60).tolist()
+    events: list[Event] = [
+        Step(step=10 * (i + 1), epoch=0, metrics={"loss": v}, t=float(i)) for i, v in enumerate(first)
+    ]
+    events += [Step(step=600 + 10 * i, epoch=0, metrics={"loss": 1.127}, t=60.0 + i) for i in range(1, 56)]
+    handover = GuardObservation(check="optimizer_handover", data={"optimizer": "Adam"}, step=610)
+    assert [f.code for f in dynamics.loss_divergence(RunRecord.of(events))] == ["TRN002"]
+    record = RunRecord.of([*events, handover])
+    assert dynamics.loss_divergence(record) == []
+    [finding] = dynamics.not_learning(record)
+    assert finding.evidence["start_loss"] == 1.127

@@ -140,8 +140,31 @@ def last_training(events: list[E], index: Callable[[E], int]) -> list[E]:
     return [e for position, e in enumerate(events) if position >= start.get((e.pid, e.rank), 0)]
 
 
+#: The torch guard's observation that another optimizer took the training over, from its step.
+HANDOVER_CHECK = "optimizer_handover"
+
+
+def since_handover(record: RunRecord, steps: list[Step]) -> list[Step]:
+    """The steps from the last optimizer handover of each process on (all when there was none).
+
+    When another optimizer takes over from the one that numbered the steps (the next layer of
+    a layer-wise training, a second stage with its own optimizer), the loss is another
+    objective from there: the next layer's starts high again. One curve of both would read
+    that restart as a rise, and the first stage's low end as the run's best.
+    """
+    start: dict[tuple[int, int | None], int] = {}
+    for obs in record.guard_observations:
+        if obs.check == HANDOVER_CHECK and obs.step is not None:
+            key = (obs.pid, obs.rank)
+            start[key] = max(start.get(key, obs.step), obs.step)
+    if not start:
+        return steps
+    return [s for s in steps if s.step >= start.get((s.pid, s.rank), 0)]
+
+
 def _step_curve(record: RunRecord, name: str) -> Curve | None:
     steps = last_training([s for s in record.steps if name in s.metrics], lambda s: s.step)
+    steps = since_handover(record, steps)
     if not steps:
         return None
     points = _across_ranks(

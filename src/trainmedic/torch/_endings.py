@@ -10,6 +10,7 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from trainmedic.rules.curves import HANDOVER_CHECK
 from trainmedic.torch._manual import ParameterUpdates
 from trainmedic.torch._safety import part_never_breaks, quiet
 
@@ -46,15 +47,40 @@ class Endings:
         monitor.adopt_next = True
 
     def adopt(self, optimizer: Any, state: OptState) -> None:
-        """The first optimizer to step after a cell: a new one is a new training. It numbers the
-        steps on from the last (the loss curve and the windows stay in order), and the baselines
-        of the last training (loss history, parameter norm) and its one-off reports are reset."""
+        """The first optimizer to step after a cell: a new one is a new training (before its
+        update: its step is the next one)."""
         monitor = self.monitor
         monitor.adopt_next = False
         if monitor.is_primary(optimizer):
             return
-        monitor.primary = weakref.ref(optimizer)
+        self._take_over(optimizer)
         state.steps = monitor.step
+
+    def hand_over(self, optimizer: Any, state: OptState, steps: int) -> None:
+        """Another optimizer took the training over from the primary, after `steps` of its own
+        updates in a row (this one included): the run's steps go on by as many. An observation
+        (HANDOVER_CHECK) says from which step: the loss rules judge the new training from there."""
+        monitor = self.monitor
+        previous = monitor.primary() if monitor.primary is not None else None
+        self._take_over(optimizer)
+        state.steps = monitor.step + steps
+        monitor.observe(
+            HANDOVER_CHECK,
+            {
+                "optimizer": type(optimizer).__name__,
+                "previous": type(previous).__name__ if previous is not None else None,
+                "previous_freed": previous is None,
+            },
+            once=False,
+            step=state.steps,
+        )
+
+    def _take_over(self, optimizer: Any) -> None:
+        """`optimizer` numbers the steps from now on, on from the last (the loss curve and the
+        windows stay in order); the baselines of the last training (loss history, parameter
+        norm) and its one-off reports are reset."""
+        monitor = self.monitor
+        monitor.primary = weakref.ref(optimizer)
         self.checks.updates.reset()
         self.checks.reads.epoch_loss = [0.0, 0]
         monitor.reported -= {"nonfinite_loss", "update_explosion"}

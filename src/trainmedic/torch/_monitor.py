@@ -80,6 +80,10 @@ __all__ = ["Monitor", "NonFiniteLossError"]
 # An optimizer holds the loss's parameters but has not stepped after this many backward calls:
 # no accumulation is that long, so the loop updates them itself and backward() is its step.
 IDLE_OPTIMIZER_BACKWARDS = 256
+# Another optimizer stepped this many times in a row while the one numbering the steps waited:
+# it has taken the training over (layer-wise training, a second stage with its own optimizer).
+# Alternating loops never come near: GANs step their optimizers 1:1 up to 5:1 (WGAN's critic).
+HANDOVER_STEPS = 50
 # Gradients are watched for zeroing over the last 8 steps before each check: a loop that
 # never zeroes shows it in any span that includes an update, at a fraction of the cost.
 ZERO_WATCH_STEPS = 8
@@ -133,6 +137,8 @@ class Monitor:
         # forward pass watched): the backward hook then does it itself, in its one call.
         self.plain_backward = False
         self.adopt_next = False  # a notebook cell ended: the next optimizer to step may be a new one
+        # Steps other optimizers took in a row since the primary's step `_others_since`.
+        self._others_since, self._others_run = 0, 0
         self.broken = False
         # A framework callback (Lightning, HF) reports epochs itself: no loader-based ones then.
         self.framework_epochs = False
@@ -310,7 +316,9 @@ class Monitor:
             state.pre_done = False
             primary = self.primary
             if primary is not None and primary() is not optimizer:
-                return
+                if not self._takes_over(primary() is None):
+                    return
+                self.endings.hand_over(optimizer, state, self._others_run)
             self.step = step = state.steps
             upcoming = step + 1
             # Forward hooks on every checked step at first (they find the model), then on every
@@ -326,6 +334,18 @@ class Monitor:
             self.plain_backward = not armed and not self.forward.is_open and self.manual is None
         except Exception as exc:
             turn_off(self, "on_step_post", exc)
+
+    def _takes_over(self, primary_gone: bool) -> bool:
+        """Another optimizer stepped: has it taken the training over from the primary?
+
+        Yes when the primary is gone (freed), or waited HANDOVER_STEPS of its steps in a row.
+        The run is counted from the primary's step number, which only the primary moves: no
+        cost on the primary's own steps.
+        """
+        if self._others_since != self.step:
+            self._others_since, self._others_run = self.step, 0
+        self._others_run += 1
+        return primary_gone or self._others_run >= HANDOVER_STEPS
 
     @never_breaks
     def before_update(self, optimizer: Any) -> None:
