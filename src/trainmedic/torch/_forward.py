@@ -17,7 +17,12 @@ that checked step's gradients are ready. While on, they learn:
 - whether the loss takes a log-softmax over a dimension of size 1 (TOR009): a
   cross-entropy over a one-column output is identically 0 and sends no
   gradient back. Read from the saved output of the graph's `LogSoftmaxBackward0`
-  just before backward frees it, on watched steps only.
+  just before backward frees it, on watched steps only;
+- how many classes a cross-entropy loss has (the `loss_function` observation that
+  gives TRN003 its chance level ln K): read from the same log-softmax, when the
+  loss passed to backward() is the mean cross-entropy itself (an NLL loss right
+  on it), and only while every loss of every watched step agrees: a loss summed
+  with others, scaled or smoothed is not at ln K when the model knows nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from torch.nn.modules.dropout import _DropoutNd
 
 import torch
 from torch import nn
+from trainmedic.rules.dynamics import LOSS_FUNCTION_CHECK
 
 if TYPE_CHECKING:
     from trainmedic.torch._interface import MonitorLike
@@ -57,12 +63,18 @@ class ForwardWatch:
         self._graph_clean = 0  # watched windows in a row whose loss graph held no softmax
         self._single: dict[str, Any] | None = None  # a log-softmax over one class in this window
         self._single_steps: list[int] = []
+        # The classes of this window's cross-entropy losses: None before one, _MIXED when they
+        # disagree (or a loss is no plain cross-entropy); the windows that agreed so far.
+        self._classes: int | None = None
+        self._classes_steps: list[int] = []
+        self._classes_settled = False  # sent, or a mixed window seen: never looked at again
 
     def open(self) -> None:
         if self._handles:
             return
         self._depth, self._train, self._ce, self._ce_seen = 0, 0, None, False
         self._single = None
+        self._classes = None
         self._eval = set()
         pre = nn.modules.module.register_module_forward_pre_hook(self._pre)
         post = nn.modules.module.register_module_forward_hook(self._post, always_call=True)
@@ -100,6 +112,7 @@ class ForwardWatch:
                     {**self._single, "checked_steps": list(self._single_steps)},
                     step=step,
                 )
+        self._judge_classes(step)
         if self._ce_seen:
             self._ce_windows += 1
         if self._ce is not None:
@@ -115,6 +128,33 @@ class ForwardWatch:
         """Just before backward on a watched step: read what only the live graph still holds."""
         if self._single is None and "single_class_softmax" not in self.monitor.reported:
             self._single = _single_class_log_softmax(loss)
+        if not self._classes_settled and self._classes != _MIXED:
+            classes = _cross_entropy_classes(loss)
+            if classes is None or self._classes not in (None, classes):
+                self._classes = _MIXED
+            else:
+                self._classes = classes
+
+    def _judge_classes(self, step: int) -> None:
+        """Windows whose losses all were one K-class cross-entropy: after `_REPORT_AFTER`, say K."""
+        if self._classes_settled or self._classes is None:
+            return
+        if self._classes == _MIXED:
+            self._classes_settled = True
+            return
+        self._classes_steps.append(step)
+        if len(self._classes_steps) >= _REPORT_AFTER:
+            self._classes_settled = True
+            self.monitor.observe(
+                LOSS_FUNCTION_CHECK,
+                {
+                    "classes": self._classes,
+                    "loss": "cross_entropy",
+                    "source": f"autograd graph: cross-entropy over a log-softmax of width {self._classes}",
+                    "checked_steps": list(self._classes_steps),
+                },
+                step=step,
+            )
 
     def _pre(self, module: nn.Module, args: Any) -> None:
         depth = self._depth
@@ -185,6 +225,8 @@ _SHAPE_ONLY = frozenset(
 _KINDS = {"SoftmaxBackward0": "probabilities", "LogSoftmaxBackward0": "log-probabilities"}
 _SOURCE = {"probabilities": "softmax", "log-probabilities": "log_softmax"}
 _GRAPH_NODES = 64  # nodes read from the loss down: the cross entropy sits near the top
+_MEAN = 1  # an NLL loss node's `_saved_reduction` for reduction="mean"
+_MIXED = 0  # `ForwardWatch._classes` when a window's losses are not all one K-class cross-entropy
 
 
 def _softmax_in_graph(losses: list[Any]) -> dict[str, Any] | None:
@@ -236,6 +278,49 @@ def _through_shape_only(node: Any) -> Any:
     return None
 
 
+def _cross_entropy_classes(loss: Any) -> int | None:
+    """K when `loss` is a mean cross-entropy over K >= 2 classes: the loss's own node is a
+    mean NLL loss, right on a log-softmax over K (F.cross_entropy, nn.CrossEntropyLoss, or
+    log_softmax + nll_loss); None for anything else (sums, scalings, label smoothing)."""
+    node = _past_unit_scaling(getattr(loss, "grad_fn", None))
+    if node is None or node.name() not in _NLL or getattr(node, "_saved_reduction", None) != _MEAN:
+        return None
+    log_softmax = _through_shape_only(node)
+    if log_softmax is None or log_softmax.name() != "LogSoftmaxBackward0":
+        return None
+    width = _log_softmax_width(log_softmax)
+    return width[0][width[1]] if width is not None and width[0][width[1]] >= 2 else None
+
+
+def _past_unit_scaling(node: Any) -> Any:
+    """The node under divisions and products by 1: Accelerate's `backward` divides every loss
+    by its accumulation steps, 1 without accumulation, which leaves the loss as it was. (The
+    1 is a CPU scalar autograd keeps: reading it is no device sync.)"""
+    while node is not None and node.name() in ("DivBackward0", "MulBackward0"):
+        try:
+            factor = node._saved_other
+        except RuntimeError:
+            return None
+        one = isinstance(factor, torch.Tensor) and factor.dim() == 0 and factor.device.type == "cpu"
+        if not one or float(factor) != 1.0:
+            return node
+        node = node.next_functions[0][0]
+    return node
+
+
+def _log_softmax_width(node: Any) -> tuple[list[int], int] | None:
+    """(shape, dim) of a live `LogSoftmaxBackward0`'s output; None once backward freed it."""
+    try:
+        output, dim = node._saved_result, int(node._saved_dim)
+    except RuntimeError:  # already freed (a second backward through a retained graph)
+        return None
+    if dim >= 2**63:  # autograd keeps a negative dim (dim=-1) as an unsigned 64-bit value
+        dim -= 2**64
+    if not -output.dim() <= dim < output.dim():
+        return None
+    return list(output.shape), dim % output.dim()
+
+
 def _single_class_log_softmax(loss: Any) -> dict[str, Any] | None:
     """A log-softmax near the top of the loss's graph taken over a dimension of size 1.
 
@@ -252,18 +337,11 @@ def _single_class_log_softmax(loss: Any) -> dict[str, Any] | None:
             continue
         seen += 1
         if node.name() == "LogSoftmaxBackward0":
-            try:
-                output, dim = node._saved_result, int(node._saved_dim)  # type: ignore[attr-defined]
-            except RuntimeError:  # already freed (a second backward through a retained graph)
-                return None
-            if dim >= 2**63:  # autograd keeps a negative dim (dim=-1) as an unsigned 64-bit value
-                dim -= 2**64
-            if not -output.dim() <= dim < output.dim():
-                return None
-            if output.shape[dim] == 1:
+            width = _log_softmax_width(node)
+            if width is not None and width[0][width[1]] == 1:
                 return {
-                    "shape": list(output.shape),
-                    "dim": dim % output.dim(),
+                    "shape": width[0],
+                    "dim": width[1],
                     "how": "autograd graph: log_softmax over a dimension of size 1 feeds the loss",
                 }
             return None
