@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import collections
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar
 
 import pytest
@@ -121,6 +121,7 @@ def _train(
     spike_at: int | None = None,
     clip: float | None = None,
     nan_at: int | None = None,
+    ahead: bool = False,
     **guard_options: Any,
 ) -> tm.Guard:
     torch.manual_seed(0)
@@ -133,13 +134,24 @@ def _train(
         xs[(nan_at - 1) * 32 + 5, 3] = float("nan")  # dataset index (nan_at - 1) * 32 + 5
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xs, ys), batch_size=32)
     with tm.guard(model, optimizer, **guard_options) as guard:
-        for x, y in loader:
+        for x, y in _one_ahead(loader) if ahead else loader:
             optimizer.zero_grad()
             loss_fn(model(x), y).backward()
             if clip is not None:
                 nn.utils.clip_grad_norm_(model.parameters(), clip)
             optimizer.step()
     return guard
+
+
+def _one_ahead(loader: Iterable[Any]) -> Iterator[Any]:
+    """Batches drawn one ahead of the loop, as Accelerate's and Lightning's loaders and CUDA
+    prefetchers draw them: the next is pulled before the one in hand is given out."""
+    batches = iter(loader)
+    current = next(batches)
+    for upcoming in batches:
+        yield current
+        current = upcoming
+    yield current
 
 
 def test_gradient_explosion_between_two_samples_is_reported_at_its_step() -> None:
@@ -164,6 +176,15 @@ def test_nan_between_samples_is_reported_with_the_step_and_batch_it_first_appear
     assert finding.step == 23  # read back at step 30, reconstructed from the kept losses
     assert finding.evidence["batch_indices"] == list(range(22 * 32, 23 * 32))
     assert "at most 9 steps late" in finding.evidence["checked"]
+
+
+@pytest.mark.parametrize("nan_at", [23, 40], ids=["mid-epoch", "last-batch"])
+def test_a_loop_that_draws_ahead_gets_the_batch_it_trained_on(nan_at: int) -> None:
+    """Each batch is pulled one step before it trains: noted with the step before its own."""
+    found = _train(40, nan_at=nan_at, ahead=True).findings()
+    (finding,) = [f for f in found if f.code == "TRN001"]
+    assert finding.step == nan_at
+    assert finding.evidence["batch_indices"] == list(range((nan_at - 1) * 32, nan_at * 32))
 
 
 def _softmax_then_ce(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

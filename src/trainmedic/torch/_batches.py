@@ -11,6 +11,13 @@ yielded batch belongs to. Only when a NaN is found are the two paired, in order:
 the k-th yielded batch holds the k-th index list drawn (a multi-worker loader
 draws a few ahead, and yields in order unless `in_order=False`).
 
+A loop that draws ahead (Accelerate's and Lightning's loaders, a CUDA prefetcher: one
+batch pulled before the one in hand is given to the loop) notes each batch with the step
+before the one that trains it: the epoch's first step pulls one batch more than the steps
+after it. That surplus is the lead: measured at the first check that has seen two steps of
+the epoch, it shifts the pairing (the first `lead` notes are dropped, and the end of the
+epoch notes the step of the last batch).
+
 At every check all losses so far have been read, so no earlier batch can be the
 culprit: `forget` drops what was noted. A loader that yields for long without
 any check (an evaluation pass with no optimizer step) is trimmed to its last
@@ -33,13 +40,29 @@ class BatchLog(list[int]):
     """The step of every batch one loader iterator yielded since the last check (a plain list,
     appended by the loader's `__next__` hook), and the index lists it drew (`drawn`, a tee)."""
 
-    __slots__ = ("drawn", "iterator", "taken")
+    __slots__ = ("at_start", "drawn", "iterator", "lead", "taken")
 
     def __init__(self, iterator: Any, drawn: Any) -> None:
         super().__init__()
         self.iterator = weakref.ref(iterator)
         self.drawn: Any = drawn  # the tee branch the loader does not read; None once settled
         self.taken: list[tuple[int, Any]] = []  # (step, indices) already paired
+        self.lead: int | None = None  # batches the loop draws ahead (None: not known yet)
+        self.at_start = True  # nothing noted was dropped yet: the epoch's first step is in the log
+
+    def find_lead(self) -> None:
+        """How many batches the epoch's first step pulled beyond the steady count a step, once a
+        second step's pulls are complete (a third step was noted); its surplus notes go."""
+        if self.lead is not None:
+            return
+        if not self.at_start:
+            self.lead = 0
+            return
+        runs = [len(list(group)) for _, group in itertools.groupby(self)]
+        if len(runs) < 3:
+            return  # not known yet: the caller keeps the notes
+        self.lead = max(0, runs[0] - runs[1])
+        del self[: self.lead]
 
     @property
     def done(self) -> bool:
@@ -48,25 +71,39 @@ class BatchLog(list[int]):
 
     def pair(self) -> list[tuple[int, Any]]:
         """Pair the noted steps with the index lists drawn for them (in C up to here)."""
+        self.find_lead()
         if self:
             indices = itertools.islice(self.drawn, len(self)) if self.drawn is not None else ()
             self.taken.extend(zip(self, indices, strict=False))  # a loader cut short drew fewer
             self.clear()
+            self.at_start = False
         return self.taken
 
-    def settle(self) -> None:
-        """The iterator's epoch ended: keep what it yielded, release the sampler's iterator."""
+    def settle(self, step: int) -> None:
+        """The iterator's epoch ended at the pull for step `step`: keep what it yielded, release
+        the sampler's iterator. A loop that draws ahead trains its last batches from here on."""
+        self.find_lead()
+        if self.lead and self.drawn is not None:
+            self.extend(range(step, step + self.lead))
         self.pair()
         del self.taken[:-MAX_NOTED]
         self.drawn = None
 
     def forget(self, keep: int = 0) -> None:
-        """Drop the pairs (and buffered index lists) of all but the last `keep` noted batches."""
-        drop = len(self) - keep
-        if drop > 0 and self.drawn is not None:
-            deque(itertools.islice(self.drawn, drop), maxlen=0)  # advance the buffer, in C
-        del self[: max(drop, 0)]
+        """Drop the pairs (and buffered index lists) of all but the last `keep` noted batches
+        (all are kept while the lead is not known, up to `MAX_NOTED`)."""
         self.taken.clear()
+        self.find_lead()
+        if self.lead is None:
+            if len(self) < MAX_NOTED:
+                return
+            self.lead = 0  # an evaluation pass: one step for all its batches, nothing to shift
+        drop = len(self) - keep
+        if drop > 0:
+            self.at_start = False
+            if self.drawn is not None:
+                deque(itertools.islice(self.drawn, drop), maxlen=0)  # advance the buffer, in C
+            del self[:drop]
 
 
 class LoaderBatches:
@@ -79,7 +116,7 @@ class LoaderBatches:
         """An iterator starts an epoch: tee its sampler iterator (before any index is drawn)."""
         old = iterator.__dict__.get(LOG_ATTR)
         if old is not None:  # persistent workers: the same iterator, a new epoch
-            old.settle()
+            old.settle(old[-1] + 1 if old else 0)
         sampler_iter = getattr(iterator, "_sampler_iter", None)
         if sampler_iter is None:
             return
@@ -100,10 +137,11 @@ class LoaderBatches:
         return kept[::-1]
 
     @staticmethod
-    def ended(iterator: Any) -> None:
+    def ended(iterator: Any, step: int) -> None:
+        """`iterator` ran out at the pull for step `step`."""
         log = iterator.__dict__.get(LOG_ATTR)
         if log is not None:
-            log.settle()
+            log.settle(step)
 
     def of_step(self, step: int) -> list[int]:
         """The dataset indices of the batches that step `step` trained on (integers only)."""

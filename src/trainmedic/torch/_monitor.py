@@ -211,7 +211,7 @@ class Monitor:
         self.batches.start(iterator)
 
     def on_loader_exhausted(self, iterator: Any) -> None:
-        self.batches.ended(iterator)
+        self.batches.ended(iterator, self.step + 1)
         self.curve.on_loader_exhausted(iterator)
 
     def on_backward(self, tensors: Any, keeps_graph: bool = False) -> None:
