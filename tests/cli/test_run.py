@@ -337,3 +337,36 @@ def test_legacy_keras_input_exhaustion_is_a_silent_early_exit(tmp_path: Path) ->
     assert found["silent-early-exit"]["evidence"]["epochs_completed"] == 1
     assert found["silent-early-exit"]["evidence"]["epochs_requested"] == 5
     assert "Your input ran out of data" in found["input-exhausted"]["message"]
+
+
+JOINED_WORKERS = """
+import multiprocessing as mp
+import time
+
+
+def work(seconds):
+    time.sleep(seconds)
+
+
+if __name__ == "__main__":
+    workers = [mp.Process(target=work, args=(2.0,)) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+"""
+
+
+def test_workers_joined_just_before_the_end_are_recorded_as_ended(tmp_path: Path) -> None:
+    """Workers that end between the last walk of the tree and the trainer's exit (joined by
+    it, which then exits at once) get their process_exit, as every process that was seen."""
+    script = tmp_path / "joined_workers.py"
+    script.write_text(JOINED_WORKERS)
+    result, run_dir = run_tm(tmp_path, PY, str(script))
+    assert result.returncode == 0
+    events = read_events(run_dir / "events.jsonl").events
+    spawned = {e.pid for e in events if e.kind == "process_spawn"}
+    ended = {e.pid for e in events if e.kind == "process_exit"}
+    assert len(spawned) == 3
+    assert spawned <= ended
+    assert "orphan-processes" not in findings(run_dir)

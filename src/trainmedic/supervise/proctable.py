@@ -77,11 +77,17 @@ class ProcessTable:
         runfolder.write_json(self.run_dir / runfolder.LIVE_STATE, state)
 
     def end_orphans(self, grace: float) -> None:
-        """Processes of the tree alive after the trainer ended: end them and record each."""
+        """Processes of the tree alive after the trainer ended: end them and record each. Those
+        that ended since the last walk (workers joined just before the end) are recorded as
+        ended, as a walk would have."""
         candidates: dict[int, psutil.Process] = {}
         for p in self.procs.values():
-            if p.pid != self.root and tree.is_alive(p.pid, p.create_time):
+            if p.pid == self.root:
+                continue
+            if tree.is_alive(p.pid, p.create_time):
                 candidates[p.pid] = p.handle
+            else:
+                self.emit(ProcessExit(pid=p.pid))
         for handle in tree.own_descendants():
             candidates.setdefault(handle.pid, handle)
         if not candidates:
