@@ -180,3 +180,25 @@ def test_a_log_softmax_over_a_last_dim_of_size_one_is_a_single_class_loss() -> N
     codes = [f.code for f in guard.findings() if f.severity.at_least(Severity.WARNING)]
     assert codes == ["TOR009"]
     assert [e.step for e in guard.events if e.kind == "step"][-1] == 20
+
+
+@pytest.mark.parametrize("first", ["scheduler", "optimizer"])
+def test_warm_restarts_stepped_before_the_optimizer_is_tor006(first: str) -> None:
+    """CosineAnnealingWarmRestarts never counts its steps (`_step_count` stays 0): its
+    constructor's own step is told from the user's by being the first."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    x, y = torch.randn(64, 4), torch.randint(0, 2, (64,))
+    with tm.guard(every=5) as guard:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        scheduler = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(optimizer, T_0=10)
+        for i in range(20):
+            if first == "scheduler":
+                scheduler.step(i / 10)
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+            if first == "optimizer":
+                scheduler.step(i / 10)
+    codes = [f.code for f in guard.findings() if f.severity.at_least(Severity.WARNING)]
+    assert codes == (["TOR006"] if first == "scheduler" else [])

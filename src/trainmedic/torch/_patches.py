@@ -46,6 +46,7 @@ _GRAD_RESCALERS = (
     (torch.nn.utils, "clip_grad_value_"),
     (torch.amp.GradScaler, "unscale_"),
 )
+_INIT_STEP_TAKEN = "_tm_init_step_taken"  # on a scheduler whose constructor's own step was seen
 _undo: list[Callable[[], None]] = []
 _step_hooks: list[Any] = []  # the handles of the active monitor's optimizer step hooks
 
@@ -261,8 +262,12 @@ def _sampler_iter(original: Any) -> Any:
 def _scheduler_step(original: Any) -> Any:
     def step(self: Any, *args: Any, **kwargs: Any) -> Any:
         count = getattr(self, "_step_count", None)
-        # LRScheduler.__init__ takes one step itself with _step_count 0: that one is not the user's.
-        if _active is not None and (count is None or count >= 1):
+        # LRScheduler.__init__ takes one step itself with _step_count 0: that one is not the
+        # user's. CosineAnnealingWarmRestarts never counts its steps: its first one is that one.
+        users = count is None or count >= 1 or _INIT_STEP_TAKEN in vars(self)
+        if count == 0:
+            vars(self)[_INIT_STEP_TAKEN] = True
+        if _active is not None and users:
             _active.on_scheduler_step(self)
         # PyTorch's first user step warns about the order of steps: it names the user's line.
         # (Its warning about an `epoch` argument, on any step, is left naming this module:
