@@ -202,3 +202,23 @@ def test_warm_restarts_stepped_before_the_optimizer_is_tor006(first: str) -> Non
                 scheduler.step(i / 10)
     codes = [f.code for f in guard.findings() if f.severity.at_least(Severity.WARNING)]
     assert codes == (["TOR006"] if first == "scheduler" else [])
+
+
+def test_a_warm_up_chained_by_sequential_lr_is_not_tor006() -> None:
+    """SequentialLR's constructor takes its first part's initial step again (torchvision's
+    classification reference: LinearLR warm-up, then cosine); the user steps it after the
+    optimizer."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    x, y = torch.randn(64, 4), torch.randint(0, 2, (64,))
+    with tm.guard(every=5) as guard:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        warmup = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.01, total_iters=5)
+        cosine = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=15)
+        scheduler = torch.optim.lr_scheduler.SequentialLR(optimizer, [warmup, cosine], milestones=[5])
+        for _ in range(20):
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+            scheduler.step()
+    assert [f.code for f in guard.findings() if f.severity.at_least(Severity.WARNING)] == []

@@ -46,7 +46,7 @@ _GRAD_RESCALERS = (
     (torch.nn.utils, "clip_grad_value_"),
     (torch.amp.GradScaler, "unscale_"),
 )
-_INIT_STEP_TAKEN = "_tm_init_step_taken"  # on a scheduler whose constructor's own step was seen
+_UNCOUNTED = "_tm_uncounted"  # on a scheduler whose steps leave its _step_count at 0
 _undo: list[Callable[[], None]] = []
 _step_hooks: list[Any] = []  # the handles of the active monitor's optimizer step hooks
 
@@ -262,11 +262,11 @@ def _sampler_iter(original: Any) -> Any:
 def _scheduler_step(original: Any) -> Any:
     def step(self: Any, *args: Any, **kwargs: Any) -> Any:
         count = getattr(self, "_step_count", None)
-        # LRScheduler.__init__ takes one step itself with _step_count 0: that one is not the
-        # user's. CosineAnnealingWarmRestarts never counts its steps: its first one is that one.
-        users = count is None or count >= 1 or _INIT_STEP_TAKEN in vars(self)
-        if count == 0:
-            vars(self)[_INIT_STEP_TAKEN] = True
+        # A scheduler's initial step (its constructor's, or SequentialLR's for its first part)
+        # runs with _step_count set to 0: it is not the user's. CosineAnnealingWarmRestarts
+        # never counts its steps: its count stays 0 after its initial step, and every later
+        # step is the user's.
+        users = count is None or count >= 1 or _UNCOUNTED in vars(self)
         if _active is not None and users:
             _active.on_scheduler_step(self)
         # PyTorch's first user step warns about the order of steps: it names the user's line.
@@ -274,7 +274,10 @@ def _scheduler_step(original: Any) -> Any:
         # caught on every such step, a "default" filter would show it every time.)
         if count == 1:
             return _warnings_at_caller(original, self, *args, **kwargs)
-        return original(self, *args, **kwargs)
+        result = original(self, *args, **kwargs)
+        if count == 0 and getattr(self, "_step_count", None) == 0:
+            vars(self)[_UNCOUNTED] = True
+        return result
 
     return step
 
