@@ -103,3 +103,34 @@ def test_optimizers_that_alternate_five_to_one_keep_their_numbering() -> None:
             g_opt.step()
     assert handovers(guard) == []
     assert [e.step for e in guard.events if e.kind == "step"][-1] == 300  # the critic's steps
+
+
+def test_a_student_distilled_from_a_teacher_trained_before_is_judged_on_its_own_model() -> None:
+    """The teacher's optimizer is freed after its training, the student's takes over: the
+    teacher (alive, run under no_grad) is no part of the student's model, and a student left
+    in eval() mode is found in its own training."""
+
+    def distil(student_eval: bool) -> tm.Guard:
+        x, y = data()
+        teacher = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Dropout(0.2), nn.Linear(64, 2))
+        student = nn.Sequential(nn.Linear(16, 8), nn.ReLU(), nn.Dropout(0.2), nn.Linear(8, 2))
+        with tm.guard(every=10) as guard:
+            stage(teacher, torch.optim.Adam(teacher.parameters(), lr=1e-2), 100)
+            teacher.eval()
+            optimizer = torch.optim.Adam(student.parameters(), lr=1e-2)
+            student.train(not student_eval)
+            for i in range(150):
+                batch = slice(64 * (i % 8), 64 * (i % 8 + 1))
+                with torch.no_grad():
+                    soft = nn.functional.softmax(teacher(x[batch]) / 2.0, dim=1)
+                logits = student(x[batch])
+                kl = nn.functional.kl_div(
+                    nn.functional.log_softmax(logits / 2.0, dim=1), soft, reduction="batchmean"
+                )
+                optimizer.zero_grad()
+                (4.0 * kl + nn.functional.cross_entropy(logits, y[batch])).backward()
+                optimizer.step()
+        return guard
+
+    assert warnings_of(distil(student_eval=False)) == []
+    assert warnings_of(distil(student_eval=True)) == ["TOR002"]

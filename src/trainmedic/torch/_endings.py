@@ -78,9 +78,13 @@ class Endings:
     def _take_over(self, optimizer: Any) -> None:
         """`optimizer` numbers the steps from now on, on from the last (the loss curve and the
         windows stay in order); the baselines of the last training (loss history, parameter
-        norm) and its one-off reports are reset."""
+        norm, the model's root modules) and its one-off reports are reset."""
         monitor = self.monitor
         monitor.primary = weakref.ref(optimizer)
+        # The model is learned anew from the next forward passes: the last training's model
+        # (a distillation's teacher) is no part of this one's, its parameters in no optimizer.
+        monitor.forward.roots.clear()
+        monitor.forward.open()
         self.checks.updates.reset()
         self.checks.reads.epoch_loss = [0.0, 0]
         monitor.reported -= {"nonfinite_loss", "update_explosion"}
