@@ -222,3 +222,28 @@ def test_a_warm_up_chained_by_sequential_lr_is_not_tor006() -> None:
             optimizer.step()
             scheduler.step()
     assert [f.code for f in guard.findings() if f.severity.at_least(Severity.WARNING)] == []
+
+
+@pytest.mark.parametrize("frozen", ["batch-norm", "model"])
+def test_batch_norm_frozen_for_fine_tuning_is_deliberate_a_model_left_in_eval_is_tor002(frozen: str) -> None:
+    """`model.train()` then every BatchNorm in `eval()` (small-batch fine-tuning, no dropout)
+    is on purpose; the whole model left in `eval()` after validation is the bug."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.Flatten(),
+        torch.nn.Linear(8 * 6 * 6, 2),
+    )  # fmt: skip
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y = torch.randn(64, 1, 8, 8), torch.randint(0, 2, (64,))
+    with tm.guard(every=5) as guard:
+        for _ in range(60):
+            if frozen == "batch-norm":
+                model.train()
+                model[1].eval()
+            else:
+                model.eval()
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+    codes = [f.code for f in guard.findings() if f.severity.at_least(Severity.WARNING)]
+    assert codes == ([] if frozen == "batch-norm" else ["TOR002"])

@@ -6,8 +6,9 @@ that checked step's gradients are ready. While on, they learn:
 
 - the root modules (outermost calls with grad enabled): the model, even when
   the user never passed it to trainmedic;
-- whether every dropout/batch-norm layer ran in eval() mode in a training step
-  (TOR002; partial eval() is deliberate freezing and not reported);
+- whether every dropout/batch-norm layer ran in eval() mode in a training step, in a
+  model in eval() mode (TOR002; partial eval(), or layers put in eval() in a model in
+  train() mode, is deliberate freezing and not reported);
 - whether CrossEntropyLoss got probabilities or log-probabilities (TOR004), from
   the values `nn.CrossEntropyLoss` receives, or, for every form of the loss
   (`F.cross_entropy`, the module, a sum of losses), from the autograd graph of
@@ -53,7 +54,8 @@ class ForwardWatch:
         self._handles: list[Any] = []
         self.is_open = False  # read on every backward: a plain attribute, not a property
         self._depth = 0
-        self._train = 0
+        self._train = 0  # mode-sensitive layers in train() mode, or in a model in train() mode
+        self._root_training = True  # the outermost module of the current forward pass
         self._eval: set[str] = set()
         self._eval_steps: list[int] = []
         self._ce: dict[str, Any] | None = None
@@ -170,8 +172,11 @@ class ForwardWatch:
     def _learn(self, module: nn.Module, args: Any, depth: int) -> None:
         if depth == 0:
             self.roots.add(module)
+            self._root_training = module.training
         if isinstance(module, _MODE_SENSITIVE):
-            if module.training:
+            # A layer in eval() inside a model in train() was put there on purpose (batch norm
+            # frozen for small-batch fine-tuning); a forgotten train() leaves the model in eval.
+            if module.training or self._root_training:
                 self._train += 1
             else:
                 self._eval.add(type(module).__name__)
