@@ -70,6 +70,13 @@ SUITABLE_IMBALANCE_SCORERS = frozenset(
 _MEAN_TOL = 1e-7  # |mean| of a jointly standardised column (float64 round-off is ~1e-16)
 _STD_TOL = 1e-6
 _IMPUTE_MIN_REPEATS = 3
+# Values within this share of the lattice step of its points (float32 data read as float64,
+# pixels / 255) lie on it; a column needs this many distinct values to have a lattice at all.
+_LATTICE_TOL = 1e-3
+_LATTICE_MIN_POINTS = 4
+# Data divided by a constant: this share of its values on the lattice k/d (continuous values
+# never come near it; values imputed after the division are off it).
+_LATTICE_SHARE = 0.8
 _OVERSAMPLE_MINORITY_SHARE = 0.8
 # Above this many cells the row comparison (a sort of all rows) is skipped: the audit runs inside the
 # user's cross_val_score and must stay small next to it.
@@ -228,12 +235,13 @@ def _min_max(data: Matrix, columns: list[int]) -> tuple[str, list[int], dict[str
 
 
 def _constant_scale(block: Matrix) -> bool:
-    """Values on one lattice k/d for all columns (d = 255, 256, 100, 10): divided by a constant."""
+    """Values on one lattice k/d for all columns (d = 255, 256, 100, 10): divided by a constant.
+    Nearly all of them: values imputed afterwards fall between the lattice's points."""
     sample = block[: min(len(block), 2000)]
     sample = sample[np.isfinite(sample).all(axis=1)]
     for denominator in (255.0, 256.0, 100.0, 10.0):
         scaled = sample * denominator
-        if np.allclose(scaled, np.round(scaled), atol=1e-6):
+        if np.mean(np.isclose(scaled, np.round(scaled), rtol=0, atol=1e-6)) >= _LATTICE_SHARE:
             return True
     return False
 
@@ -244,17 +252,32 @@ def _mean_imputed(data: Matrix, columns: list[int]) -> tuple[str, list[int], dic
     repeats: dict[str, int] = {}
     for c in columns:
         column = data[:, c]
-        if np.all(np.mod(column[np.isfinite(column)], 1) == 0):
-            continue  # integer data: a mean equal to a common value can be chance
         mean = float(np.nanmean(column))
         close = np.isclose(column, mean, rtol=1e-12, atol=1e-12)
         count = int(close.sum())
-        if count >= _IMPUTE_MIN_REPEATS and np.unique(column).size > count / 2 + 2:
+        if count < _IMPUTE_MIN_REPEATS or _on_lattice(column[np.isfinite(column) & ~close], mean):
+            continue
+        if np.unique(column).size > count / 2 + 2:
             hit.append(c)
             repeats[str(c)] = count
     if not hit:
         return None
     return "mean-imputed", hit, {"imputed_values_per_column": repeats}
+
+
+def _on_lattice(others: Matrix, value: float) -> bool:
+    """Whether `value` lies on the lattice the other values of its column lie on (integers,
+    sixteenths of 8x8 digits, pixels / 255, half points): there a mean can be one of the data's
+    own values by chance. A mean imputed into such data falls between the lattice's points."""
+    points = np.unique(others)
+    if points.size < _LATTICE_MIN_POINTS:
+        return False  # two or three values lie on the lattice of their own differences
+    step = float(np.min(np.diff(points)))
+    units = (points - points[0]) / step
+    if not np.allclose(units, np.round(units), atol=_LATTICE_TOL):
+        return False
+    offset = (value - points[0]) / step
+    return bool(abs(offset - round(offset)) <= _LATTICE_TOL)
 
 
 def _enough(hit: list[int], columns: list[int]) -> bool:
