@@ -247,3 +247,23 @@ def test_batch_norm_frozen_for_fine_tuning_is_deliberate_a_model_left_in_eval_is
             optimizer.step()
     codes = [f.code for f in guard.findings() if f.severity.at_least(Severity.WARNING)]
     assert codes == ([] if frozen == "batch-norm" else ["TOR002"])
+
+
+@pytest.mark.parametrize("batches", ["by-hand", "data-loader"])
+def test_epochs_are_known_only_where_a_data_loader_counts_them(batches: str) -> None:
+    """A loop that slices its batches itself (seq2seq, RL) has no epochs the guard can see:
+    its events carry none, and no finding places it in 'epoch 1'."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(80, 4), torch.randint(0, 2, (80,))
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8)
+    with tm.guard(every=5) as guard:
+        for _ in range(3):
+            pairs = loader if batches == "data-loader" else zip(x.split(8), y.split(8), strict=True)
+            for xb, yb in pairs:
+                optimizer.zero_grad()
+                torch.nn.functional.cross_entropy(model(xb), yb).backward()
+                optimizer.step()
+    epochs = {e.epoch for e in guard.events if e.kind == "step"}
+    assert epochs == ({None} if batches == "by-hand" else {0, 1, 2})

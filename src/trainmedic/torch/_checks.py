@@ -131,7 +131,7 @@ class SampledChecks:
             GuardObservation(
                 check="grad_norms",
                 step=step,
-                epoch=monitor.epoch,
+                epoch=monitor.known_epoch(),
                 data={
                     "min": low[0],
                     "min_param": self.names.name(low[1]),

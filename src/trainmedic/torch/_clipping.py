@@ -136,7 +136,8 @@ class ClipWatch:
             once=False,
             step=last.step,
         )
-        monitor.emit(Metric(name=PRECLIP_METRIC, value=norms[-1], step=last.step, epoch=monitor.epoch))
+        epoch = monitor.known_epoch()
+        monitor.emit(Metric(name=PRECLIP_METRIC, value=norms[-1], step=last.step, epoch=epoch))
 
 
 def _factor(call: _Clip, norm: float, after: float | None) -> float:

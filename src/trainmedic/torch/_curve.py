@@ -27,7 +27,7 @@ class _WindowEnd(NamedTuple):
     time: float  # perf_counter
     data_wait: float  # the monitor's data wait accumulated since the last check
     lr: float | None
-    epoch: int
+    epoch: int | None
 
 
 class LossCurve:
@@ -45,7 +45,7 @@ class LossCurve:
         lr = optimizer.param_groups[0].get("lr")
         monitor = self.monitor
         self.window_ends.append(
-            _WindowEnd(step, time.perf_counter(), monitor.data_wait, as_float(lr), monitor.epoch)
+            _WindowEnd(step, time.perf_counter(), monitor.data_wait, as_float(lr), monitor.known_epoch())
         )
 
     def send_windows(
@@ -59,7 +59,7 @@ class LossCurve:
             final = ends.pop()
         else:
             lr = as_float(optimizer.param_groups[0].get("lr"))
-            final = _WindowEnd(step, now, monitor.data_wait, lr, monitor.epoch)
+            final = _WindowEnd(step, now, monitor.data_wait, lr, monitor.known_epoch())
         begin_step, begin_time, begin_wait = self.window_step, self.window_t0, 0.0
         taken = 0  # `losses` are in step order: those read early first, then this check's
         for end in [*ends, final]:

@@ -75,11 +75,12 @@ class LossReads:
         first_step, value = bad[0]
         finite_before = [v for s, v in losses if s < first_step and math.isfinite(v)]
         batch = monitor.batches.of_step(first_step)
+        epoch = monitor.known_epoch()
         evidence: dict[str, Any] = {
             "step": first_step,
             "loss": value,
             "last_finite_loss": finite_before[-1] if finite_before else None,
-            "epoch": monitor.epoch,
+            "epoch": epoch,
             "checked": "every step"
             if monitor.stop_on_nonfinite
             else (
@@ -90,12 +91,13 @@ class LossReads:
         if batch:
             evidence["batch_indices"] = batch[:1024]
         stopping = monitor.stop_on_nonfinite
-        message = f"Loss became {value} at step {first_step} (epoch {monitor.epoch})"
+        message = f"Loss became {value} at step {first_step}"
+        message += f" (epoch {epoch})" if epoch is not None else ""
         finding = NONFINITE_LOSS.finding(
             message + (": stopped before the update" if stopping else ""),
             evidence=evidence,
             step=first_step,
-            epoch=monitor.epoch,
+            epoch=epoch,
             rank=channel.RANK,
         )
         monitor.emit(FindingRaised(finding=finding.to_dict()))

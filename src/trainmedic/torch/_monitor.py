@@ -140,8 +140,9 @@ class Monitor:
         # Steps other optimizers took in a row since the primary's step `_others_since`.
         self._others_since, self._others_run = 0, 0
         self.broken = False
-        # A framework callback (Lightning, HF) reports epochs itself: no loader-based ones then.
-        self.framework_epochs = False
+        # Where epochs come from: a framework callback (Lightning, HF) reports them itself (no
+        # loader-based ones then), or a DataLoader started a pass; in neither case none is known.
+        self.framework_epochs, self.loaders_seen = False, False
         # The parts, one concern each.
         self.forward = ForwardWatch(self)
         self.clipping = ClipWatch(self)
@@ -188,7 +189,12 @@ class Monitor:
         if once and check in self.reported:
             return
         self.reported.add(check)
-        self.emit(GuardObservation(check=check, data=data, step=step, epoch=self.epoch))
+        self.emit(GuardObservation(check=check, data=data, step=step, epoch=self.known_epoch()))
+
+    def known_epoch(self) -> int | None:
+        """The epoch, where epochs are counted (a DataLoader's passes, a framework's callback);
+        None in a loop that draws its batches itself, whose epochs are not known."""
+        return self.epoch if self.loaders_seen or self.framework_epochs else None
 
     # -- what the user (or a framework callback) tells us --------------------------------------------
     def watch_model(self, model: nn.Module) -> None:
@@ -208,6 +214,7 @@ class Monitor:
     def on_loader_start(self, iterator: Any) -> None:
         """A DataLoader iterator starts an epoch: note where, and follow the indices it draws."""
         iterator.__dict__["_tm_start_step"] = self.step
+        self.loaders_seen = True
         self.batches.start(iterator)
 
     def on_loader_exhausted(self, iterator: Any) -> None:
