@@ -157,6 +157,40 @@ def test_input_exhausted_from_log_and_from_short_epochs() -> None:
     assert R.input_exhausted(full) == []
 
 
+def test_each_fit_s_epochs_are_judged_by_its_own_plan() -> None:
+    """Keras' transfer-learning guide in one process: a base trained at 15 steps an epoch, then
+    a head and a fine-tuning at 22 steps (another set, another batch size): all full."""
+    pretrain = TrainingPlan(t=0.5, framework="keras", epochs=2, steps_per_epoch=15)
+    head = TrainingPlan(t=3.5, framework="keras", epochs=2, steps_per_epoch=22)
+    epochs = [Epoch(t=1.0 + i, epoch=i, steps=15) for i in range(2)]
+    epochs += [Epoch(t=4.0 + i, epoch=i, steps=22) for i in range(2)]
+    assert R.input_exhausted(stream(pretrain, *epochs[:2], head, *epochs[2:])) == []
+    short = stream(pretrain, *epochs[:2], head, epochs[2], Epoch(t=5.0, epoch=1, steps=9))
+    [finding] = R.input_exhausted(short)
+    assert finding.evidence["short_epochs"] == [{"epoch": 2, "steps": 9}]
+    assert finding.evidence["steps_per_epoch"] == 22
+
+
+def test_an_input_that_ran_out_while_every_training_epoch_ran_in_full_is_the_validation_data() -> None:
+    """Keras warns alike when validation_steps outruns the validation set: the training's
+    epochs all ran their planned steps, so the finding says so, as a warning."""
+    line = (
+        "/venv/keras/src/trainers/epoch_iterator.py:116: UserWarning: Your input ran out of data; "
+        "interrupting training. Make sure that your dataset or generator can generate at least "
+        "`steps_per_epoch * epochs` batches. You may need to use the `.repeat()` function."
+    )
+    plan = TrainingPlan(t=0.5, framework="keras", epochs=3, steps_per_epoch=45)
+    epochs = [Epoch(t=2.0 + i, epoch=i, steps=45) for i in range(3)]
+    [finding] = R.input_exhausted(stream(plan, *logs(line, t0=1.5), *epochs))
+    assert finding.severity.name == "WARNING"
+    assert "validation data" in finding.message
+    assert "(Your input ran out of data; interrupting training)" in finding.message
+    assert "validation_steps" in (finding.fix or "")
+    stopped = stream(plan, *logs(line, t0=1.5), *epochs[:2])  # the fit ended before its last epoch
+    [finding] = R.input_exhausted(stopped)
+    assert finding.severity.name == "ERROR"
+
+
 def test_launcher_stub_gives_both_pids() -> None:
     record = stream(
         ProcessSpawn(t=0.2, pid=10, ppid=1, cmdline=["bash", "-c", "python t.py; exit"], role="trainer"),

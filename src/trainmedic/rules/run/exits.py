@@ -12,7 +12,7 @@ import signal as _signal
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
-from trainmedic.events import Epoch, Event, KernelShutdown, LogLine, RunEnd, RunStart
+from trainmedic.events import Epoch, Event, KernelShutdown, LogLine, RunEnd, RunStart, TrainingPlan
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import RunRecord
 from trainmedic.rules import _logtext
@@ -195,31 +195,86 @@ def silent_early_exit(record: RunRecord) -> list[Finding]:
 def input_exhausted(record: RunRecord) -> list[Finding]:
     lines = [e.text for e in record.log_lines]
     line = _logtext.first_match(_logtext.INPUT_EXHAUSTED, lines)
-    planned = next((p.steps_per_epoch for p in reversed(record.plans) if p.steps_per_epoch), None)
-    short = [
-        (e.epoch, e.steps)
-        for e in record.of_type(Epoch)
-        if planned is not None and e.steps is not None and e.steps < planned
-    ]
+    short, planned = _short_epochs(record)
     if line is None and not short:
         return []
     evidence: dict[str, object] = {"log_line": line.strip() if line else None, "steps_per_epoch": planned}
+    said = _quoted(line) if line is not None else ""
     if short:
         evidence["short_epochs"] = [{"epoch": epoch_number(ep), "steps": st} for ep, st in short]
         message = (
             f"The input ran out of data: {len(short)} epoch(s) ran fewer than the {planned} planned "
             f"steps (epoch {epoch_number(short[0][0])}: {short[0][1]} steps)"
         )
-        if line is not None:
-            message += f"; the log says: {line.strip()[:160]}"
-    else:
-        assert line is not None
-        message = f"The input ran out of data: {line.strip()[:160]}"
-    return [
-        INPUT_EXHAUSTED.finding(
-            message, evidence=evidence, epoch=epoch_number(short[0][0]) if short else None
+        if said:
+            message += f"; the log says: {said}"
+        return [INPUT_EXHAUSTED.finding(message, evidence=evidence, epoch=epoch_number(short[0][0]))]
+    full = _last_fit_in_full(record)
+    if full is not None:
+        evidence["full_epochs"] = full
+        message = (
+            f"An input ran out of data ({said}), but the training ran all its {full} epochs of "
+            f"{planned} planned steps: it was another input, most likely the validation data "
+            "(validation_steps more than its batches: each evaluation stopped at its end)"
         )
-    ]
+        return [
+            INPUT_EXHAUSTED.finding(
+                message, evidence=evidence, severity=Severity.WARNING, fix=_VALIDATION_FIX
+            )
+        ]
+    return [INPUT_EXHAUSTED.finding(f"The input ran out of data: {said}", evidence=evidence)]
+
+
+def _last_fit_in_full(record: RunRecord) -> int | None:
+    """The epochs of the last planned fit, when it reached its last planned epoch and every one
+    of them ran its planned steps (the training input never ran out); None otherwise."""
+    plans = [p for p in record.plans if p.steps_per_epoch and p.epochs]
+    if not plans:
+        return None
+    plan = plans[-1]
+    steps, epochs = plan.steps_per_epoch or 0, plan.epochs or 0
+    ran = [e for e in record.of_type(Epoch) if e.t >= plan.t and e.pid == plan.pid]
+    if not ran or ran[-1].epoch != epochs - 1:
+        return None
+    return len(ran) if all(e.steps is not None and e.steps >= steps for e in ran) else None
+
+
+_VALIDATION_FIX = (
+    "Leave validation_steps unset (Keras then evaluates the whole validation set each epoch), "
+    "or set it to the number of validation batches."
+)
+
+
+def _quoted(line: str) -> str:
+    """The framework's own words from the matched line: no file prefix, its first sentence."""
+    import textwrap
+
+    match = _logtext.INPUT_EXHAUSTED.search(line)
+    words = line[match.start() :] if match else line
+    sentence = words.split(". ", 1)[0].rstrip(".")
+    return textwrap.shorten(sentence.strip(), width=160, placeholder=" ...")
+
+
+def _short_epochs(record: RunRecord) -> tuple[list[tuple[int, int]], int | None]:
+    """(epoch, steps) of the epochs that ran fewer steps than the plan they ran under, and that
+    plan's steps per epoch (the first short epoch's; else the last plan's).
+
+    Each epoch is judged by the last plan its process announced before it: one process may fit
+    several times with different steps per epoch (a head trained on one set, then fine-tuned
+    on another at another batch size), and each fit's epochs are full by its own plan.
+    """
+    plans: dict[int, int] = {}
+    short: list[tuple[int, int]] = []
+    planned: int | None = None
+    for event in record.events:
+        if isinstance(event, TrainingPlan) and event.steps_per_epoch:
+            plans[event.pid] = event.steps_per_epoch
+        elif isinstance(event, Epoch) and event.steps is not None and event.steps < plans.get(event.pid, 0):
+            short.append((event.epoch, event.steps))
+            planned = plans[event.pid] if planned is None else planned
+    if planned is None and plans:
+        planned = next(reversed(plans.values()))
+    return short, planned
 
 
 # -- RUN008 ---------------------------------------------------------------------------------
