@@ -59,3 +59,23 @@ def test_error_texts() -> None:
     assert L.ACCELERATOR_OOM.search("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM")
     assert L.INPUT_EXHAUSTED.search("Your input ran out of data; interrupting training.")
     assert not L.INPUT_EXHAUSTED.search("Epoch 1/3")
+
+
+def test_trainmedic_s_own_wrapper_is_not_the_user_s_frame() -> None:
+    """A crash inside Keras' fit passes through trainmedic's wrapper of fit, wherever trainmedic
+    is installed (here: editable, outside site-packages): the user's line is the one before."""
+    from pathlib import Path
+
+    import trainmedic
+
+    wrapper = Path(trainmedic.__file__).parent / "keras" / "_auto.py"
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/home/me/project/train.py", line 85, in <module>',
+        f'  File "{wrapper}", line 108, in fit',
+        '  File "/venv/lib/python3.11/site-packages/keras/src/trainer.py", line 122, in fit',
+        "ValueError: empty batch",
+    ]
+    tb = L.parse_traceback(lines)
+    assert tb is not None
+    assert str(tb.user_frame) == "/home/me/project/train.py:85 in <module>"

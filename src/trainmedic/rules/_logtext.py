@@ -8,9 +8,11 @@ tqdm and plain `print` progress, and the error texts of PyTorch and TensorFlow.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NamedTuple
 
 # "Epoch 3/12" (Keras, plain prints). Lightning's "Epoch 3:" bars are 0-based and carry no total.
@@ -52,6 +54,9 @@ _FRAME = re.compile(r'^\s*File "(?P<file>.+?)", line (?P<line>\d+),? in (?P<func
 _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
 _BARE_EXCEPTION = re.compile(r"(?:Error|Exception|Exit|Interrupt|Iteration|Warning|Fault)$")
 _LIBRARY_PARTS = ("site-packages", "dist-packages", "/lib/python3", "\\lib\\python3", "<frozen")
+# trainmedic's own wrappers (Keras' fit, PyTorch's step) sit between the user's line and the
+# library in every traceback they see: not the user's code either, installed anywhere.
+_OWN_PACKAGE = str(Path(__file__).resolve().parents[1]) + os.sep
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +69,9 @@ class Frame:
 
     @property
     def is_user_code(self) -> bool:
-        return not any(part in self.file for part in _LIBRARY_PARTS)
+        return not any(part in self.file for part in _LIBRARY_PARTS) and not self.file.startswith(
+            _OWN_PACKAGE
+        )
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line} in {self.function}"
