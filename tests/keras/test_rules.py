@@ -99,6 +99,17 @@ def test_history_mismatch_names_the_exhausted_input() -> None:
     assert finding.evidence["input_exhausted"] is True
 
 
+def test_a_continued_fit_given_the_count_of_its_new_epochs_trains_none() -> None:
+    """The fine-tuning guide's second fit with epochs=5, initial_epoch=5: no epoch at all."""
+    record = RunRecord.of([fit_end(epochs_requested=0, initial_epoch=5, epochs_run=0)])
+    (finding,) = history_epochs_mismatch(record)
+    assert finding.code == "KER003"
+    assert finding.severity.name == "WARNING"
+    assert finding.message.startswith("fit(epochs=5, initial_epoch=5) ran no epoch")
+    assert "initial_epoch +" in (finding.fix or "")
+    assert history_epochs_mismatch(RunRecord.of([fit_end(epochs_requested=0, epochs_run=0)])) == []
+
+
 @pytest.mark.parametrize(
     "data",
     [

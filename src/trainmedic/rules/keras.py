@@ -317,6 +317,10 @@ def history_epochs_mismatch(record: RunRecord) -> list[Finding]:
     for end in _observations(record, FIT_END_CHECK):
         data = end.data
         requested, ran = _int(data, "epochs_requested"), _int(data, "epochs_run")
+        initial = _int(data, "initial_epoch") or 0
+        if data.get("completed") and requested is not None and requested <= 0 < initial and ran == 0:
+            found.append(_no_epoch_to_run(end, requested + initial, initial))
+            continue
         if not data.get("completed") or requested is None or ran is None or ran >= requested:
             continue
         if data.get("stopped_by"):
@@ -348,6 +352,22 @@ def history_epochs_mismatch(record: RunRecord) -> list[Finding]:
             )
         )
     return found
+
+
+def _no_epoch_to_run(end: GuardObservation, epochs: int, initial: int) -> Finding:
+    """fit(epochs=5, initial_epoch=5): Keras' `epochs` is the epoch to stop before, not a count
+    to add, so a continued fit given the count of its new epochs trains nothing."""
+    return HISTORY_EPOCHS_MISMATCH.finding(
+        f"fit(epochs={epochs}, initial_epoch={initial}) ran no epoch: Keras' `epochs` is the "
+        "index to stop at, not a number of epochs to add (expected only when a resumed run "
+        "had already finished)",
+        evidence={"epochs": epochs, "initial_epoch": initial, "epochs_run": 0},
+        fix="Pass epochs=initial_epoch + the epochs to train (the fine-tuning guide: "
+        "epochs=initial_epochs + fine_tune_epochs, initial_epoch=history.epoch[-1]).",
+        severity=Severity.WARNING,
+        pid=end.pid,
+        rank=end.rank,
+    )
 
 
 def is_single_unit_softmax(data: Mapping[str, Any]) -> bool:
