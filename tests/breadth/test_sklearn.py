@@ -110,7 +110,8 @@ def test_a_mean_on_the_lattice_of_digit_pixels_is_chance_a_mean_imputed_among_th
     pixels, labels = digits.data[digits.target >= 5] / 16.0, digits.target[digits.target >= 5]
     few = np.random.RandomState(0).permutation(len(labels))[:300]
     X, y = pixels[few], labels[few]
-    assert np.mean(X[:, 45]) == 0.5 and np.sum(X[:, 45] == 0.5) >= 3
+    assert np.mean(X[:, 45]) == 0.5
+    assert np.sum(X[:, 45] == 0.5) >= 3
     assert audit(None, X[:210], y[:210], X_val=X[210:], y_val=y[210:]) == []
     holes = X.copy()
     holes[np.random.default_rng(0).random(X.shape) < 0.1] = np.nan
