@@ -42,6 +42,10 @@ class Guard(Callback):
             pl_module, optimizers[0] if optimizers else None, every=self.every, on_nonfinite=self.on_nonfinite
         )
         self.guard.monitor.framework_epochs = True
+        if getattr(pl_module, "automatic_optimization", True):
+            # Lightning divides training_step's loss by this before backward(): the guard
+            # keeps the loss the user returned.
+            self.guard.monitor.reads.scale = float(getattr(trainer, "accumulate_grad_batches", 1) or 1)
         max_steps = getattr(trainer, "max_steps", -1)
         self._emit(
             TrainingPlan(

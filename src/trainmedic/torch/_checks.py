@@ -106,7 +106,7 @@ class SampledChecks:
         # counted as the check's cost.
         del losses
         self.budget.freed_s = clock() - freeing
-        loss_values = list(zip(loss_steps, values[: len(loss_steps)], strict=True))
+        loss_values = self.reads.values(loss_steps, values[: len(loss_steps)])
         grad_norms = values[len(loss_steps) :]
         self.reads.check_nonfinite(loss_values, step)
         self.monitor.batches.forget()  # every batch so far had its loss read: none is the culprit

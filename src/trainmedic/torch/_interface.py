@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from torch import nn
     from trainmedic.torch._batches import LoaderBatches
     from trainmedic.torch._forward import ForwardWatch
+    from trainmedic.torch._losses import LossReads
     from trainmedic.torch._manual import ParameterUpdates
     from trainmedic.torch._zeroing import GradZeroWatch
 
@@ -79,6 +80,7 @@ class MonitorLike(Protocol):
     plain_backward: bool
     batches: LoaderBatches
     forward: ForwardWatch
+    reads: LossReads
     optimizers_made: weakref.WeakSet[Any]
     primary: Any  # weakref to the optimizer whose steps number the run (None before one steps)
     manual: ParameterUpdates | None  # stands in for the optimizer of a loop without one

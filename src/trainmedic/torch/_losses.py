@@ -33,6 +33,14 @@ class LossReads:
         self.monitor = monitor
         self.unsent: list[tuple[int, float]] = []  # losses read early (an epoch's end), not yet sent
         self.epoch_loss = [0.0, 0]
+        # What the framework divided each loss by before backward(): Lightning's automatic
+        # optimization divides by accumulate_grad_batches; the user's loss is the value times it.
+        self.scale = 1.0
+
+    def values(self, steps: list[int], values: list[float]) -> list[tuple[int, float]]:
+        """(step, the user's loss) for the kept losses' values read back."""
+        scale = self.scale
+        return [(s, v * scale) for s, v in zip(steps, values, strict=True)]
 
     def take(self) -> tuple[list[Any], list[int]]:
         monitor = self.monitor
@@ -49,7 +57,7 @@ class LossReads:
         if not losses:
             return []
         with torch.no_grad():
-            pairs = list(zip(steps, floats(losses), strict=True))
+            pairs = self.values(steps, floats(losses))
         self.add_to_epoch(pairs)
         self.unsent.extend(pairs)  # sent with the next check's windows
         del self.unsent[:-MAX_KEPT_LOSSES]  # backward without optimizer steps: no window to send

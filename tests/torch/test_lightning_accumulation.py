@@ -1,0 +1,61 @@
+"""Lightning's gradient accumulation: the guard keeps the loss training_step returned.
+
+Lightning's automatic optimization divides each loss by `accumulate_grad_batches` before
+`backward()`; recorded as passed to backward, the loss curve sat at a third of the user's
+loss (3 batches a step), its chance level and every figure in a finding with it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import torch
+from torch import nn
+
+L = pytest.importorskip("lightning")
+torch.set_num_threads(1)
+# Lightning 2.6 with torch 2.13 warns about torch's pytree API from its own code.
+pytestmark = pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")
+
+
+class Classifier(L.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+        self.returned: list[float] = []
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], index: int) -> torch.Tensor:
+        x, y = batch
+        loss = nn.functional.cross_entropy(self.net(x), y)
+        self.returned.append(loss.item())
+        return loss
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+
+@pytest.mark.parametrize("accumulate", [1, 3])
+def test_the_loss_curve_is_the_loss_training_step_returned(accumulate: int) -> None:
+    import trainmedic.lightning
+
+    torch.manual_seed(0)
+    x, y = torch.randn(960, 8), torch.randint(0, 3, (960,))
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=16)
+    model, guard = Classifier(), trainmedic.lightning.Guard(every=10)
+    trainer = L.Trainer(
+        max_epochs=1,
+        accumulate_grad_batches=accumulate,
+        callbacks=[guard],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+    )
+    trainer.fit(model, loader)
+    assert guard.guard is not None
+    windows = [e for e in guard.guard.events if e.kind == "step" and "loss" in e.metrics]
+    second = windows[2]  # steps 11-20: batches 10k..20k of the user's losses
+    assert second.step == 20
+    returned = model.returned[10 * accumulate : 20 * accumulate]
+    assert second.metrics["loss"] == pytest.approx(sum(returned) / len(returned), rel=1e-5)
