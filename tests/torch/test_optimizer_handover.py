@@ -9,6 +9,8 @@ keep their numbering.
 
 from __future__ import annotations
 
+import pytest
+
 import torch
 import trainmedic.torch as tm
 from torch import nn
@@ -134,3 +136,19 @@ def test_a_student_distilled_from_a_teacher_trained_before_is_judged_on_its_own_
 
     assert warnings_of(distil(student_eval=False)) == []
     assert warnings_of(distil(student_eval=True)) == ["TOR002"]
+
+
+@pytest.mark.parametrize("added", [True, False])
+def test_a_backbone_unfrozen_later_must_join_the_optimizer(added: bool) -> None:
+    """Gradual unfreezing: the body gets requires_grad back at step 100, after the checks that
+    look for parameters in no optimizer; one left out of the optimizer is found at the end."""
+    net = model()
+    net[0].requires_grad_(False)
+    optimizer = torch.optim.Adam(net[2].parameters(), lr=1e-2)
+    with tm.guard(every=10) as guard:
+        stage(net, optimizer, 100)
+        net[0].requires_grad_(True)
+        if added:
+            optimizer.add_param_group({"params": net[0].parameters(), "lr": 1e-3})
+        stage(net, optimizer, 100)
+    assert warnings_of(guard) == ([] if added else ["TOR001"])

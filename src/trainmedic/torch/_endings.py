@@ -104,6 +104,8 @@ class Endings:
         if primary is not None and state is not None and step > checks.curve.window_step:
             with quiet():
                 checks.flush(primary, step)
-            if state.checks < 3 and not isinstance(primary, ParameterUpdates):
-                checks.hygiene.check_membership(primary, state, monitor.step)
+        # Again at the end, whatever the checks saw: parameters unfrozen later in the run (a
+        # backbone from epoch N on) and never added to the optimizer.
+        if primary is not None and state is not None and not isinstance(primary, ParameterUpdates):
+            checks.hygiene.check_membership(primary, state, monitor.step)
         checks.clipping.read_rest()  # clip calls no read took (the optimizer was freed first)
