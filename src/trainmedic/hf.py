@@ -11,12 +11,14 @@ each finished epoch with its training loss, and evaluation losses as
 from __future__ import annotations
 
 import math
+from collections.abc import Sized
 from types import ModuleType
 from typing import Any
 
-from trainmedic.events import Epoch, Event, Metric, PhaseEnd, PhaseStart, TrainingPlan
+from trainmedic.events import Epoch, Event, GuardObservation, Metric, PhaseEnd, PhaseStart, TrainingPlan
 from trainmedic.findings import Finding
 from trainmedic.instrument import hooks
+from trainmedic.rules.boosting import EVAL_OVERLAP_CHECK
 
 try:
     from transformers import TrainerCallback
@@ -38,6 +40,7 @@ class Guard(TrainerCallback):
         self.guard: tm.Guard | None = None
         self._losses: list[float] = []
         self._epoch_start_step = 0
+        self._eval_judged = False
 
     def _emit(self, event: Event) -> None:
         if self.guard is not None:
@@ -90,6 +93,25 @@ class Guard(TrainerCallback):
         if isinstance(value, (int, float)):
             epoch = max(0, math.ceil(state.epoch or 0) - 1)
             self._emit(Metric(name="val_loss", value=float(value), epoch=epoch))
+        self._judge_eval_set(kwargs.get("train_dataloader"), kwargs.get("eval_dataloader"))
+
+    def _judge_eval_set(self, train: Any, evaluation: Any) -> None:
+        """The Trainer evaluates on its training dataset itself (`eval_dataset=train_dataset`):
+        the score, the best checkpoint and early stopping all measure memorisation (TRN009)."""
+        dataset = getattr(train, "dataset", None)
+        if self._eval_judged or dataset is None or getattr(evaluation, "dataset", None) is not dataset:
+            return
+        self._eval_judged = True
+        rows = len(dataset) if isinstance(dataset, Sized) else 0
+        data = {
+            "framework": "the HF Trainer",
+            "eval_name": "eval_dataset",
+            "same_object": True,
+            "shared_rows": rows,
+            "eval_rows": rows,
+            "early_stopping": self.early_stopping,
+        }
+        self._emit(GuardObservation(check=EVAL_OVERLAP_CHECK, data=data))
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.guard is not None:

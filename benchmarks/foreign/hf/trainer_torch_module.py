@@ -6,7 +6,8 @@ A bag-of-embeddings classifier sorts token sequences: class 1 draws 80 % of its 
 the upper half of the vocabulary, class 0 20 %. Healthy as written. `--bug softmax-head` has
 the head return probabilities ("so that `logits` are readable") and computes the loss from
 them with `F.cross_entropy`, which applies its own log-softmax: probabilities are fed to
-cross-entropy (TOR004 softmax-into-crossentropy).
+cross-entropy (TOR004 softmax-into-crossentropy). `--bug eval-on-train` passes the training
+dataset as `eval_dataset` (TRN009 eval-set-is-train).
 """
 
 import argparse
@@ -20,7 +21,7 @@ import torch
 from torch import nn
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--bug", choices=["softmax-head"], default=None)
+parser.add_argument("--bug", choices=["softmax-head", "eval-on-train"], default=None)
 parser.add_argument("--out", default=None, help="output_dir (default: a fresh temporary folder)")
 args = parser.parse_args()
 
@@ -78,11 +79,12 @@ training_args = TrainingArguments(
     use_cpu=True,
     disable_tqdm=True,
 )
+train_set = TokenDataset(1024)
 trainer = Trainer(
     model=BagOfEmbeddings(softmax_head=args.bug == "softmax-head"),
     args=training_args,
-    train_dataset=TokenDataset(1024),
-    eval_dataset=TokenDataset(256),
+    train_dataset=train_set,
+    eval_dataset=train_set if args.bug == "eval-on-train" else TokenDataset(256),
     compute_metrics=compute_metrics,
 )
 trainer.train()

@@ -11,13 +11,20 @@ from trainmedic.findings import Finding, Severity
 from trainmedic.instrument import channel
 from trainmedic.record import Rule, RunRecord
 from trainmedic.registry import run_rules
-from trainmedic.rules import clipping, dynamics, steps
+from trainmedic.rules import boosting, clipping, dynamics, steps
 from trainmedic.rules import torch as torch_rules
 from trainmedic.torch import _patches
 from trainmedic.torch._monitor import Monitor
 
 log = logging.getLogger("trainmedic")
-RULES: tuple[Rule, ...] = (*torch_rules.RULES, *steps.RULES, *clipping.RULES, *dynamics.RULES)
+# TRN009 too: the HF Trainer's callback reports an eval dataset that is the training one.
+RULES: tuple[Rule, ...] = (
+    *torch_rules.RULES,
+    *steps.RULES,
+    *clipping.RULES,
+    *dynamics.RULES,
+    boosting.eval_set_is_train,
+)
 
 
 class Guard:
