@@ -80,8 +80,8 @@ __all__ = ["Monitor", "NonFiniteLossError"]
 # An optimizer holds the loss's parameters but has not stepped after this many backward calls:
 # no accumulation is that long, so the loop updates them itself and backward() is its step.
 IDLE_OPTIMIZER_BACKWARDS = 256
-# Another optimizer stepped this many times in a row while the one numbering the steps waited:
-# it has taken the training over (layer-wise training, a second stage with its own optimizer).
+# Other optimizers stepped this many times in a row while the one numbering the steps waited:
+# the training was taken over (layer-wise training, a second stage with its own optimizer).
 # Alternating loops never come near: GANs step their optimizers 1:1 up to 5:1 (WGAN's critic).
 HANDOVER_STEPS = 50
 # Gradients are watched for zeroing over the last 8 steps before each check: a loop that
@@ -141,7 +141,7 @@ class Monitor:
         self._others_since, self._others_run = 0, 0
         self.broken = False
         # Where epochs come from: a framework callback (Lightning, HF) reports them itself (no
-        # loader-based ones then), or a DataLoader started a pass; in neither case none is known.
+        # loader-based ones then), or a DataLoader started a pass; otherwise none is known.
         self.framework_epochs, self.loaders_seen = False, False
         # The parts, one concern each.
         self.forward = ForwardWatch(self)
