@@ -263,13 +263,20 @@ def _softmax_in_graph(losses: list[Any]) -> dict[str, Any] | None:
 
 
 def _fed_by_softmax(nll: Any) -> str | None:
-    log_softmax = _through_shape_only(nll)
-    if log_softmax is None or log_softmax.name() != "LogSoftmaxBackward0":
+    log_softmax = _log_softmax_of(nll)
+    if log_softmax is None:
         return None
     source = _through_shape_only(log_softmax)
     if source is None:
         return None
     return _KINDS.get(source.name())
+
+
+def _log_softmax_of(nll: Any) -> Any:
+    """The `LogSoftmaxBackward0` an NLL loss node takes its input from (`F.cross_entropy`'s
+    own), through nodes that only reshape; None when its input is anything else."""
+    node = _through_shape_only(nll)
+    return node if node is not None and node.name() == "LogSoftmaxBackward0" else None
 
 
 def _through_shape_only(node: Any) -> Any:
@@ -290,8 +297,8 @@ def _cross_entropy_classes(loss: Any) -> int | None:
     node = _past_unit_scaling(getattr(loss, "grad_fn", None))
     if node is None or node.name() not in _NLL or getattr(node, "_saved_reduction", None) != _MEAN:
         return None
-    log_softmax = _through_shape_only(node)
-    if log_softmax is None or log_softmax.name() != "LogSoftmaxBackward0":
+    log_softmax = _log_softmax_of(node)
+    if log_softmax is None:
         return None
     width = _log_softmax_width(log_softmax)
     return width[0][width[1]] if width is not None and width[0][width[1]] >= 2 else None
