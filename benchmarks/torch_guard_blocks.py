@@ -26,7 +26,13 @@ roles differ by the guard's running only.
 `guarded` (the guard as in any run, its adaptive rate), `every=N` (the guard
 with its checks every N steps, given explicitly), `empty-hooks` (four
 pass-through Python calls where the guard has its four: optimizer pre and post
-step, backward, DataLoader `__next__`; no guard).
+step, backward, DataLoader `__next__`; no guard). A guarded role can switch
+parts of the guard off, to measure what they cost by difference:
+`/no-losses` (an ordinary step's loss is not kept: the checked steps' losses
+only) and `/no-batches` (no batch log: the sampler is not teed and no batch is
+noted), as in `every=1000/no-losses/no-batches`. These are ablations for the
+measurement only: without them a NaN would not be reported at its own step nor
+with its batch.
 
 No process ever installs or removes a hook between blocks: swapping the
 patched functions in and out of one process makes Python's specialising
@@ -39,6 +45,11 @@ the other process's data in the caches, bare and guarded alike.
     python benchmarks/torch_guard_blocks.py --roles guarded,every=1000,empty-hooks   # side by side
     python benchmarks/torch_guard_blocks.py --processes 3 --block 1000 --import-trainmedic --control
     python benchmarks/torch_guard_blocks.py --features 784 --hidden 512   # a wider MLP, longer steps
+    python benchmarks/torch_guard_blocks.py --roles every=1000,every=1000/no-losses/no-batches   # by part
+
+`--gc-threshold N` sets Python's collector threshold in every process before the
+timing (`1000000` makes collections rare): whether the guard's cost is the collector's,
+since what the guard keeps between checks raises the count of live objects.
 
 `--clip MAX_NORM` adds `clip_grad_norm_(model.parameters(), MAX_NORM)` before every
 update, in both processes: the guard then also keeps each step's pre-clip norm
@@ -46,6 +57,7 @@ and reads it with the losses at its checks.
 """
 
 import argparse
+import gc
 import multiprocessing as mp
 import os
 import statistics
@@ -91,12 +103,39 @@ def install_empty_hooks() -> None:
     _BaseDataLoaderIter.__next__ = passing_next
 
 
+ABLATIONS = ("no-losses", "no-batches")
+
+
+def ablate(parts: list[str]) -> None:
+    """Switch parts of the guard off before it is made (`--roles every=N/no-losses/no-batches`)."""
+    from trainmedic.torch import _batches, _patches
+
+    if "no-batches" in parts:
+        _batches.LoaderBatches.start = lambda self, iterator: None  # type: ignore[method-assign]
+    if "no-losses" in parts:
+        keeping = _patches._backward
+
+        def backward_keeping_nothing(original: object) -> object:
+            guarded = keeping(original)
+
+            def backward(tensors: object, *args: object, **kwargs: object) -> object:
+                monitor = _patches.active()
+                if monitor is not None and monitor.plain_backward:
+                    return original(tensors, *args, **kwargs)  # type: ignore[operator]
+                return guarded(tensors, *args, **kwargs)
+
+            return backward
+
+        _patches._backward = backward_keeping_nothing
+
+
 def trainer(
     mode: str,
     clip: float | None,
     cpu: int | None,
     shape: tuple[int, int],
     import_trainmedic: bool,
+    gc_threshold: int | None,
     orders: Connection,
 ) -> None:
     """Train in blocks when told: each order is a number of steps, each answer CPU seconds per step."""
@@ -118,9 +157,11 @@ def trainer(
     loss_fn = nn.CrossEntropyLoss()
     stream = batches(features)
     guard = None
+    mode, *parts = mode.split("/")
     if mode == "guarded" or mode.startswith("every="):
         import trainmedic.torch as tm
 
+        ablate(parts)
         every = int(mode.removeprefix("every=")) if mode != "guarded" else None
         guard = tm.guard(model, optimizer, every=every)
     elif mode == "empty-hooks":
@@ -137,6 +178,9 @@ def trainer(
             optimizer.step()
         return (time.process_time() - start) / steps
 
+    if gc_threshold is not None:  # every role alike: is the guard's cost Python's collector?
+        gc.collect()
+        gc.set_threshold(gc_threshold)
     while (steps := orders.recv()) is not None:
         orders.send(block(steps))
     every = guard.monitor.every if guard is not None else None
@@ -146,13 +190,19 @@ def trainer(
 
 
 def roles(text: str) -> list[str]:
-    """`--roles`: a comma-separated list of guarded, every=N and empty-hooks, each at most once."""
+    """`--roles`: a comma-separated list of guarded, every=N and empty-hooks, each at most once; a
+    guarded role may end in /no-losses, /no-batches or both."""
     names = [name.strip() for name in text.split(",") if name.strip()]
     for name in names:
-        every = name.removeprefix("every=")
-        explicit = name.startswith("every=") and every.isdigit() and int(every) > 0
-        if name not in ("guarded", "empty-hooks") and not explicit:
-            raise argparse.ArgumentTypeError(f"{name!r}: expected guarded, every=N or empty-hooks")
+        base, *parts = name.split("/")
+        every = base.removeprefix("every=")
+        explicit = base.startswith("every=") and every.isdigit() and int(every) > 0
+        guarded = base == "guarded" or explicit
+        if not (guarded or name == "empty-hooks") or any(p not in ABLATIONS for p in parts):
+            raise argparse.ArgumentTypeError(
+                f"{name!r}: expected guarded, every=N or empty-hooks (a guarded role may end in "
+                "/no-losses, /no-batches)"
+            )
     if not names or len(set(names)) != len(names):
         raise argparse.ArgumentTypeError(f"{text!r}: expected distinct roles, at least one")
     return names
@@ -184,12 +234,19 @@ def main() -> None:
         type=roles,
         default=["guarded"],
         help="measured beside the bare blocks, comma separated: guarded (adaptive rate), every=N "
-        "(checks every N steps), empty-hooks (four pass-through calls, no guard)",
+        "(checks every N steps), empty-hooks (four pass-through calls, no guard); a guarded role may "
+        "end in /no-losses, /no-batches (parts switched off)",
     )
     parser.add_argument(
         "--import-trainmedic",
         action="store_true",
         help="import trainmedic.torch in every process, bare ones too (see the docstring)",
+    )
+    parser.add_argument(
+        "--gc-threshold",
+        type=int,
+        default=None,
+        help="gc.set_threshold(N) in every process before timing (1000000: collections made rare)",
     )
     args = parser.parse_args()
     cpu = args.cpu if args.cpu is not None else max(os.sched_getaffinity(0))
@@ -205,7 +262,7 @@ def main() -> None:
             ours, theirs = context.Pipe()
             worker = context.Process(
                 target=trainer,
-                args=(mode, args.clip, cpu, shape, args.import_trainmedic, theirs),
+                args=(mode, args.clip, cpu, shape, args.import_trainmedic, args.gc_threshold, theirs),
                 daemon=True,
             )
             worker.start()
@@ -241,7 +298,7 @@ def main() -> None:
         for end in role_ends:
             end.send(None)
             every = end.recv()
-            if role == "guarded":
+            if role.split("/")[0] == "guarded":
                 everies.append(every)
     for worker in workers:
         worker.join()

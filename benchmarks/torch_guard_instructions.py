@@ -10,7 +10,14 @@ its sampled checks (the rate is fixed at one check per `--every` steps, the wide
 rate reaches on this model). Instructions are not time (a cache miss costs more than an add),
 so this is a floor for the wall-clock cost, a reproducible one.
 
-    python benchmarks/torch_guard_instructions.py [--steps 1000] [--every 100] [--clip 1.0]
+`--cache-sim` adds callgrind's simulated caches (its model of the first-level
+instruction and data caches and the last-level cache, with this machine's sizes):
+the misses per step, bare and guarded. On a step this short, mostly Python and
+PyTorch's dispatch of small ops, a miss in the first-level caches costs several
+instructions' time: the misses the guard adds are where its wall-clock cost goes
+beyond its instructions.
+
+    python benchmarks/torch_guard_instructions.py [--steps 1000] [--every 100] [--clip 1.0] [--cache-sim]
 
 Needs valgrind on PATH; each process takes a few minutes.
 """
@@ -69,11 +76,17 @@ def child(mode: str, steps: int, every: int, clip: float | None) -> None:
     functools.reduce(step, range(steps), 0)
 
 
-def count(mode: str, args: argparse.Namespace) -> int:
+# callgrind's events with --cache-sim=yes, in the order of its "Collected :" line.
+CACHE_EVENTS = ("Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw")
+
+
+def count(mode: str, args: argparse.Namespace) -> dict[str, int]:
+    """The measured steps' events in one process: instructions ("Ir"), and misses with --cache-sim."""
     with tempfile.TemporaryDirectory() as tmp:
         command = [
             "valgrind",
             "--tool=callgrind",
+            f"--cache-sim={'yes' if args.cache_sim else 'no'}",
             "--instr-atstart=no",
             "--collect-atstart=no",
             "--toggle-collect=functools_reduce",
@@ -88,10 +101,10 @@ def count(mode: str, args: argparse.Namespace) -> int:
             str(args.every),
         ] + (["--clip", str(args.clip)] if args.clip is not None else [])
         done = subprocess.run(command, capture_output=True, text=True, check=False)
-        found = re.search(r"Collected : (\d+)", done.stderr)
+        found = re.search(r"Collected : ([\d ]+)", done.stderr)
         if found is None:
             raise SystemExit(f"callgrind gave no count for {mode}:\n{done.stderr[-2000:]}")
-        return int(found.group(1))
+        return dict(zip(CACHE_EVENTS, map(int, found.group(1).split()), strict=False))
 
 
 def main() -> None:
@@ -103,13 +116,15 @@ def main() -> None:
     parser.add_argument(
         "--clip", type=float, default=None, help="clip_grad_norm_ to this max norm every step"
     )
+    parser.add_argument("--cache-sim", action="store_true", help="also count simulated cache misses (slower)")
     parser.add_argument("--child", choices=["bare", "guarded"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.steps, args.every, args.clip)
         return
     with concurrent.futures.ThreadPoolExecutor(2) as pool:  # the two processes run side by side
-        bare, guarded = pool.map(lambda mode: count(mode, args), ["bare", "guarded"])
+        bare_events, guarded_events = pool.map(lambda mode: count(mode, args), ["bare", "guarded"])
+    bare, guarded = bare_events["Ir"], guarded_events["Ir"]
     print(
         f"small MLP, CPU, 1 thread, {args.steps} steps, a check every {args.every}"
         + (f", clip_grad_norm_({args.clip}) every step" if args.clip is not None else "")
@@ -120,6 +135,13 @@ def main() -> None:
         f"guard   {(guarded - bare) / args.steps:+12,.0f} instructions/step: "
         f"{guarded / bare - 1:+.2%} (target <= +2 %)"
     )
+    if args.cache_sim:
+        for event, what in (("I1mr", "instruction"), ("D1mr", "data read"), ("D1mw", "data write")):
+            before, after = bare_events[event] / args.steps, guarded_events[event] / args.steps
+            print(
+                f"first-level {what} cache misses/step (simulated): bare {before:,.0f}, guarded "
+                f"{after:,.0f}, {after - before:+,.0f} ({after / before - 1:+.2%})"
+            )
 
 
 if __name__ == "__main__":
