@@ -32,7 +32,9 @@ parts of the guard off, to measure what they cost by difference:
 only) and `/no-batches` (no batch log: the sampler is not teed and no batch is
 noted), as in `every=1000/no-losses/no-batches`. These are ablations for the
 measurement only: without them a NaN would not be reported at its own step nor
-with its batch.
+with its batch. `/alias` keeps every loss (and pre-clip norm) as a detached
+alias, as the guard does on an accelerator, instead of reading its value at once
+as it does on the CPU: what the read saves, in the same run.
 
 No process ever installs or removes a hook between blocks: swapping the
 patched functions in and out of one process makes Python's specialising
@@ -63,6 +65,7 @@ import os
 import statistics
 import time
 from multiprocessing.connection import Connection
+from typing import Any
 
 
 def batches(features: int, batch: int = 64, size: int = 64_000):
@@ -103,13 +106,19 @@ def install_empty_hooks() -> None:
     _BaseDataLoaderIter.__next__ = passing_next
 
 
-ABLATIONS = ("no-losses", "no-batches")
+ABLATIONS = ("no-losses", "no-batches", "alias")
 
 
 def ablate(parts: list[str]) -> None:
     """Switch parts of the guard off before it is made (`--roles every=N/no-losses/no-batches`)."""
-    from trainmedic.torch import _batches, _patches
+    from trainmedic.torch import _batches, _clipping, _monitor, _patches
 
+    if "alias" in parts:
+
+        def alias(value: Any) -> Any:
+            return value.detach() if value.requires_grad else value
+
+        _patches.kept = _monitor.kept = _clipping.kept = alias  # type: ignore[attr-defined]
     if "no-batches" in parts:
         _batches.LoaderBatches.start = lambda self, iterator: None  # type: ignore[method-assign]
     if "no-losses" in parts:
@@ -191,7 +200,7 @@ def trainer(
 
 def roles(text: str) -> list[str]:
     """`--roles`: a comma-separated list of guarded, every=N and empty-hooks, each at most once; a
-    guarded role may end in /no-losses, /no-batches or both."""
+    guarded role may end in /no-losses, /no-batches and /alias."""
     names = [name.strip() for name in text.split(",") if name.strip()]
     for name in names:
         base, *parts = name.split("/")
@@ -201,7 +210,7 @@ def roles(text: str) -> list[str]:
         if not (guarded or name == "empty-hooks") or any(p not in ABLATIONS for p in parts):
             raise argparse.ArgumentTypeError(
                 f"{name!r}: expected guarded, every=N or empty-hooks (a guarded role may end in "
-                "/no-losses, /no-batches)"
+                "/no-losses, /no-batches, /alias)"
             )
     if not names or len(set(names)) != len(names):
         raise argparse.ArgumentTypeError(f"{text!r}: expected distinct roles, at least one")

@@ -5,7 +5,7 @@ A shared or throttled machine moves wall-clock ratios by more than the guard cos
 small MLP trains in two processes under `valgrind --tool=callgrind`, one bare (the guard's hooks
 uninstalled) and one guarded, and only the measured steps are counted (they run inside one
 `functools.reduce` call, callgrind's `--toggle-collect`). Both see the same batches, so the
-difference is the guard's own work: its hooks on every step, the loss references it keeps, and
+difference is the guard's own work: its hooks on every step, the losses it keeps, and
 its sampled checks (the rate is fixed at one check per `--every` steps, the widest the adaptive
 rate reaches on this model). Instructions are not time (a cache miss costs more than an add),
 so this is a floor for the wall-clock cost, a reproducible one.

@@ -1,7 +1,8 @@
 """The guard cost benchmark's ablations switch off what they name, and only that.
 
 `benchmarks/torch_guard_blocks.py --roles every=N/no-losses/no-batches` measures what the
-loss references and the batch log cost by difference: a figure worth something only if the
+kept losses and the batch log cost by difference (and `/alias`, what reading a CPU loss at
+once saves over keeping it as a tensor): a figure worth something only if the
 ablated guard really keeps no loss of an ordinary step and notes no batch, while it still
 checks. Each case runs in a fresh process: the ablations patch trainmedic's modules.
 """
@@ -42,6 +43,7 @@ _PROBE = textwrap.dedent(
     monitor = guard.monitor
     print(json.dumps({
         "kept": monitor.loss_steps,
+        "kept_as": sorted({type(v).__name__ for v in monitor.losses}),
         "noted": list(batches.__dict__.get(LOG_ATTR) or []),
         "steps": monitor.step,
         "checked": monitor.opts[next(iter(monitor.opts))].checked_steps,
@@ -62,7 +64,15 @@ def _probe(*parts: str) -> dict[str, object]:
 def test_the_whole_guard_keeps_each_ordinary_steps_loss_and_notes_each_batch() -> None:
     seen = _probe()
     assert seen["kept"] == [2, 3, 4, 5, 6]
+    assert seen["kept_as"] == ["float"]  # on the CPU, read at once
     assert seen["noted"] == [1, 2, 3, 4, 5, 6]
+    _still_checks(seen)
+
+
+def test_alias_keeps_each_loss_as_a_tensor_as_on_an_accelerator() -> None:
+    seen = _probe("alias")
+    assert seen["kept"] == [2, 3, 4, 5, 6]
+    assert seen["kept_as"] == ["Tensor"]
     _still_checks(seen)
 
 
@@ -81,9 +91,10 @@ def _still_checks(seen: dict[str, object]) -> None:
 
 
 def test_roles_take_ablations_on_guarded_roles_only() -> None:
-    assert roles("guarded,every=1000/no-losses/no-batches") == [
+    assert roles("guarded,every=1000/no-losses/no-batches,guarded/alias") == [
         "guarded",
         "every=1000/no-losses/no-batches",
+        "guarded/alias",
     ]
     for wrong in ("every=1000/no-lossez", "empty-hooks/no-losses", "every=0"):
         with pytest.raises(argparse.ArgumentTypeError):

@@ -95,13 +95,15 @@ class SampledChecks:
                     params.append(p)
         losses, loss_steps = self.reads.take()
         clips = self.clipping.take()  # pre-clip norms since the last read: read in the same transfer
-        self.budget.host_read = all(t.is_cpu for t in grads) and all(t.is_cpu for t in losses)
+        self.budget.host_read = all(t.is_cpu for t in grads) and all(
+            not isinstance(t, torch.Tensor) or t.is_cpu for t in losses
+        )
         with torch.no_grad():
             values = floats([*clips.tensors, *losses, *norms(grads)])
         self.clipping.report(clips, values[: len(clips.tensors)])
         values = values[len(clips.tensors) :]
         freeing = clock()
-        # The kept losses are detached aliases, except a watched step's, whose graph's nodes go
+        # The kept losses are values or detached aliases, except a watched step's, whose graph's nodes go
         # now: work a bare loop does at every step anyway (when its loss dies), so it is not
         # counted as the check's cost.
         del losses

@@ -5,10 +5,11 @@ threshold's norm, so the norm the guard measures on the optimizer's gradients
 cannot show an explosion that clipping absorbs at every step. The clipping
 functions compute the norm before clipping anyway, and `clip_grad_norm_`
 returns it; Lightning's `gradient_clip_val`, the HF Trainer's `max_grad_norm`
-and Accelerate's `clip_grad_norm_` all end in it. This module keeps that
-tensor by reference (no tensor op, no host read: the cost of a list append)
-and hands it to the monitor's next sampled read, which reads it in the same
-transfer as the kept losses.
+and Accelerate's `clip_grad_norm_` all end in it. This module keeps it as the
+losses are kept (`_reads.kept`: on the CPU its value, read at once, no sync there;
+elsewhere the tensor by reference, no tensor op and no host read) and hands it to
+the monitor's next sampled read, which reads it in the same transfer as the
+kept losses.
 
 - Norm clipping: `clip_grad_norm_` scales the gradients through the module
   helper `_clip_grads_with_norm_(parameters, max_norm, total_norm)` (torch
@@ -39,6 +40,7 @@ from torch.nn.utils import clip_grad as _clip_grad
 import torch
 from trainmedic.events import Metric
 from trainmedic.record import median
+from trainmedic.torch._reads import floats, kept
 from trainmedic.torch._safety import turn_off
 
 if TYPE_CHECKING:
@@ -103,7 +105,7 @@ class ClipWatch:
         pending = self.take()
         if pending.calls:
             with torch.no_grad():
-                self.report(pending, [float(t.item()) for t in pending.tensors])
+                self.report(pending, floats(pending.tensors))
 
     def report(self, pending: Pending, values: list[float]) -> None:
         """The values read for `pending.tensors`: one `clipping` observation, one curve point."""
@@ -195,7 +197,7 @@ def _note_norm(monitor: MonitorLike | None, total_norm: Any, max_norm: Any) -> N
     try:
         limit = float(max_norm)  # clipping itself converted it already
         if math.isfinite(limit):  # max_norm=inf measures the norm without clipping (the HF Trainer)
-            monitor.clipping.pending.append(_Clip(monitor.step + 1, total_norm, limit, None))
+            monitor.clipping.pending.append(_Clip(monitor.step + 1, kept(total_norm), limit, None))
     except Exception as exc:
         turn_off(monitor, "clip_grad_norm_", exc)
 

@@ -36,8 +36,9 @@ class Guard:
     update, checking the loss every step), `patience` (optimizer steps without
     zeroing before TOR003).
 
-    Cost and its trade-off: an unsampled step runs no tensor op but the loss's
-    `detach()` (an alias: no kernel, no copy, no host read), so with "warn" a
+    Cost and its trade-off: an unsampled step runs no tensor op but one for the loss
+    (on the CPU, reading its value, no sync there; elsewhere a `detach()` alias: no
+    kernel, no copy, no host read), so with "warn" a
     NaN/Inf loss is reported at most `every - 1` steps late, at the step it first
     appeared; a gradient explosion between two sampled norms is caught from the
     kept losses and the parameter norm.

@@ -1,8 +1,10 @@
 """The losses the hooks keep, read on the host, and the non-finite loss decided here.
 
-Every scalar passed to `backward()` is kept with its step, as a detached alias of
-its storage (the hooks append it to `monitor.losses`); they are read in one transfer at the next sampled
-check, early at an epoch's end, or every step with `on_nonfinite="stop"`. A
+Every scalar passed to `backward()` is kept with its step (the hooks append it to
+`monitor.losses`): on the CPU its value, read at once; elsewhere a detached alias of
+its storage (`_reads.kept`). They are judged (the aliases read in one transfer) at
+the next sampled check, early at an epoch's end, or every step with
+`on_nonfinite="stop"`. A
 NaN/Inf loss is the one finding the guard decides itself, so that "stop" can stop
 the run before the update; it is reported with the step it first appeared at and
 that step's batch indices.

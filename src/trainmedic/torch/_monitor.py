@@ -6,14 +6,15 @@ reports facts (`GuardObservation`, `Step`, `Epoch`); the rules in
 The exception is a non-finite loss, which is decided here, so that
 `on_nonfinite="stop"` can stop the run before the update.
 
-Cost: every step only stores references and integers (the loss tensor, its
-step, the DataLoader wait): no tensor op, no host sync, no event, and four
+Cost: every step only stores the loss and integers (its step, the DataLoader
+wait): the loss's value on the CPU, where reading it is no sync, and a detached
+alias elsewhere (`_reads.kept`); no kernel, no host sync, no event, and four
 Python calls: PyTorch calls the monitor's `on_step_pre` and `on_step_post`
 itself, and the backward and DataLoader wrappers of `_patches` do an ordinary
 step's work inline (`plain_backward` says when that is all a backward needs).
-Anything that needs a tensor op or a host sync (`.item()`, gradient norms, the
-inputs of the loss, finiteness) runs on sampled steps only, every `every`
-steps, in one batched read. The trade-offs that follow, and how each is made up
+Anything else that needs a tensor op or a host sync (reading an accelerator's
+losses, gradient norms, the inputs of the loss, finiteness) runs on sampled
+steps only, every `every` steps, in one batched read. The trade-offs that follow, and how each is made up
 for:
 
 - A NaN/Inf loss is seen at the next sampled step, at most `every - 1` steps
@@ -36,8 +37,8 @@ is all its own, not a wait for queued device work), the monitor times its
 checks against the training time between them and widens `every` (in multiples
 of the base, up to `MAX_EVERY_FACTOR` times it) until they cost at most
 `CHECK_BUDGET` of the step time. On a tiny model on a CPU, whose steps are not
-much longer than a check, the losses are then read, and gradient norms
-measured, every 20-100 steps instead of 10 (the curve keeps its 10-step points;
+much longer than a check, the gradient norms are then measured, and the
+kept losses judged, every 20-100 steps instead of 10 (the curve keeps its 10-step points;
 a NaN is reported later but still at its own step); a `sampling` observation
 says when and why, and the findings' evidence gives the rate. An `every` given
 explicitly is kept as it is.
@@ -72,6 +73,7 @@ from trainmedic.torch._losses import MAX_KEPT_LOSSES, LossReads
 from trainmedic.torch._manual import ParameterUpdates
 from trainmedic.torch._names import ParamNames
 from trainmedic.torch._optimizers import Optimizers
+from trainmedic.torch._reads import kept
 from trainmedic.torch._safety import NonFiniteLossError, never_breaks, turn_off
 from trainmedic.torch._zeroing import GradZeroWatch
 
@@ -230,14 +232,14 @@ class Monitor:
         if self.forward.is_open:  # a watched step: its graph's saved outputs live until backward
             self.forward.note_loss(tensors)
         if isinstance(tensors, torch.Tensor) and tensors.numel() == 1:
-            # Keep a detached alias (same storage, no copy, no read), not the loss: even after
-            # backward freed the saved tensors, the loss holds its step's chain of autograd
-            # nodes and what custom Functions put on ctx: kept to the next check, that is up
-            # to `every` steps of graphs alive at once.
+            # Its value or a detached alias (`kept`), not the loss: even after backward freed
+            # the saved tensors, the loss holds its step's chain of autograd nodes and what
+            # custom Functions put on ctx: kept to the next check, that is up to `every` steps
+            # of graphs alive at once.
             # Only a watched forward pass's step keeps its graph, read at the check by
             # `_softmax_in_graph`, and never with retain_graph, where it would live on.
             keep_graph = self.forward.is_open and not keeps_graph
-            self.losses.append(tensors if keep_graph else tensors.detach())
+            self.losses.append(tensors if keep_graph else kept(tensors))
             self.loss_steps.append(self.step + 1)
             if len(self.losses) > MAX_KEPT_LOSSES:
                 self.reads.drain()

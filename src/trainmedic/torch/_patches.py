@@ -4,8 +4,9 @@ PyTorch has global hooks for optimizer steps and module forwards; for the rest
 (autograd backward, optimizer construction, DataLoader iteration,
 DistributedSampler, LR schedulers) the original function is wrapped and always
 called unchanged. Every wrapper
-does nothing but count, time and keep references on an ordinary step (no host
-read, no tensor op but the loss's `detach()`, an alias of its storage), and never touches a
+does nothing but count, time and keep the loss on an ordinary step (no host
+sync and one tensor op: the loss's value read on the CPU, a `detach()` alias
+elsewhere, `_reads.kept`), and never touches a
 random generator, a tensor's value or the order of batches: the watched run
 computes exactly what it computes bare.
 """
@@ -32,6 +33,7 @@ import torch
 from trainmedic.torch import _clipping
 from trainmedic.torch._batches import LOG_ATTR, MAX_NOTED
 from trainmedic.torch._losses import MAX_KEPT_LOSSES
+from trainmedic.torch._reads import kept
 from trainmedic.torch._safety import turn_off
 
 if TYPE_CHECKING:
@@ -163,10 +165,9 @@ def _backward(original: Any) -> Any:
             and tensors.numel() == 1
             and len(monitor.losses) < MAX_KEPT_LOSSES
         ):
-            # An ordinary training step: keep the loss's value, all in this one call. A
-            # detached alias, not the loss itself: the loss would keep its step's autograd
-            # nodes alive until the next check (see `Monitor.on_backward`).
-            monitor.losses.append(tensors.detach())
+            # An ordinary training step: keep the loss's value, all in this one call (see
+            # `Monitor.on_backward` for what is kept, and why).
+            monitor.losses.append(kept(tensors))
             monitor.loss_steps.append(monitor.step + 1)
             return original(tensors, *args, **kwargs)
         try:
