@@ -65,7 +65,6 @@ import os
 import statistics
 import time
 from multiprocessing.connection import Connection
-from typing import Any
 
 
 def batches(features: int, batch: int = 64, size: int = 64_000):
@@ -110,15 +109,12 @@ ABLATIONS = ("no-losses", "no-batches", "alias")
 
 
 def ablate(parts: list[str]) -> None:
-    """Switch parts of the guard off before it is made (`--roles every=N/no-losses/no-batches`)."""
-    from trainmedic.torch import _batches, _clipping, _monitor, _patches
+    """Switch parts of the guard off, or keep CPU losses as aliases, before it is made
+    (`--roles every=N/no-losses/no-batches`, `guarded/alias`)."""
+    from trainmedic.torch import _batches, _clipping, _monitor, _patches, _reads
 
-    if "alias" in parts:
-
-        def alias(value: Any) -> Any:
-            return value.detach() if value.requires_grad else value
-
-        _patches.kept = _monitor.kept = _clipping.kept = alias  # type: ignore[attr-defined]
+    if "alias" in parts:  # what the guard keeps on an accelerator, on the CPU too
+        _patches.kept = _monitor.kept = _clipping.kept = _reads.alias  # type: ignore[attr-defined]
     if "no-batches" in parts:
         _batches.LoaderBatches.start = lambda self, iterator: None  # type: ignore[method-assign]
     if "no-losses" in parts:
@@ -244,7 +240,7 @@ def main() -> None:
         default=["guarded"],
         help="measured beside the bare blocks, comma separated: guarded (adaptive rate), every=N "
         "(checks every N steps), empty-hooks (four pass-through calls, no guard); a guarded role may "
-        "end in /no-losses, /no-batches (parts switched off)",
+        "end in /no-losses, /no-batches (parts switched off), /alias (losses kept as tensors)",
     )
     parser.add_argument(
         "--import-trainmedic",

@@ -38,6 +38,11 @@ def kept(value: Any) -> Any:
             return value.item()
         except Exception:
             pass
+    return alias(value)
+
+
+def alias(value: Any) -> Any:
+    """A tensor kept by reference: detached (same storage, no copy, no read) when it has a graph."""
     return value.detach() if value.requires_grad else value
 
 
