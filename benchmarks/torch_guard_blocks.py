@@ -47,6 +47,8 @@ the other process's data in the caches, bare and guarded alike.
     python benchmarks/torch_guard_blocks.py --roles guarded,every=1000,empty-hooks   # side by side
     python benchmarks/torch_guard_blocks.py --processes 3 --block 1000 --import-trainmedic --control
     python benchmarks/torch_guard_blocks.py --features 784 --hidden 512   # a wider MLP, longer steps
+    python benchmarks/torch_guard_blocks.py --features 784 --hidden 512 --control --import-trainmedic \
+        --processes 6 --block 250 --pairs 480   # PyTorch's quickstart MLP: the <= 2 % target (docs/torch.md)
     python benchmarks/torch_guard_blocks.py --roles every=1000,every=1000/no-losses/no-batches   # by part
 
 `--gc-threshold N` sets Python's collector threshold in every process before the
