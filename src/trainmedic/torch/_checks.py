@@ -99,9 +99,9 @@ class SampledChecks:
             not isinstance(t, torch.Tensor) or t.is_cpu for t in losses
         )
         with torch.no_grad():
-            values = floats([*clips.tensors, *losses, *norms(grads)])
-        self.clipping.report(clips, values[: len(clips.tensors)])
-        values = values[len(clips.tensors) :]
+            values = floats([*clips.kept, *losses, *norms(grads)])
+        self.clipping.report(clips, values[: len(clips.kept)])
+        values = values[len(clips.kept) :]
         freeing = clock()
         # The kept losses are values or detached aliases, except a watched step's, whose graph's nodes go
         # now: work a bare loop does at every step anyway (when its loss dies), so it is not

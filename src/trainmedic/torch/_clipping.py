@@ -58,16 +58,17 @@ class _Clip(NamedTuple):
     """One clipping call, kept until the next read."""
 
     step: int  # the optimizer step it belongs to
-    norm: Any  # total gradient norm before clipping (a tensor, not read yet)
+    norm: Any  # total gradient norm before clipping, as `_reads.kept` keeps it (a value, or a tensor)
     limit: float  # max_norm (norm clipping) or clip_value (value clipping)
     after: Any  # value clipping: the total norm after it (a tensor); None for norm clipping
 
 
 class Pending(NamedTuple):
-    """The calls taken for one read, and the tensors the read must include (in this order)."""
+    """The calls taken for one read, and their norms for it (in this order): values read already, or
+    tensors the read includes in its single transfer."""
 
     calls: list[_Clip]
-    tensors: list[Any]
+    kept: list[Any]
 
 
 class ClipWatch:
@@ -95,7 +96,7 @@ class ClipWatch:
         self.pending.append(_Clip(self.monitor.step + 1, before, float(clip_value), self.norm_of(params)))
 
     def take(self) -> Pending:
-        """The calls since the last read: their tensors go into the read's single transfer."""
+        """The calls since the last read: their norms go into the read's single transfer."""
         calls = list(self.pending)
         self.pending.clear()
         return Pending(calls, [c.norm for c in calls] + [c.after for c in calls if c.after is not None])
@@ -105,10 +106,10 @@ class ClipWatch:
         pending = self.take()
         if pending.calls:
             with torch.no_grad():
-                self.report(pending, floats(pending.tensors))
+                self.report(pending, floats(pending.kept))
 
     def report(self, pending: Pending, values: list[float]) -> None:
-        """The values read for `pending.tensors`: one `clipping` observation, one curve point."""
+        """The values read for `pending.kept`: one `clipping` observation, one curve point."""
         calls = pending.calls
         if not calls:
             return
