@@ -65,6 +65,7 @@ import gc
 import multiprocessing as mp
 import os
 import statistics
+import sys
 import time
 from multiprocessing.connection import Connection
 
@@ -113,10 +114,13 @@ ABLATIONS = ("no-losses", "no-batches", "alias")
 def ablate(parts: list[str]) -> None:
     """Switch parts of the guard off, or keep CPU losses as aliases, before it is made
     (`--roles every=N/no-losses/no-batches`, `guarded/alias`)."""
-    from trainmedic.torch import _batches, _clipping, _monitor, _patches, _reads
+    from trainmedic.torch import _batches, _patches, _reads
 
     if "alias" in parts:  # what the guard keeps on an accelerator, on the CPU too
-        _patches.kept = _monitor.kept = _clipping.kept = _reads.alias  # type: ignore[attr-defined]
+        reading = _reads.kept
+        for name, module in list(sys.modules.items()):  # every module that imported it by name
+            if name.startswith("trainmedic.torch.") and getattr(module, "kept", None) is reading:
+                module.kept = _reads.alias  # type: ignore[attr-defined]
     if "no-batches" in parts:
         _batches.LoaderBatches.start = lambda self, iterator: None  # type: ignore[method-assign]
     if "no-losses" in parts:
