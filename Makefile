@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint format install clean chromium bench-failures
+.PHONY: demo test check lint format install clean chromium bench-failures findings-doc
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -28,14 +28,19 @@ demo: $(STAMP)
 chromium:
 	@scripts/ensure-chromium
 
-# pytest exits 5 when it collects no test: that is a failure here, not a pass.
+# pytest exits 5 when it collects no test: that is a failure here, not a pass. Two workers
+# (pytest-xdist), each taking whole files, so a module's prepared runs are made once.
 test: $(STAMP) chromium
-	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	@$(BIN)/python -m pytest -n 2 --dist loadfile $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 # Every failure trainmedic knows, reproduced for real (docs/failure-benchmark.md); PEERS=1 adds the peers.
 bench-failures: $(STAMP)
 	$(BIN)/python -m benchmarks.failures $(if $(PEERS),--peers)
+
+# docs/FINDINGS.md is generated from the findings' files (src/trainmedic/rules/<group>/<code>_<slug>.py).
+findings-doc: $(STAMP)
+	$(BIN)/python -m trainmedic.report.catalogue docs/FINDINGS.md
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples benchmarks

@@ -15,6 +15,13 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_FINDINGS = REPO.parent / "shared" / "FINDINGS.md"
 VENDORED_FINDINGS = REPO / "docs" / "FINDINGS.md"
 
+# `make test` runs two pytest-xdist workers. A torchrun job without --standalone rendezvouses
+# on the static master port (29500 by default, `PET_MASTER_PORT` for torchrun): each worker
+# gets its own, so two such jobs at once never share one.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _WORKER.startswith("gw"):
+    os.environ.setdefault("PET_MASTER_PORT", str(29500 + 17 * (1 + int(_WORKER[2:]))))
+
 
 def trainmedic_cmd() -> list[str]:
     """The installed console script next to this interpreter (falls back to `-m`)."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainmedic.events import read_events
-from trainmedic.instrument.environment import child_env
+from trainmedic.instrument.channel import child_env
 from trainmedic.record import RunRecord
 
 

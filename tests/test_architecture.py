@@ -5,7 +5,8 @@
   because it runs inside the user's interpreter.
 - core modules never import collectors, renderers or the CLI.
 - collectors never import the renderers (report/) or the CLI: what judges and renders the
-  events is handed to them (supervise/diagnosis.py), so facts flow one way.
+  events is handed to them (diagnosis.py, given the report's renderer by the CLI), so facts
+  flow one way.
 
 What a supervised run costs in start-up is measured, not policed by import lists:
 tests/benchmarks/test_supervisor_fixed_cost.py.
@@ -53,6 +54,7 @@ CORE = [
     "record.py",
     "registry.py",
     "runfolder.py",
+    "diagnosis.py",
     "atomicfile.py",
     "_osinfo.py",
 ]
@@ -161,3 +163,63 @@ def test_no_framework_import_at_package_import() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _builds_a_finding(node: ast.AST) -> bool:
+    """`SPEC.finding(...)`, `Finding(...)` or `FindingSpec(...)`: wording or defining a finding."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name in {"finding", "Finding", "FindingSpec"}
+
+
+def test_only_a_findings_own_file_words_or_defines_it() -> None:
+    """One finding, one place: outside rules/, collectors measure and hand evidence to the
+    finding's file (its `judge` or its event rules); none builds a message or a spec."""
+    offenders = [
+        f"{path.relative_to(SRC)}:{node.lineno}"
+        for path in sorted(SRC.rglob("*.py"))
+        if path.relative_to(SRC).parts[0] != "rules" and path.name != "findings.py"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if _builds_a_finding(node)
+    ]
+    assert offenders == []
+
+
+MAX_MODULE_LINES = 500
+MAX_CLASS_LINES = 250
+
+
+def test_modules_and_classes_stay_small() -> None:
+    """One job a module, one job a class: past these sizes a unit is doing several."""
+    too_long = []
+    for path in sorted(SRC.rglob("*.py")):
+        text = path.read_text()
+        if text.count("\n") > MAX_MODULE_LINES:
+            too_long.append(f"{path.relative_to(SRC)}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_CLASS_LINES:
+                    too_long.append(f"{path.relative_to(SRC)}: class {node.name} {lines} lines")
+    assert too_long == []
+
+
+def test_no_private_name_crosses_a_module() -> None:
+    """`from trainmedic.x import _y` names a private module of a package, never a private
+    function or class of another module: what others need is public where it lives."""
+    crossings = []
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (
+                isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("trainmedic")
+            ):
+                continue
+            package = SRC.parent.joinpath(*node.module.split("."))
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                is_module = (package / f"{alias.name}.py").exists() or (package / alias.name).is_dir()
+                if private and not is_module:
+                    crossings.append(f"{path.relative_to(SRC)}:{node.lineno} {node.module}.{alias.name}")
+    assert crossings == []

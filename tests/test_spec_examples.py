@@ -23,8 +23,8 @@ SKIP: dict[str, str] = {}
 
 def findings_of(given: Any) -> list[Finding]:
     """What trainmedic reports for an example's input, by the input's kind."""
-    from trainmedic.rules.data import ContractExample, TablesExample
-    from trainmedic.rules.env import ManifestPair
+    from trainmedic.rules._helpers.tables import ContractExample, TablesExample
+    from trainmedic.rules.env.env001_env_drift import ManifestPair
 
     if isinstance(given, TablesExample):
         import pandas as pd
@@ -50,9 +50,9 @@ def findings_of(given: Any) -> list[Finding]:
         captured = contract.capture(pd.DataFrame(dict(given.trained_on)))
         return contract.check(captured, pd.DataFrame(dict(given.served)))
     if isinstance(given, ManifestPair):
-        from trainmedic.rules.env import compare_manifests, env_drift
+        from trainmedic.rules.env.env001_env_drift import compare_manifests, judge
 
-        drift = env_drift("a", "b", compare_manifests(given.a, given.b))
+        drift = judge("a", "b", compare_manifests(given.a, given.b))
         return [drift] if drift is not None else []
     return run_rules(RunRecord.of(given))
 

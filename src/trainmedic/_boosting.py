@@ -4,8 +4,9 @@ A `RoundWatch` gets each round's evaluation results from a framework callback
 and turns them into `Epoch` events (round n = epoch n), sent to the supervisor
 when there is one and always kept in memory. At the end it adds the summary
 facts (best round of the validation metric, early stopping or not) and the
-decisions come from `trainmedic.rules.boosting`, the same rules `trainmedic run`
-applies to the events file. Row overlap between the training data and an eval
+decisions come from the findings' files (`RULES`: TRN009, TRN004 and DAT009's
+rules over these observations), the same rules `trainmedic run` applies to the
+events file. Row overlap between the training data and an eval
 set is measured here too, once, before training.
 """
 
@@ -24,14 +25,24 @@ import numpy.typing as npt
 from trainmedic.events import Epoch, Event, GuardObservation, TrainingPlan
 from trainmedic.findings import Finding
 from trainmedic.instrument import channel
-from trainmedic.record import RunRecord
+from trainmedic.record import Rule, RunRecord
 from trainmedic.registry import run_rules
-from trainmedic.rules import boosting as rules
+from trainmedic.rules.dat import dat009_class_imbalance as dat009
+from trainmedic.rules.trn import trn004_overfitting as trn004
+from trainmedic.rules.trn import trn009_eval_set_is_train as trn009
 
 _calls = itertools.count(1)
 TRAIN_NAMES = frozenset({"train", "training", "dtrain", "learn"})
 _MAX_CELLS_FOR_OVERLAP = 50_000_000  # rows x columns densified for the row comparison
 _NAN_STAND_IN = -1.2345678e300  # NaN != NaN: give missing cells one comparable value
+
+#: What decides at the end of a training call: an eval set that is training data (TRN009),
+#: rounds run long past the best one (TRN004), unweighted imbalanced classes (DAT009).
+RULES: tuple[Rule, ...] = (
+    trn009.eval_set_is_train,
+    trn004.overfitting_without_early_stopping,
+    dat009.class_weights_missing,
+)
 
 # (eval set, metric, value, higher is better or None when unknown)
 RoundResult = tuple[str, str, float, "bool | None"]
@@ -113,7 +124,7 @@ class RoundWatch:
                     self.train_names.add(name)
             self.emit(
                 GuardObservation(
-                    check=rules.EVAL_OVERLAP_CHECK,
+                    check=trn009.EVAL_OVERLAP_CHECK,
                     data={
                         "framework": self.framework,
                         "call": self.call,
@@ -140,7 +151,7 @@ class RoundWatch:
             return  # regression targets are not classes
         self.emit(
             GuardObservation(
-                check=rules.IMBALANCE_CHECK,
+                check=dat009.BOOSTING_CHECK,
                 data={
                     "framework": self.framework,
                     "class_counts": {str(int(c)): int(n) for c, n in zip(classes, counts, strict=True)},
@@ -164,7 +175,7 @@ class RoundWatch:
                 best_value, best_index = (max if higher else min)(finite, key=lambda p: p[0])
                 self.emit(
                     GuardObservation(
-                        check=rules.ROUNDS_CHECK,
+                        check=trn004.ROUNDS_CHECK,
                         data={
                             "framework": self.framework,
                             "call": self.call,
@@ -180,7 +191,7 @@ class RoundWatch:
                         },
                     )
                 )
-        self.findings = run_rules(RunRecord.of(self.events), rules.RULES)
+        self.findings = run_rules(RunRecord.of(self.events), RULES)
         if self.echo:
             for finding in self.findings:
                 sys.stderr.write(f"trainmedic: {finding.severity.value} {finding.code} {finding.slug}: ")

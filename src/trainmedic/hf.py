@@ -18,7 +18,7 @@ from typing import Any
 from trainmedic.events import Epoch, Event, GuardObservation, Metric, PhaseEnd, PhaseStart, TrainingPlan
 from trainmedic.findings import Finding
 from trainmedic.instrument import hooks
-from trainmedic.rules.boosting import EVAL_OVERLAP_CHECK
+from trainmedic.rules.trn.trn009_eval_set_is_train import EVAL_OVERLAP_CHECK
 
 try:
     from transformers import TrainerCallback

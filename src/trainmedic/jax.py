@@ -14,7 +14,8 @@ feeds the step counter: unlike `jax.debug.callback` it adds no effect token,
 which would make every jitted step dispatch synchronously. The host side emits
 TRN001 (non-finite loss) and TRN007 (non-finite or exploding gradient norm) once
 each, and the sampled steps as `Step` events (loss, grad_norm) so `trainmedic run`
-sees the curve. Flax's `TrainState.apply_gradients` calls `tx.update` the same way.
+sees the curve; the decisions and their words are TRN001's and TRN007's files
+(`judge_jax`). Flax's `TrainState.apply_gradients` calls `tx.update` the same way.
 """
 
 from __future__ import annotations
@@ -36,16 +37,14 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from trainmedic.events import FindingRaised, Step
 from trainmedic.findings import Finding
 from trainmedic.instrument import channel
-from trainmedic.record import median
-from trainmedic.rules.dynamics import NONFINITE_LOSS
-from trainmedic.rules.steps import EXPLODING_GRADIENTS
+from trainmedic.rules.trn import trn001_nonfinite_loss as trn001
+from trainmedic.rules.trn import trn007_exploding_gradients as trn007
 
 __all__ = ["GuardState", "findings", "guard"]
 
 # optax >= 0.2.5 names it optax.tree.norm; older releases (still common) only have global_norm
 _tree_norm = getattr(getattr(optax, "tree", None), "norm", None) or optax.global_norm
-EXPLODE_FACTOR = 1e3  # a sampled grad norm this many times the median of earlier samples is an explosion
-_MIN_SAMPLES = 3
+EXPLODE_FACTOR = trn007.JAX_EXPLODE_FACTOR  # x the median of earlier sampled norms: an explosion
 _I32 = jax.ShapeDtypeStruct((), jnp.int32)  # type: ignore[no-untyped-call]
 
 
@@ -131,53 +130,14 @@ class _Monitor:
         if loss_value is not None:
             metrics["loss"] = loss_value
         channel.emit(Step(step=step_no, metrics=metrics))
-        if loss_value is not None and not math.isfinite(loss_value):
-            self._raise(
-                NONFINITE_LOSS.finding(
-                    f"The loss became {loss_value} at step {step_no}",
-                    evidence={
-                        "step": step_no,
-                        "loss": loss_value,
-                        "grad_norm": gnorm,
-                        "last_finite_norms": self.norms[-5:],
-                    },
-                    step=step_no,
-                )
-            )
-        if not math.isfinite(gnorm) or not math.isfinite(unorm):
-            self._raise(
-                EXPLODING_GRADIENTS.finding(
-                    f"The gradient norm became {gnorm} at step {step_no} (update norm {unorm})",
-                    evidence={
-                        "step": step_no,
-                        "grad_norm": gnorm,
-                        "update_norm": unorm,
-                        "earlier_norms": self.norms[-5:],
-                    },
-                    step=step_no,
-                )
-            )
-            return
-        if len(self.norms) >= _MIN_SAMPLES:
-            typical = median(self.norms)
-            if typical > 0 and gnorm > self.explode_factor * typical:
-                self._raise(
-                    EXPLODING_GRADIENTS.finding(
-                        f"The gradient norm jumped to {gnorm:.3g} at step {step_no}, "
-                        f"{gnorm / typical:.3g}x the median {typical:.3g} of earlier sampled steps",
-                        evidence={
-                            "step": step_no,
-                            "grad_norm": gnorm,
-                            "median_norm": typical,
-                            "factor": gnorm / typical,
-                        },
-                        step=step_no,
-                    )
-                )
-        self.norms.append(gnorm)
+        if loss_value is not None:
+            self._raise(trn001.judge_jax(step_no, loss_value, gnorm, self.norms[-5:]))
+        self._raise(trn007.judge_jax(step_no, gnorm, unorm, self.norms, self.explode_factor))
+        if math.isfinite(gnorm) and math.isfinite(unorm):
+            self.norms.append(gnorm)
 
-    def _raise(self, finding: Finding) -> None:
-        if finding.code in self.raised:
+    def _raise(self, finding: Finding | None) -> None:
+        if finding is None or finding.code in self.raised:
             return
         self.raised.add(finding.code)
         with _raised_lock:

@@ -7,12 +7,10 @@ before a rule produces it: `trainmedic rules` and `explain` read this.
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from collections.abc import Iterable
 from functools import cache
 from types import ModuleType
 
-from trainmedic import rules as _rules_package
 from trainmedic.errors import UsageError
 from trainmedic.findings import Finding, FindingSpec, sort_findings
 from trainmedic.record import Rule, RunRecord
@@ -23,15 +21,15 @@ GROUP_ORDER = ("RUN", "TRN", "KER", "TOR", "DAT", "CFG", "ENV")
 
 @cache
 def _families() -> tuple[ModuleType, ...]:
-    """Every module of `trainmedic.rules`: a new family is picked up by adding its file.
+    """Every finding's file, group by group in catalogue order.
 
-    Private modules (`_logtext`, `_workers`, ...) are helpers of the families, imported
-    by them when needed, never collected: a clean run does not compile their patterns.
+    Each group package (`rules/tor/`) names its findings' files in `FAMILY`, one line a code;
+    each file holds its code's `SPEC` and, for an event rule, `RULES`. The private
+    `rules._helpers` is what the findings share, imported by them when needed, never
+    collected: a clean run does not compile their patterns.
     """
-    names = sorted(
-        m.name for m in pkgutil.iter_modules(_rules_package.__path__) if not m.name.startswith("_")
-    )
-    return tuple(importlib.import_module(f"trainmedic.rules.{name}") for name in names)
+    groups = (importlib.import_module(f"trainmedic.rules.{group.lower()}") for group in GROUP_ORDER)
+    return tuple(member for group in groups for member in group.FAMILY)
 
 
 def _catalogue_key(spec: FindingSpec) -> tuple[int, str]:
@@ -44,7 +42,7 @@ def all_specs() -> tuple[FindingSpec, ...]:
     """Every catalogue entry, in FINDINGS.md order; fails loudly on a duplicate code or slug."""
     specs = tuple(
         sorted(
-            (spec for family in _families() for spec in getattr(family, "SPECS", ())),
+            (family.SPEC for family in _families()),
             key=_catalogue_key,
         )
     )
@@ -56,6 +54,14 @@ def all_specs() -> tuple[FindingSpec, ...]:
                 raise RuntimeError(f"duplicate finding {attr} {key!r} in the registry")
             seen.add(key)
     return specs
+
+
+def home_of(spec: FindingSpec) -> str:
+    """The dotted name of the module that defines `spec`: where a reader goes from the catalogue."""
+    for family in _families():
+        if spec == family.SPEC:
+            return family.__name__
+    raise LookupError(f"{spec.code} is not in the registry")
 
 
 def lookup(code_or_slug: str) -> FindingSpec:

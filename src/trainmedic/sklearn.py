@@ -37,36 +37,13 @@ import numpy.typing as npt
 from trainmedic.events import FindingRaised
 from trainmedic.findings import Finding
 from trainmedic.instrument import channel
-from trainmedic.rules.data import CLASS_IMBALANCE, PREPROCESSING_BEFORE_SPLIT, SPLIT_OVERLAP
+from trainmedic.rules.dat import dat001_split_overlap as dat001
+from trainmedic.rules.dat import dat009_class_imbalance as dat009
+from trainmedic.rules.dat import dat014_preprocessing_before_split as dat014
+from trainmedic.rules.dat.dat009_class_imbalance import SUITABLE_IMBALANCE_SCORERS
 
 __all__ = ["SUITABLE_IMBALANCE_SCORERS", "audit", "install"]
 
-# minority / majority class count below which accuracy says little (same threshold as `check data`)
-IMBALANCE_RATIO = 0.1
-# scorers that stay informative under class imbalance (sklearn scorer names)
-SUITABLE_IMBALANCE_SCORERS = frozenset(
-    {
-        "balanced_accuracy",
-        "average_precision",
-        "roc_auc",
-        "roc_auc_ovr",
-        "roc_auc_ovo",
-        "roc_auc_ovr_weighted",
-        "roc_auc_ovo_weighted",
-        "f1",
-        "f1_macro",
-        "f1_weighted",
-        "f1_micro",
-        "precision",
-        "recall",
-        "precision_macro",
-        "recall_macro",
-        "jaccard",
-        "matthews_corrcoef",
-        "neg_log_loss",
-        "neg_brier_score",
-    }
-)
 _MEAN_TOL = 1e-7  # |mean| of a jointly standardised column (float64 round-off is ~1e-16)
 _STD_TOL = 1e-6
 _IMPUTE_MIN_REPEATS = 3
@@ -77,7 +54,7 @@ _LATTICE_MIN_POINTS = 4
 # Data divided by a constant: this share of its values on the lattice k/d (continuous values
 # never come near it; values imputed after the division are off it).
 _LATTICE_SHARE = 0.8
-_OVERSAMPLE_MINORITY_SHARE = 0.8
+_MAX_OVERSAMPLING_CLASSES = 50  # more classes than this: no class balance of the duplicates measured
 # Above this many cells the row comparison (a sort of all rows) is skipped: the audit runs inside the
 # user's cross_val_score and must stay small next to it.
 _MAX_CELLS_FOR_DUPLICATES = 50_000_000
@@ -172,44 +149,38 @@ def _continuous_columns(data: Matrix) -> list[int]:
 def _preprocessing_before_split(
     joint: Matrix, splits: Sequence[_Split], estimator: Any, where: str
 ) -> list[Finding]:
-    if joint.shape[0] < 10 or not splits:
+    if joint.shape[0] < dat014.AUDIT_MIN_ROWS or not splits:
         return []
     columns = _continuous_columns(joint)
     if not columns:
         return []
-    signature = _standardised(joint, columns) or _min_max(joint, columns) or _mean_imputed(joint, columns)
-    if signature is None:
-        return []
-    kind, hit, evidence = signature
-    # The proof from the folds: a training fold alone does not have those statistics.
-    train_means = np.nanmean(joint[splits[0].train][:, hit], axis=0)
-    val_means = np.nanmean(joint[splits[0].test][:, hit], axis=0)
-    evidence.update(
-        {
-            "columns": hit[:20],
-            "columns_total": len(columns),
-            "first_train_fold_mean": _rounded(train_means),
-            "first_validation_fold_mean": _rounded(val_means),
-            "estimator": type(estimator).__name__,
-            "estimator_is_pipeline": _is_pipeline(estimator),
-        }
-    )
-    outside = "" if _is_pipeline(estimator) else "; the preprocessing sits outside a Pipeline"
-    return [
-        PREPROCESSING_BEFORE_SPLIT.finding(
-            f"{len(hit)} of {len(columns)} numeric columns were {kind} with statistics of {where}: "
-            f"every validation fold helped fit the transform it was scored through{outside}",
-            evidence=evidence,
-            fix=(
-                "Pass the raw features and put the transform in the model: "
-                "make_pipeline(StandardScaler(), model) (or SimpleImputer / a ColumnTransformer) so "
-                "each training fold fits it alone."
-            ),
+    for signature in (_standardised, _min_max, _mean_imputed):  # the first that DAT014 judges enough
+        kind, hit, details = signature(joint, columns)
+        if not hit:
+            continue
+        # The proof from the folds: a training fold alone does not have those statistics.
+        scaling = dat014.FoldScaling(
+            signature=kind,
+            hit=hit,
+            columns=len(columns),
+            where=where,
+            estimator=type(estimator).__name__,
+            pipeline=_is_pipeline(estimator),
+            train_fold_mean=_rounded(np.nanmean(joint[splits[0].train][:, hit], axis=0)),
+            validation_fold_mean=_rounded(np.nanmean(joint[splits[0].test][:, hit], axis=0)),
+            details=details,
+            constant_scale=kind == dat014.MIN_MAX and len(hit) > 1 and _constant_scale(joint[:, hit]),
         )
-    ]
+        found = dat014.judge(scaling)
+        if found:
+            return found
+    return []
 
 
-def _standardised(data: Matrix, columns: list[int]) -> tuple[str, list[int], dict[str, Any]] | None:
+Signature = tuple[str, list[int], dict[str, Any]]
+
+
+def _standardised(data: Matrix, columns: list[int]) -> Signature:
     block = data[:, columns]
     means = np.nanmean(block, axis=0)
     stds = np.nanstd(block, axis=0)
@@ -218,20 +189,14 @@ def _standardised(data: Matrix, columns: list[int]) -> tuple[str, list[int], dic
         for c, m, s in zip(columns, means, stds, strict=True)
         if abs(m) < _MEAN_TOL and abs(s - 1) < _STD_TOL
     ]
-    if not _enough(hit, columns):
-        return None
-    return "standardised (mean 0, std 1)", hit, {"joint_max_abs_mean": float(np.max(np.abs(means)))}
+    return dat014.STANDARDISED, hit, {"joint_max_abs_mean": float(np.max(np.abs(means)))}
 
 
-def _min_max(data: Matrix, columns: list[int]) -> tuple[str, list[int], dict[str, Any]] | None:
+def _min_max(data: Matrix, columns: list[int]) -> Signature:
     block = data[:, columns]
     lows, highs = np.nanmin(block, axis=0), np.nanmax(block, axis=0)
     hit = [c for c, lo, hi in zip(columns, lows, highs, strict=True) if lo == 0.0 and abs(hi - 1.0) < 1e-12]
-    if len(hit) < 2 or not _enough(hit, columns):  # one [0, 1] column can be a raw probability
-        return None
-    if _constant_scale(data[:, hit]):
-        return None  # pixels / 255 and the like: one constant for every column, not fitted statistics
-    return "min-max scaled to [0, 1]", hit, {}
+    return dat014.MIN_MAX, hit, {}
 
 
 def _constant_scale(block: Matrix) -> bool:
@@ -246,7 +211,7 @@ def _constant_scale(block: Matrix) -> bool:
     return False
 
 
-def _mean_imputed(data: Matrix, columns: list[int]) -> tuple[str, list[int], dict[str, Any]] | None:
+def _mean_imputed(data: Matrix, columns: list[int]) -> Signature:
     """A value repeated in a column and equal to the column's joint mean: SimpleImputer(strategy='mean')."""
     hit: list[int] = []
     repeats: dict[str, int] = {}
@@ -260,9 +225,7 @@ def _mean_imputed(data: Matrix, columns: list[int]) -> tuple[str, list[int], dic
         if np.unique(column).size > count / 2 + 2:
             hit.append(c)
             repeats[str(c)] = count
-    if not hit:
-        return None
-    return "mean-imputed", hit, {"imputed_values_per_column": repeats}
+    return dat014.MEAN_IMPUTED, hit, {"imputed_values_per_column": repeats}
 
 
 def _on_lattice(others: Matrix, value: float) -> bool:
@@ -278,10 +241,6 @@ def _on_lattice(others: Matrix, value: float) -> bool:
         return False
     offset = (value - points[0]) / step
     return bool(abs(offset - round(offset)) <= _LATTICE_TOL)
-
-
-def _enough(hit: list[int], columns: list[int]) -> bool:
-    return bool(hit) and len(hit) * 2 >= len(columns)
 
 
 def _is_pipeline(estimator: Any) -> bool:
@@ -310,108 +269,43 @@ def _split_overlap(joint: Matrix, splits: Sequence[_Split], y: Any) -> list[Find
     ids = _row_ids(joint)
     if np.unique(ids).size == len(ids):
         return []
-    shared_per_fold = []
-    for split in splits:
-        shared = np.isin(ids[split.test], ids[split.train])
-        shared_per_fold.append(int(shared.sum()))
+    shared_per_fold = [int(np.isin(ids[split.test], ids[split.train]).sum()) for split in splits]
     if not any(shared_per_fold):
         return []
-    total_val = sum(len(s.test) for s in splits)
-    evidence: dict[str, Any] = {
-        "held_out_rows_also_in_training": sum(shared_per_fold),
-        "held_out_rows": total_val,
-        "per_fold": shared_per_fold,
-        "duplicate_rows": int(len(ids) - np.unique(ids).size),
-    }
-    cause = _oversampling_cause(ids, y, evidence)
-    share = sum(shared_per_fold) / max(total_val, 1)
-    message = (
-        f"{sum(shared_per_fold):,} of {total_val:,} held-out rows ({share:.0%}) are identical to "
-        f"rows of the training part of the same split{cause}"
+    overlap = dat001.FoldOverlap(
+        shared_per_fold=shared_per_fold,
+        held_out_rows=sum(len(s.test) for s in splits),
+        duplicate_rows=int(len(ids) - np.unique(ids).size),
+        classes=_class_balance(ids, y),
     )
-    fix = (
-        "Split first, then oversample only the training part (imblearn's Pipeline with "
-        "RandomOverSampler/SMOTE inside cross-validation), or use class weights."
-        if cause
-        else "Drop exact duplicates before splitting (or split by group), then evaluate again."
-    )
-    return [SPLIT_OVERLAP.finding(message, evidence=evidence, fix=fix)]
+    return dat001.judge(overlap)
 
 
-def _oversampling_cause(ids: npt.NDArray[np.intp], y: Any, evidence: dict[str, Any]) -> str:
-    """' : oversampling ...' when duplicates are minority rows that make the classes look balanced."""
+def _class_balance(ids: npt.NDArray[np.intp], y: Any) -> dat001.Oversampling | None:
+    """How the duplicated rows fall among the classes: DAT001 reads oversampling from it."""
     if y is None or len(y) != len(ids):
-        return ""
+        return None
     labels = np.asarray(y).ravel()
     classes, counts_now = np.unique(labels, return_counts=True)
-    if not 2 <= classes.size <= 50:
-        return ""
+    if not 2 <= classes.size <= _MAX_OVERSAMPLING_CLASSES:
+        return None
     repeated = np.ones(len(ids), dtype=bool)
     repeated[np.unique(ids, return_index=True)[1]] = False  # every later copy of a row
     distinct = np.array([np.sum(labels[~repeated] == c) for c in classes])
     minority = classes[int(np.argmin(distinct))]
-    minority_share = float(np.mean(labels[repeated] == minority)) if repeated.any() else 0.0
-    balanced_now = counts_now.min() / counts_now.max()
-    balanced_before = distinct.min() / max(distinct.max(), 1)
-    evidence.update(
-        {
-            "minority_class": _plain(minority),
-            "minority_share_of_duplicates": round(minority_share, 3),
-            "class_ratio_as_given": round(float(balanced_now), 3),
-            "class_ratio_without_duplicates": round(float(balanced_before), 3),
-        }
+    return dat001.Oversampling(
+        minority=_plain(minority),
+        minority_share=float(np.mean(labels[repeated] == minority)) if repeated.any() else 0.0,
+        ratio_as_given=float(counts_now.min() / counts_now.max()),
+        ratio_without=float(distinct.min() / max(distinct.max(), 1)),
     )
-    if minority_share >= _OVERSAMPLE_MINORITY_SHARE and balanced_now > 2 * balanced_before:
-        return (
-            f": oversampling before the split — {minority_share:.0%} of the duplicated rows are of "
-            f"the minority class {_plain(minority)!r}, whose ratio is {balanced_before:.2f} without them"
-        )
-    return ""
 
 
 # -- DAT009 ------------------------------------------------------------------------------------------
 def _imbalance_without_metric(y: Any, scoring: Any) -> list[Finding]:
     classes, class_counts = np.unique(np.asarray(y).ravel(), return_counts=True)
-    if not 2 <= classes.size <= 1000:
-        return []
-    order = np.argsort(-class_counts, kind="stable")
-    majority, minority = classes[order[0]], classes[order[-1]]
-    most, least = int(class_counts[order[0]]), int(class_counts[order[-1]])
-    ratio = least / most
-    if ratio >= IMBALANCE_RATIO or _suitable(scoring):
-        return []
-    scorer = "accuracy (the default of a classifier)" if scoring is None else repr(scoring)
-    return [
-        CLASS_IMBALANCE.finding(
-            f"Minority class {_plain(minority)!r} has {least:,} rows, "
-            f"{ratio:.1%} of the majority class ({most:,}), and the score is {scorer}: "
-            f"always predicting {_plain(majority)!r} scores {most / class_counts.sum():.1%}",
-            evidence={
-                "class_counts": {str(_plain(c)): int(n) for c, n in zip(classes, class_counts, strict=True)},
-                "ratio": round(ratio, 6),
-                "threshold": IMBALANCE_RATIO,
-                "scoring": scoring if isinstance(scoring, (str, type(None))) else str(scoring),
-                "suggested_scoring": ["average_precision", "balanced_accuracy", "f1"],
-            },
-            fix=(
-                "Score with scoring='average_precision' (PR-AUC), 'balanced_accuracy' or 'f1'; "
-                "use class_weight='balanced' or threshold tuning; never oversample before splitting."
-            ),
-        )
-    ]
-
-
-def _suitable(scoring: Any) -> bool:
-    if scoring is None:
-        return False
-    if isinstance(scoring, str):
-        return scoring in SUITABLE_IMBALANCE_SCORERS
-    if isinstance(scoring, (list, tuple, set, dict)):
-        names = scoring.keys() if isinstance(scoring, dict) else scoring
-        return any(isinstance(n, str) and n in SUITABLE_IMBALANCE_SCORERS for n in names) or isinstance(
-            scoring, dict
-        )
-    return True  # a callable scorer: the user chose it
+    counts = [(_plain(c), int(n)) for c, n in zip(classes, class_counts, strict=True)]
+    return dat009.judge(dat009.ScoredClasses(counts, scoring))
 
 
 def _plain(value: Any) -> Any:

@@ -16,10 +16,11 @@ from sklearn.model_selection import train_test_split
 import trainmedic.catboost
 import trainmedic.lightgbm
 import trainmedic.xgboost
+from trainmedic._boosting import RULES as BOOSTING_RULES
 from trainmedic.events import Epoch, GuardObservation
 from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules
-from trainmedic.rules import boosting
+from trainmedic.rules.trn import trn009_eval_set_is_train as trn009
 
 from ..helpers import run_instrumented
 
@@ -139,11 +140,11 @@ def test_catboost_guard_eval_set_is_train_and_late_best_iteration(split) -> None
 def test_rules_only_judge_the_eval_set_that_decides() -> None:
     def overlap(**data: object) -> GuardObservation:
         base = {"framework": "XGBoost", "call": 1, "eval_name": "train", "eval_rows": 100, "shared_rows": 100}
-        return GuardObservation(check=boosting.EVAL_OVERLAP_CHECK, data={**base, **data})
+        return GuardObservation(check=trn009.EVAL_OVERLAP_CHECK, data={**base, **data})
 
-    assert run_rules(RunRecord.of([overlap(decides=False)]), boosting.RULES) == []
-    assert run_rules(RunRecord.of([overlap(shared_rows=0, decides=True)]), boosting.RULES) == []
-    (finding,) = run_rules(RunRecord.of([overlap(shared_rows=30, decides=True)]), boosting.RULES)
+    assert run_rules(RunRecord.of([overlap(decides=False)]), BOOSTING_RULES) == []
+    assert run_rules(RunRecord.of([overlap(shared_rows=0, decides=True)]), BOOSTING_RULES) == []
+    (finding,) = run_rules(RunRecord.of([overlap(shared_rows=30, decides=True)]), BOOSTING_RULES)
     assert "30 of 100 rows (30%)" in finding.message
 
 

@@ -309,7 +309,7 @@ def test_configs_named_on_a_launcher_command_line(tmp_path: Path) -> None:
 
 def test_the_supervisor_imports_configcheck_for_exactly_the_commands_it_reads() -> None:
     from trainmedic import configcheck
-    from trainmedic.supervise.environment import CONFIG_SUFFIXES, names_a_config_file
+    from trainmedic.envinfo._background import CONFIG_SUFFIXES, names_a_config_file
 
     assert CONFIG_SUFFIXES == configcheck._CONFIG_SUFFIXES
     assert names_a_config_file(["deepspeed", "train.py", "--deepspeed=DS.JSON"])

@@ -25,8 +25,8 @@ from trainmedic.events import Epoch, Event, LogLine, MemoryLimit, MemorySample, 
 from trainmedic.findings import Finding
 from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules
-from trainmedic.rules import _workers
-from trainmedic.rules._ray import is_ray_process
+from trainmedic.rules._helpers import workers as _workers
+from trainmedic.rules._helpers.ray import is_ray_process
 from trainmedic.supervise.tree import classify
 
 from ..conftest import trainmedic_cmd

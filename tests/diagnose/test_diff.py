@@ -80,7 +80,7 @@ def test_same_environment_and_noisy_twin_curves(tmp_path: Path, manifest: dict, 
 
 def test_training_packages_come_first(manifest: dict) -> None:
     from trainmedic.envinfo import TRAINING_PACKAGES
-    from trainmedic.rules.env import compare_manifests
+    from trainmedic.rules.env.env001_env_drift import compare_manifests
 
     b = copy.deepcopy(manifest)
     for name in ("aaa-first-alphabetically", "torch", "nvidia-cudnn-cu12", "numpy"):

@@ -13,9 +13,14 @@ import pytest
 
 from trainmedic.events import Epoch, Event, MetricSeries, Step
 from trainmedic.record import RunRecord
-from trainmedic.rules import dynamics
+from trainmedic.rules.trn import trn001_nonfinite_loss as trn001
+from trainmedic.rules.trn import trn002_loss_divergence as trn002
+from trainmedic.rules.trn import trn003_not_learning as trn003
+from trainmedic.rules.trn import trn004_overfitting as trn004
 
 RNG_SEEDS = range(20)
+#: The loss-curve rules (TRN004's boosting rule reads observations, not curves).
+CURVE_RULES = (trn001.nonfinite_loss, trn002.loss_divergence, trn003.not_learning, trn004.overfitting)
 
 
 def epochs(**series: list[float]) -> RunRecord:
@@ -39,7 +44,7 @@ def series(name: str, values: np.ndarray) -> MetricSeries:
 
 
 def codes(record: RunRecord) -> list[str]:
-    return [f.code for rule in dynamics.RULES for f in rule(record)]
+    return [f.code for rule in CURVE_RULES for f in rule(record)]
 
 
 def healthy_steps(seed: int, n: int = 600, noise: float = 0.15) -> np.ndarray:
@@ -66,7 +71,7 @@ def test_healthy_noisy_curves_fire_nothing(seed: int) -> None:
 
 def test_nonfinite_loss_gives_first_step_and_epoch() -> None:
     values = [2.3, 1.9, 8.1, 1e12, math.inf, math.nan, math.nan]
-    [finding] = dynamics.nonfinite_loss(steps(values, per_epoch=3))
+    [finding] = trn001.nonfinite_loss(steps(values, per_epoch=3))
     assert (finding.code, finding.step, finding.epoch) == ("TRN001", 4, 2)  # epochs count from 1
     assert finding.evidence["value"] == "+Inf"
     assert finding.evidence["last_finite_value"] == 1e12
@@ -74,7 +79,7 @@ def test_nonfinite_loss_gives_first_step_and_epoch() -> None:
 
 
 def test_nonfinite_validation_loss_is_reported_too() -> None:
-    [finding] = dynamics.nonfinite_loss(epochs(loss=[1.0, 0.9, 0.8], val_loss=[1.1, math.nan, math.nan]))
+    [finding] = trn001.nonfinite_loss(epochs(loss=[1.0, 0.9, 0.8], val_loss=[1.1, math.nan, math.nan]))
     assert finding.evidence["metric"] == "val_loss"
     assert finding.epoch == 2
 
@@ -84,7 +89,7 @@ def test_divergence_after_a_minimum() -> None:
     down = 2.3 * np.exp(-np.arange(300) / 60) + 0.4
     up = np.linspace(0.4, 5.0, 300)
     values = np.concatenate([down, up]) * (1 + 0.05 * rng.standard_normal(600))
-    found = dynamics.loss_divergence(steps(values))
+    found = trn002.loss_divergence(steps(values))
     assert [f.code for f in found] == ["TRN002"]
     ev = found[0].evidence
     assert 250 <= ev["min_step"] <= 340
@@ -96,19 +101,19 @@ def test_divergence_after_a_minimum() -> None:
 def test_a_single_spike_is_not_divergence() -> None:
     values = healthy_steps(1)
     values[400] = 50.0
-    assert dynamics.loss_divergence(steps(values)) == []
+    assert trn002.loss_divergence(steps(values)) == []
 
 
 def test_divergence_that_recovers_is_not_reported() -> None:
     down = np.linspace(2.0, 0.5, 200)
     bump = np.concatenate([np.linspace(0.5, 3.0, 100), np.linspace(3.0, 0.4, 100)])
-    assert dynamics.loss_divergence(steps(np.concatenate([down, bump]))) == []
+    assert trn002.loss_divergence(steps(np.concatenate([down, bump]))) == []
 
 
 def test_flat_loss_is_not_learning() -> None:
     rng = np.random.default_rng(3)
     flat = (math.log(10) + 0.01 * rng.standard_normal(20)).tolist()
-    [finding] = dynamics.not_learning(epochs(loss=flat))
+    [finding] = trn003.not_learning(epochs(loss=flat))
     assert finding.code == "TRN003"
     assert finding.evidence["epochs"] == 20
     assert abs(finding.evidence["start_loss"] - math.log(10)) < 0.05
@@ -117,7 +122,7 @@ def test_flat_loss_is_not_learning() -> None:
 def test_fast_drop_then_plateau_is_learning() -> None:
     values = np.concatenate([np.linspace(2.3, 0.2, 10), np.full(200, 0.2)])
     values = values * (1 + 0.1 * np.random.default_rng(4).standard_normal(len(values)))
-    assert dynamics.not_learning(steps(values)) == []
+    assert trn003.not_learning(steps(values)) == []
 
 
 def test_flat_per_batch_loss_is_judged_by_epoch_means() -> None:
@@ -125,7 +130,7 @@ def test_flat_per_batch_loss_is_judged_by_epoch_means() -> None:
     steps a noise dip reads as progress, the epoch means show the run is flat."""
     batch_difficulty = 1 + 0.05 * np.random.default_rng(5).standard_normal(50)
     values = np.concatenate([0.7080 * batch_difficulty - 1e-5 * e for e in range(8)])
-    [finding] = dynamics.not_learning(steps(values, per_epoch=50))
+    [finding] = trn003.not_learning(steps(values, per_epoch=50))
     assert finding.evidence["epochs"] == 8
     assert finding.evidence["points"] == 400
     assert "over 8 epochs (means of 400 logged steps)" in finding.message
@@ -134,9 +139,9 @@ def test_flat_per_batch_loss_is_judged_by_epoch_means() -> None:
 def test_slow_but_steady_per_batch_learning_is_not_flagged() -> None:
     batch_difficulty = 1 + 0.05 * np.random.default_rng(6).standard_normal(50)
     values = np.concatenate([(0.70 - 0.01 * e) * batch_difficulty for e in range(8)])
-    assert dynamics.not_learning(steps(values, per_epoch=50)) == []
+    assert trn003.not_learning(steps(values, per_epoch=50)) == []
     fast_then_flat = np.concatenate([np.linspace(2.3, 0.2, 10), np.full(200, 0.2)])
-    assert dynamics.not_learning(steps(fast_then_flat, per_epoch=20)) == []
+    assert trn003.not_learning(steps(fast_then_flat, per_epoch=20)) == []
 
 
 def test_flat_sampled_step_losses_with_a_low_first_batch_are_not_learning() -> None:
@@ -159,20 +164,20 @@ def test_flat_sampled_step_losses_with_a_low_first_batch_are_not_learning() -> N
     ]
     values += [0.7066, 0.7052, 0.7071, 0.7186, 0.7025, 0.7098, 0.7162, 0.703, 0.7121, 0.7119, 0.7108, 0.7061]
     values += [0.714, 0.7141]
-    [finding] = dynamics.not_learning(steps(values))
+    [finding] = trn003.not_learning(steps(values))
     assert finding.evidence["best_loss"] > 0.70  # not the first batch's 0.6875
 
 
 def test_too_few_points_are_not_judged() -> None:
-    assert dynamics.not_learning(epochs(loss=[1.7, 1.7, 1.7])) == []  # flat, not at any chance level
-    assert dynamics.not_learning(epochs(loss=[2.3026, 2.3026])) == []  # at chance, but two epochs
-    assert dynamics.loss_divergence(epochs(loss=[0.1, 50.0])) == []
+    assert trn003.not_learning(epochs(loss=[1.7, 1.7, 1.7])) == []  # flat, not at any chance level
+    assert trn003.not_learning(epochs(loss=[2.3026, 2.3026])) == []  # at chance, but two epochs
+    assert trn002.loss_divergence(epochs(loss=[0.1, 50.0])) == []
 
 
 def test_overfitting_gives_the_turning_epoch() -> None:
     train = [1.0, 0.7, 0.5, 0.4, 0.33, 0.3, 0.25, 0.2, 0.16, 0.13, 0.1, 0.08, 0.07, 0.06, 0.05]
     val = [1.0, 0.8, 0.65, 0.58, 0.54, 0.52, 0.53, 0.55, 0.58, 0.61, 0.65, 0.7, 0.74, 0.77, 0.80]
-    [finding] = dynamics.overfitting(epochs(loss=train, val_loss=val))
+    [finding] = trn004.overfitting(epochs(loss=train, val_loss=val))
     assert finding.code == "TRN004"
     assert finding.epoch == 6  # the sixth epoch, counted from 1 as in the message
     assert finding.evidence["turn_epoch"] == 6
@@ -197,14 +202,14 @@ def test_overfitting_on_step_logs_hf_style() -> None:
             ),
         ]
     )
-    [finding] = dynamics.overfitting(record)
+    [finding] = trn004.overfitting(record)
     assert finding.step == 400
     assert finding.evidence["train_end"] < finding.evidence["train_at_turn"]
 
 
 def test_val_rising_with_train_rising_is_not_overfitting() -> None:
     rising = [0.5, 0.45, 0.4, 0.42, 0.5, 0.6, 0.7, 0.8]
-    assert dynamics.overfitting(epochs(loss=rising, val_loss=rising)) == []
+    assert trn004.overfitting(epochs(loss=rising, val_loss=rising)) == []
 
 
 @pytest.mark.slow
@@ -218,7 +223,7 @@ def test_million_point_series_is_reduced() -> None:
     record = RunRecord.of(
         [MetricSeries(name="train/loss", steps=list(range(len(values))), values=values.tolist())]
     )
-    [finding] = dynamics.nonfinite_loss(record)
+    [finding] = trn001.nonfinite_loss(record)
     assert finding.step == 700_000
 
 
@@ -229,5 +234,5 @@ def test_nonfinite_prefers_the_step_when_steps_and_epochs_carry_the_loss() -> No
         Epoch(epoch=0, metrics={"loss": 1.0}, t=4.0),
         Epoch(epoch=1, metrics={"loss": math.nan}, t=8.0),
     ]
-    [finding] = dynamics.nonfinite_loss(RunRecord.of(events))
+    [finding] = trn001.nonfinite_loss(RunRecord.of(events))
     assert (finding.step, finding.epoch) == (6, 2)

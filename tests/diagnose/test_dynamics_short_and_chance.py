@@ -13,9 +13,11 @@ import pytest
 
 from trainmedic.events import Epoch, Event, GuardObservation, Step
 from trainmedic.record import RunRecord
-from trainmedic.rules import dynamics
+from trainmedic.rules.trn import trn001_nonfinite_loss as trn001
+from trainmedic.rules.trn import trn002_loss_divergence as trn002
+from trainmedic.rules.trn import trn003_not_learning as trn003
 
-from .test_dynamics_rules import epochs, healthy_steps, steps
+from .test_dynamics_rules import CURVE_RULES, epochs, healthy_steps, steps
 
 
 def sampled(values: list[float], every: int = 10) -> RunRecord:
@@ -28,7 +30,7 @@ def sampled(values: list[float], every: int = 10) -> RunRecord:
 
 def test_a_loss_that_jumps_100x_in_a_short_run_diverged() -> None:
     """28 steps of an LSTM LM at 16x its learning rate, unclipped (word_lm_overflow.py)."""
-    [finding] = dynamics.loss_divergence(sampled([3.918, 4943.5, 11325.5, 11197.6]))
+    [finding] = trn002.loss_divergence(sampled([3.918, 4943.5, 11325.5, 11197.6]))
     assert finding.code == "TRN002"
     assert finding.step == 10
     assert finding.evidence["factor_over_start"] > 100
@@ -37,14 +39,14 @@ def test_a_loss_that_jumps_100x_in_a_short_run_diverged() -> None:
 
 def test_a_finite_loss_rising_for_six_epochs_diverged() -> None:
     """0.01 -> 4.8e7 over 6 epochs, all finite: a rise no noise estimate may excuse."""
-    [finding] = dynamics.loss_divergence(epochs(loss=[0.01, 0.4, 30.0, 2.1e3, 9e5, 4.8e7]))
+    [finding] = trn002.loss_divergence(epochs(loss=[0.01, 0.4, 30.0, 2.1e3, 9e5, 4.8e7]))
     assert finding.epoch == 2
     assert finding.evidence["end_loss"] > 1e7
 
 
 def test_a_rise_that_passes_the_start_only_at_the_last_point_is_not_an_explosion() -> None:
     """'Stays high': one last point above 10x the start is a spike, not a divergence."""
-    assert dynamics.loss_divergence(sampled([2.3, 1.9, 1.7, 1.6, 40.0])) == []
+    assert trn002.loss_divergence(sampled([2.3, 1.9, 1.7, 1.6, 40.0])) == []
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -53,13 +55,13 @@ def test_healthy_losses_near_zero_with_large_relative_scatter_are_not_explosions
     rng = np.random.default_rng(seed)
     clean = 0.01 + 2.3 * np.exp(-np.arange(40) / 4)
     values = clean * np.exp(rng.normal(0, 1.0, 40))
-    assert dynamics.loss_divergence(sampled(values.tolist())) == []
+    assert trn002.loss_divergence(sampled(values.tolist())) == []
 
 
 def test_loss_falling_to_chance_and_staying_there_is_not_learning() -> None:
     """Random logits start above ln 10; learning the bias brings the loss to ln 10, no lower."""
     values = [2.45, 2.36, 2.31] + [math.log(10)] * 30
-    [finding] = dynamics.not_learning(sampled(values))
+    [finding] = trn003.not_learning(sampled(values))
     assert finding.evidence["classes"] == 10
     assert finding.evidence["chance_level"] == pytest.approx(2.3026, abs=1e-4)
     assert "chance level" in finding.message
@@ -70,39 +72,39 @@ def test_chance_level_from_a_stated_class_count_allows_batch_scatter() -> None:
     rng = np.random.default_rng(0)
     values = [2.5, 2.38, *(math.log(10) + 0.03 * rng.standard_normal(30)).tolist()]
     stated = GuardObservation(
-        check=dynamics.LOSS_FUNCTION_CHECK, data={"classes": 10, "source": "output layer of width 10"}, t=0.0
+        check=trn003.LOSS_FUNCTION_CHECK, data={"classes": 10, "source": "output layer of width 10"}, t=0.0
     )
     record = RunRecord.of([stated, *sampled(values).events])
-    [finding] = dynamics.not_learning(record)
+    [finding] = trn003.not_learning(record)
     assert finding.evidence["classes_from"] == "output layer of width 10"
-    assert dynamics.not_learning(sampled(values)) == []  # that scatter alone proves nothing
+    assert trn003.not_learning(sampled(values)) == []  # that scatter alone proves nothing
 
 
 def test_three_epochs_at_chance_with_the_classes_stated() -> None:
-    stated = GuardObservation(check=dynamics.LOSS_FUNCTION_CHECK, data={"classes": 10}, t=-1.0)
+    stated = GuardObservation(check=trn003.LOSS_FUNCTION_CHECK, data={"classes": 10}, t=-1.0)
     record = RunRecord.of([stated, *epochs(loss=[2.3314, 2.3014, 2.3024]).events])
-    [finding] = dynamics.not_learning(record)
+    [finding] = trn003.not_learning(record)
     assert "over 3 epochs" in finding.message
 
 
 def test_a_slow_start_at_chance_that_then_learns_is_healthy() -> None:
-    stated = GuardObservation(check=dynamics.LOSS_FUNCTION_CHECK, data={"classes": 10}, t=-1.0)
+    stated = GuardObservation(check=trn003.LOSS_FUNCTION_CHECK, data={"classes": 10}, t=-1.0)
     values = [2.35] + [2.30] * 15 + np.linspace(2.28, 1.2, 20).tolist()
     record = RunRecord.of([stated, *sampled(values).events])
-    assert dynamics.not_learning(record) == []
+    assert trn003.not_learning(record) == []
 
 
 def test_a_regression_loss_that_settles_near_2_30_is_not_chance() -> None:
     rng = np.random.default_rng(1)
     values = np.linspace(6.0, 2.3, 10).tolist() + (2.3 + 0.05 * rng.standard_normal(30)).tolist()
-    assert dynamics.not_learning(sampled(values)) == []
+    assert trn003.not_learning(sampled(values)) == []
 
 
 @pytest.mark.parametrize("seed", range(10))
 def test_healthy_classifier_curves_with_the_classes_stated_fire_nothing(seed: int) -> None:
-    stated = GuardObservation(check=dynamics.LOSS_FUNCTION_CHECK, data={"classes": 10}, t=-1.0)
+    stated = GuardObservation(check=trn003.LOSS_FUNCTION_CHECK, data={"classes": 10}, t=-1.0)
     record = RunRecord.of([stated, *steps(healthy_steps(seed)).events])
-    assert [f.code for rule in dynamics.RULES for f in rule(record)] == []
+    assert [f.code for rule in CURVE_RULES for f in rule(record)] == []
 
 
 def test_epochs_of_two_ranks_count_once() -> None:
@@ -111,7 +113,7 @@ def test_epochs_of_two_ranks_count_once() -> None:
         for e in range(5)
         for r in (0, 1)
     ]
-    [finding] = dynamics.not_learning(RunRecord.of(events))
+    [finding] = trn003.not_learning(RunRecord.of(events))
     assert "over 5 epochs" in finding.message
     assert finding.evidence["epochs"] == 5
 
@@ -122,19 +124,19 @@ def test_a_nan_on_one_rank_stays_a_nan() -> None:
         for s in range(5)
         for r in (0, 1)
     ]
-    [finding] = dynamics.nonfinite_loss(RunRecord.of(events))
+    [finding] = trn001.nonfinite_loss(RunRecord.of(events))
     assert finding.step == 3
 
 
 def test_a_loss_still_falling_through_chance_level_is_learning() -> None:
     """Binary cross-entropy of a slow learner: 0.73, 0.71, 0.69 passes ln 2 on its way down
     (a sharded PyDataset that saw 8 batches an epoch); and a long slow descent through ln 10."""
-    stated = GuardObservation(check=dynamics.LOSS_FUNCTION_CHECK, data={"classes": 2}, t=-1.0)
+    stated = GuardObservation(check=trn003.LOSS_FUNCTION_CHECK, data={"classes": 2}, t=-1.0)
     record = RunRecord.of([stated, *epochs(loss=[0.7346, 0.7080, 0.6851]).events])
-    assert dynamics.not_learning(record) == []
-    ten = GuardObservation(check=dynamics.LOSS_FUNCTION_CHECK, data={"classes": 10}, t=-1.0)
+    assert trn003.not_learning(record) == []
+    ten = GuardObservation(check=trn003.LOSS_FUNCTION_CHECK, data={"classes": 10}, t=-1.0)
     descent = np.linspace(2.349, 2.262, 40).tolist()
-    assert dynamics.not_learning(RunRecord.of([ten, *sampled(descent).events])) == []
+    assert trn003.not_learning(RunRecord.of([ten, *sampled(descent).events])) == []
 
 
 def test_an_explosion_inside_the_first_epoch_is_measured_from_the_first_step() -> None:
@@ -147,7 +149,7 @@ def test_an_explosion_inside_the_first_epoch_is_measured_from_the_first_step() -
             *epochs(loss=[2.1e33, 1.0e31, 9.1e29, 8.0e28, 7.1e27, 6.2e26]).events,
         ]
     )
-    [finding] = dynamics.loss_divergence(record)
+    [finding] = trn002.loss_divergence(record)
     assert finding.evidence["start_loss"] == 3.99e4
     assert finding.epoch == 1  # 1-based, as "Epoch 1/6" in the log
     assert "at its first step" in finding.message
@@ -158,7 +160,7 @@ def test_a_first_step_above_the_epoch_means_changes_nothing() -> None:
     record = RunRecord.of(
         [Step(step=1, epoch=0, metrics={"loss": 2.4}, t=0.0), *epochs(loss=[1.2, 0.8, 0.6, 0.5, 0.45]).events]
     )
-    assert dynamics.loss_divergence(record) == []
+    assert trn002.loss_divergence(record) == []
 
 
 # The loss points (one per 10 episodes) of three runs of a REINFORCE policy gradient on a
@@ -183,15 +185,15 @@ REINFORCE_RUNS = [
 def test_a_policy_gradient_surrogate_centred_on_zero_is_not_judged_by_its_level(values) -> None:
     """Its sign and size are not a fit: no divergence, no 'not learning' (each fired before)."""
     record = sampled(values)
-    assert dynamics.loss_divergence(record) == []
-    assert dynamics.not_learning(record) == []
+    assert trn002.loss_divergence(record) == []
+    assert trn003.not_learning(record) == []
 
 
 def test_a_log_density_that_crosses_zero_once_and_then_explodes_still_diverged() -> None:
     """A continuous likelihood falls below zero as it fits: one crossing is not a centred loss."""
     values = [1.4, 1.1, 0.8, 0.5, 0.2, -0.1, -0.4, -0.6, -0.8, -0.9, -1.0, -1.05]
     values += [-0.9, 2.0, 30.0, 400.0, 900.0, 1500.0, 2100.0, 2600.0, 3000.0, 3200.0]
-    [finding] = dynamics.loss_divergence(sampled(values))
+    [finding] = trn002.loss_divergence(sampled(values))
     assert finding.code == "TRN002"
 
 
@@ -204,8 +206,8 @@ def test_the_loss_rules_judge_the_training_an_optimizer_took_over_from_its_hando
     ]
     events += [Step(step=600 + 10 * i, epoch=0, metrics={"loss": 1.127}, t=60.0 + i) for i in range(1, 56)]
     handover = GuardObservation(check="optimizer_handover", data={"optimizer": "Adam"}, step=610)
-    assert [f.code for f in dynamics.loss_divergence(RunRecord.of(events))] == ["TRN002"]
+    assert [f.code for f in trn002.loss_divergence(RunRecord.of(events))] == ["TRN002"]
     record = RunRecord.of([*events, handover])
-    assert dynamics.loss_divergence(record) == []
-    [finding] = dynamics.not_learning(record)
+    assert trn002.loss_divergence(record) == []
+    [finding] = trn003.not_learning(record)
     assert finding.evidence["start_loss"] == 1.127

@@ -1,14 +1,22 @@
-"""rules/history.py: fewer epochs/steps in a log than requested, without double-reporting KER003/RUN004."""
+"""Logs without an exit status (`rules/_helpers/short_logs.py`): fewer epochs/steps than
+requested, RUN004 or KER003 by the framework, never both, and neither when another rule owns it."""
 
 from __future__ import annotations
 
 from trainmedic.events import Epoch, Event, GuardObservation, PhaseEnd, RunEnd, Step, TrainingPlan
+from trainmedic.findings import Finding
 from trainmedic.record import RunRecord
-from trainmedic.rules.history import logged_run_ended_early
+from trainmedic.rules.ker import ker003_history_epochs_mismatch as ker003
+from trainmedic.rules.run import run004_silent_early_exit as run004
 
 
 def record(*events: Event) -> RunRecord:
     return RunRecord.of(events)
+
+
+def logged_run_ended_early(record: RunRecord) -> list[Finding]:
+    """Both codes' rules for a log that holds less than its plan."""
+    return run004.logged_run_ended_early(record) + ker003.history_read_short(record)
 
 
 def epochs(n: int) -> list[Event]:
@@ -44,7 +52,7 @@ def test_expected_epochs_on_a_log_without_end() -> None:
 def test_steps_aside_for_ker003_run004_and_early_stopping() -> None:
     keras = TrainingPlan(framework="keras", epochs=12, t=0.0)
     fit_end = GuardObservation(check="keras_fit_end", t=4.0, data={"epochs_requested": 12, "epochs_run": 1})
-    # seen in-process: KER003's own rule (rules/keras.py) owns it
+    # seen in-process: KER003's own rule (rules/ker/ker003_history_epochs_mismatch.py) owns it
     assert logged_run_ended_early(record(keras, *epochs(1), fit_end, PhaseEnd(phase="train", t=5.0))) == []
     # a Keras history read from a file: KER003 comes from here, never RUN004
     [from_log] = logged_run_ended_early(record(keras, *epochs(1)))

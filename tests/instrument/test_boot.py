@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from trainmedic.events import ProcessSpawn, read_events
-from trainmedic.instrument.environment import BOOT_DIR
+from trainmedic.instrument.channel import boot_dir
 
 SRC = Path(__file__).resolve().parents[2] / "src"  # this checkout's trainmedic, not an installed one
 
 
 def run_child(tmp_path: Path, code: str, extra_path: list[str] | None = None, **env: str):
     events = tmp_path / "events.jsonl"
-    pythonpath = [str(BOOT_DIR), *(extra_path or []), str(SRC)]
+    pythonpath = [str(boot_dir()), *(extra_path or []), str(SRC)]
     full_env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(pythonpath),

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from trainmedic.events import TrainingPlan, read_events
-from trainmedic.instrument.environment import child_env
+from trainmedic.instrument.channel import child_env
 from trainmedic.record import RunRecord
 
 from .conftest import line_env

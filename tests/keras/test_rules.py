@@ -9,15 +9,13 @@ import pytest
 from trainmedic.events import Epoch, GuardObservation
 from trainmedic.keras import check_sequence
 from trainmedic.record import RunRecord
-from trainmedic.rules.keras import (
-    FIT_END_CHECK,
-    INPUT_CHECK,
-    OUTPUT_CHECK,
-    history_epochs_mismatch,
-    sequence_len_huge,
-    sequence_too_short,
-    single_unit_softmax,
-)
+from trainmedic.rules._helpers.keras import INPUT_CHECK
+from trainmedic.rules.ker.ker001_sequence_too_short import sequence_too_short
+from trainmedic.rules.ker.ker002_sequence_len_huge import sequence_len_huge
+from trainmedic.rules.ker.ker003_history_epochs_mismatch import CHECK as FIT_END_CHECK
+from trainmedic.rules.ker.ker003_history_epochs_mismatch import history_epochs_mismatch
+from trainmedic.rules.ker.ker004_single_unit_softmax import CHECK as OUTPUT_CHECK
+from trainmedic.rules.ker.ker004_single_unit_softmax import single_unit_softmax
 
 GIB = 2**30
 
@@ -169,7 +167,7 @@ def test_public_api_imports_no_framework_until_used() -> None:
 def test_predict_inside_an_epoch_end_callback_counts_as_an_evaluation_spike() -> None:
     """The instrumentation nests a callback's model.predict in epoch_end; RUN003 must still see it."""
     from trainmedic.events import MemorySample, PhaseEnd, PhaseStart
-    from trainmedic.rules.run import MIN_TRAIN_SAMPLES, eval_memory_spike
+    from trainmedic.rules.run.run003_eval_memory_spike import MIN_TRAIN_SAMPLES, eval_memory_spike
 
     events: list = [PhaseStart(phase="train", epoch=0, t=0, pid=1)]
     steady = range(MIN_TRAIN_SAMPLES + 2)

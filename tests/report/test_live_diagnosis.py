@@ -1,12 +1,14 @@
-"""The diagnosis written while the run goes on (`report.diagnosis.LiveDiagnosis`), on a real events file."""
+"""The diagnosis written while the run goes on (`diagnosis.LiveDiagnosis`, drawing the report with
+`report.html.write_report` as `trainmedic run` does), on a real events file."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from trainmedic.diagnosis import LiveDiagnosis
 from trainmedic.events import EventWriter, LogLine, Step
-from trainmedic.report.diagnosis import LiveDiagnosis
+from trainmedic.report.html import write_report
 
 
 def codes(run_dir: Path) -> list[str]:
@@ -14,7 +16,7 @@ def codes(run_dir: Path) -> list[str]:
 
 
 def test_findings_json_appears_with_the_first_error_and_only_then(tmp_path: Path) -> None:
-    live = LiveDiagnosis(tmp_path)
+    live = LiveDiagnosis(tmp_path, render=write_report)
     with EventWriter(tmp_path / "events.jsonl") as writer:
         for step in range(10):
             event = Step(step=step, epoch=0, metrics={"loss": 1.0 / (step + 1)}, pid=7)
@@ -36,7 +38,7 @@ def test_findings_json_appears_with_the_first_error_and_only_then(tmp_path: Path
 
 
 def test_an_unchanged_diagnosis_is_not_written_again(tmp_path: Path) -> None:
-    live = LiveDiagnosis(tmp_path)
+    live = LiveDiagnosis(tmp_path, render=write_report)
     with EventWriter(tmp_path / "events.jsonl") as writer:
         for step, loss in enumerate([1.0, 0.5, float("inf")]):
             event = Step(step=step, metrics={"loss": loss}, pid=7)

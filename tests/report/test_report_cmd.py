@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from trainmedic.report.rundir import clean_lines, lines_around_failure
+from trainmedic.runfolder import clean_lines, lines_around_failure
 
 from ..conftest import run_cli
 from .test_formats import validate_sarif

@@ -6,8 +6,12 @@ from typing import Any
 
 from trainmedic.events import GuardObservation
 from trainmedic.record import RunRecord
-from trainmedic.rules import mllib
-from trainmedic.rules._spark import is_spark_helper, is_spark_jvm, is_spark_python_worker
+from trainmedic.rules._helpers import mllib
+from trainmedic.rules._helpers.spark import is_spark_helper, is_spark_jvm, is_spark_python_worker
+from trainmedic.rules.dat.dat014_preprocessing_before_split import (
+    mllib_preprocessing_before_split as preprocessing_before_split,
+)
+from trainmedic.rules.trn.trn009_eval_set_is_train import mllib_eval_set_is_train
 
 WHOLE = {"root": 1, "nodes": [1]}
 SCALED = {"root": 2, "nodes": [1, 2]}  # made from WHOLE
@@ -37,11 +41,11 @@ def evaluate(plan: dict[str, Any], value: float = 0.97) -> GuardObservation:
 
 
 def dat014(*events: GuardObservation) -> list[Any]:
-    return mllib.preprocessing_before_split(RunRecord.of(list(events)))
+    return preprocessing_before_split(RunRecord.of(list(events)))
 
 
 def trn009(*events: GuardObservation) -> list[Any]:
-    return mllib.eval_set_is_train(RunRecord.of(list(events)))
+    return mllib_eval_set_is_train(RunRecord.of(list(events)))
 
 
 def test_a_scaler_fitted_on_the_whole_dataframe_before_or_after_its_split_is_dat014() -> None:

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainmedic.events import Event, read_events
-from trainmedic.rules import _logtext
+from trainmedic.rules._helpers import logtext as _logtext
 from trainmedic.supervise.loginterp import LogInterpreter
 from trainmedic.supervise.logstream import LineScanner, line_text
 

@@ -23,7 +23,17 @@ from trainmedic.events import (
 )
 from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules
-from trainmedic.rules import run as R
+from trainmedic.rules._helpers.attempts import attempts
+from trainmedic.rules.run.run001_oom_killed import oom_killed
+from trainmedic.rules.run.run002_accelerator_oom import accelerator_oom
+from trainmedic.rules.run.run003_eval_memory_spike import eval_memory_spike
+from trainmedic.rules.run.run004_silent_early_exit import silent_early_exit
+from trainmedic.rules.run.run005_input_exhausted import input_exhausted
+from trainmedic.rules.run.run006_launcher_stub import launcher_stub
+from trainmedic.rules.run.run007_hang import hang
+from trainmedic.rules.run.run008_killed_by_signal import killed_by_signal
+from trainmedic.rules.run.run009_crashed import crashed
+from trainmedic.rules.run.run010_orphan_processes import orphan_processes
 
 MiB = 1 << 20
 
@@ -66,7 +76,7 @@ def test_oom_killed_needs_the_counter_and_names_limit_and_phase() -> None:
         *phased_memory(100 * MiB, 390 * MiB, end_phase="eval"),
         OomKill(t=99.0, count=1, scope="cgroup"),
     ]
-    [finding] = R.oom_killed(stream(*events, exit_code=137, sig=signal.SIGKILL))
+    [finding] = oom_killed(stream(*events, exit_code=137, sig=signal.SIGKILL))
     assert finding.evidence["phase"] == "eval"
     assert finding.evidence["epoch"] == 2  # event index 1 is the second epoch
     assert finding.evidence["limit_bytes"] == 400 * MiB
@@ -75,8 +85,8 @@ def test_oom_killed_needs_the_counter_and_names_limit_and_phase() -> None:
     assert "evaluat" in finding.fix
     # the same SIGKILL without the kernel's counter rising is an external kill, not an OOM
     no_counter = stream(*events[:-1], exit_code=137, sig=signal.SIGKILL)
-    assert R.oom_killed(no_counter) == []
-    assert [f.code for f in R.killed_by_signal(no_counter)] == ["RUN008"]
+    assert oom_killed(no_counter) == []
+    assert [f.code for f in killed_by_signal(no_counter)] == ["RUN008"]
 
 
 def test_worker_oom_in_the_run_cgroup_explains_a_crash() -> None:
@@ -86,25 +96,25 @@ def test_worker_oom_in_the_run_cgroup_explains_a_crash() -> None:
         t0=50.0,
     )
     record = stream(OomKill(t=60.0, count=1, scope="cgroup"), *lines, exit_code=1)
-    [finding] = R.oom_killed(record)
+    [finding] = oom_killed(record)
     assert finding.message.startswith("A process of the trainer tree was killed by the OOM killer")
-    assert R.crashed(record) == []
+    assert crashed(record) == []
     # the machine-wide counter alone does not blame a crash (other jobs' kills count there)
     host_only = stream(OomKill(t=60.0, count=1, scope="host"), *lines, exit_code=1)
-    assert R.oom_killed(host_only) == []
-    assert [f.code for f in R.crashed(host_only)] == ["RUN009"]
+    assert oom_killed(host_only) == []
+    assert [f.code for f in crashed(host_only)] == ["RUN009"]
 
 
 def test_launcher_exit_status_137_counts_as_sigkill() -> None:
     record = stream(OomKill(t=50.0, count=1, scope="host"), exit_code=137)
-    [finding] = R.oom_killed(record)
+    [finding] = oom_killed(record)
     assert finding.evidence["oom_kill_scope"] == "host"
 
 
 def test_eval_memory_spike_ratio() -> None:
-    [finding] = R.eval_memory_spike(stream(*phased_memory(100 * MiB, 200 * MiB)))
+    [finding] = eval_memory_spike(stream(*phased_memory(100 * MiB, 200 * MiB)))
     assert finding.evidence["ratio"] == 2.0
-    assert R.eval_memory_spike(stream(*phased_memory(100 * MiB, 140 * MiB))) == []
+    assert eval_memory_spike(stream(*phased_memory(100 * MiB, 140 * MiB))) == []
 
 
 def test_a_gpu_memory_spike_is_found_apart_from_host_memory() -> None:
@@ -115,46 +125,46 @@ def test_a_gpu_memory_spike_is_found_apart_from_host_memory() -> None:
         else e
         for e in phased_memory(100 * MiB, 250 * MiB)
     ]
-    [finding] = R.eval_memory_spike(stream(*events))
+    [finding] = eval_memory_spike(stream(*events))
     assert finding.evidence["memory"] == "gpu"
     assert finding.evidence["ratio"] == 2.5
     assert finding.message.startswith("GPU memory at evaluation peaked at 2.4 GiB")
     # samples without GPU numbers (no NVML) leave the GPU side out
-    host_only = R.eval_memory_spike(stream(*phased_memory(MiB, 3 * MiB)))
+    host_only = eval_memory_spike(stream(*phased_memory(MiB, 3 * MiB)))
     assert [f.evidence["memory"] for f in host_only] == ["host"]
 
 
 def test_silent_early_exit_from_log_lines_and_from_events() -> None:
     from_log = stream(*logs("Epoch 1/12", "loss 0.3"))
-    [finding] = R.silent_early_exit(from_log)
+    [finding] = silent_early_exit(from_log)
     assert (finding.evidence["epochs_requested"], finding.evidence["epochs_completed"]) == (12, 1)
     events = stream(TrainingPlan(t=0.5, framework="keras", epochs=3), Epoch(t=5.0, epoch=0))
-    assert R.silent_early_exit(events)[0].evidence["completed_from"] == "epoch events"
+    assert silent_early_exit(events)[0].evidence["completed_from"] == "epoch events"
     early_stopped = stream(*logs("Epoch 1/12", "Epoch 1: early stopping"))
-    assert R.silent_early_exit(early_stopped) == []
-    assert R.silent_early_exit(stream(*logs("Epoch 1/12"), exit_code=1)) == []
+    assert silent_early_exit(early_stopped) == []
+    assert silent_early_exit(stream(*logs("Epoch 1/12"), exit_code=1)) == []
 
 
 def test_expect_epochs_option_wins() -> None:
     record = RunRecord.of(
         [RunStart(t=0.0, command=["x"], expect_epochs=5), *logs("Epoch 3/3"), RunEnd(t=9.0, exit_code=0)]
     )
-    [finding] = R.silent_early_exit(record)
+    [finding] = silent_early_exit(record)
     assert finding.evidence["epochs_requested"] == 5
 
 
 def test_input_exhausted_from_log_and_from_short_epochs() -> None:
     line = "WARNING: Your input ran out of data; interrupting training."
-    assert R.input_exhausted(stream(*logs(line)))[0].evidence["log_line"] == line.strip()
+    assert input_exhausted(stream(*logs(line)))[0].evidence["log_line"] == line.strip()
     plan = TrainingPlan(t=0.5, framework="keras", epochs=3, steps_per_epoch=50)
     short = stream(plan, Epoch(t=2.0, epoch=0, steps=50), Epoch(t=3.0, epoch=1, steps=16))
-    [finding] = R.input_exhausted(short)
+    [finding] = input_exhausted(short)
     # the second epoch, as a person counts
     assert finding.evidence["short_epochs"] == [
         {"epoch": 2, "steps": 16}
     ]  # the second epoch, as a person counts
     full = stream(plan, Epoch(t=2.0, epoch=0, steps=50))
-    assert R.input_exhausted(full) == []
+    assert input_exhausted(full) == []
 
 
 def test_each_fit_s_epochs_are_judged_by_its_own_plan() -> None:
@@ -164,9 +174,9 @@ def test_each_fit_s_epochs_are_judged_by_its_own_plan() -> None:
     head = TrainingPlan(t=3.5, framework="keras", epochs=2, steps_per_epoch=22)
     epochs = [Epoch(t=1.0 + i, epoch=i, steps=15) for i in range(2)]
     epochs += [Epoch(t=4.0 + i, epoch=i, steps=22) for i in range(2)]
-    assert R.input_exhausted(stream(pretrain, *epochs[:2], head, *epochs[2:])) == []
+    assert input_exhausted(stream(pretrain, *epochs[:2], head, *epochs[2:])) == []
     short = stream(pretrain, *epochs[:2], head, epochs[2], Epoch(t=5.0, epoch=1, steps=9))
-    [finding] = R.input_exhausted(short)
+    [finding] = input_exhausted(short)
     assert finding.evidence["short_epochs"] == [{"epoch": 2, "steps": 9}]
     assert finding.evidence["steps_per_epoch"] == 22
 
@@ -181,13 +191,13 @@ def test_an_input_that_ran_out_while_every_training_epoch_ran_in_full_is_the_val
     )
     plan = TrainingPlan(t=0.5, framework="keras", epochs=3, steps_per_epoch=45)
     epochs = [Epoch(t=2.0 + i, epoch=i, steps=45) for i in range(3)]
-    [finding] = R.input_exhausted(stream(plan, *logs(line, t0=1.5), *epochs))
+    [finding] = input_exhausted(stream(plan, *logs(line, t0=1.5), *epochs))
     assert finding.severity.name == "WARNING"
     assert "validation data" in finding.message
     assert "(Your input ran out of data; interrupting training)" in finding.message
     assert "validation_steps" in (finding.fix or "")
     stopped = stream(plan, *logs(line, t0=1.5), *epochs[:2])  # the fit ended before its last epoch
-    [finding] = R.input_exhausted(stopped)
+    [finding] = input_exhausted(stopped)
     assert finding.severity.name == "ERROR"
 
 
@@ -197,12 +207,12 @@ def test_launcher_stub_gives_both_pids() -> None:
         ProcessSpawn(t=0.7, pid=10, ppid=1, cmdline=["bash", "-c", "python t.py; exit"], role="launcher"),
         ProcessSpawn(t=0.7, pid=11, ppid=10, cmdline=["python", "t.py"], role="trainer"),
     )
-    [finding] = R.launcher_stub(record)
+    [finding] = launcher_stub(record)
     assert finding.evidence["launcher_pid"] == 10
     assert finding.evidence["trainer_pids"] == [11]
     assert finding.evidence["launcher"] == "shell wrapper"
     alone = stream(ProcessSpawn(t=0.2, pid=11, ppid=1, cmdline=["python", "t.py"], role="trainer"))
-    assert R.launcher_stub(alone) == []
+    assert launcher_stub(alone) == []
 
 
 def test_hang_reports_where_threads_wait() -> None:
@@ -212,7 +222,7 @@ def test_hang_reports_where_threads_wait() -> None:
         'Thread 8 (idle): "metrics-writer"\n    save_metrics (deadlock.py:16)\n'
     )
     record = stream(HangDetected(t=50.0, idle_s=30.0, cpu_percent=0.0, stacks={"7": dump}))
-    [finding] = R.hang(record)
+    [finding] = hang(record)
     assert "train_step (deadlock.py:23)" in finding.message
     assert finding.evidence["waiting_in"] == {
         "7": ["MainThread: train_step (deadlock.py:23)", "metrics-writer: save_metrics (deadlock.py:16)"]
@@ -220,14 +230,14 @@ def test_hang_reports_where_threads_wait() -> None:
 
 
 def test_killed_by_signal_external_and_requested() -> None:
-    [external] = R.killed_by_signal(stream(exit_code=143, sig=signal.SIGTERM))
+    [external] = killed_by_signal(stream(exit_code=143, sig=signal.SIGTERM))
     assert external.severity.value == "error"
     assert "SIGTERM" in external.message
     requested = stream(StopRequest(t=50.0, signal=signal.SIGTERM, reason="SIGTERM sent to the supervisor"))
-    [stop] = R.killed_by_signal(requested)
+    [stop] = killed_by_signal(requested)
     assert stop.severity.value == "warning"
-    assert R.crashed(requested) == []
-    assert R.silent_early_exit(stream(*logs("Epoch 1/9"), StopRequest(t=50.0, signal=15))) == []
+    assert crashed(requested) == []
+    assert silent_early_exit(stream(*logs("Epoch 1/9"), StopRequest(t=50.0, signal=15))) == []
 
 
 def test_native_crash_uses_faulthandler_stack() -> None:
@@ -238,7 +248,7 @@ def test_native_crash_uses_faulthandler_stack() -> None:
         '  File "/home/u/ext.py", line 5 in crash_here',
         '  File "/home/u/train.py", line 9 in <module>',
     )
-    [finding] = R.killed_by_signal(stream(*lines, exit_code=139, sig=signal.SIGSEGV))
+    [finding] = killed_by_signal(stream(*lines, exit_code=139, sig=signal.SIGSEGV))
     assert finding.message.startswith("Native crash (Segmentation fault)")
     assert finding.evidence["python_stack"][0].startswith('File "/home/u/ext.py", line 5')
 
@@ -255,7 +265,7 @@ def test_crashed_extracts_exception_and_user_frame() -> None:
         '  File "/venv/lib/python3.11/site-packages/lib/ops.py", line 3, in matmul',
         "ValueError: shapes (4,9) and (8,1) not aligned",
     )
-    [finding] = R.crashed(stream(*lines, exit_code=1))
+    [finding] = crashed(stream(*lines, exit_code=1))
     assert finding.evidence["exception"] == "ValueError"
     assert finding.evidence["user_frame"] == "/home/u/train.py:9 in forward"
     assert finding.message.endswith("at train.py:9 in forward")
@@ -268,7 +278,7 @@ def test_traceback_read_from_stderr_when_stdout_lines_interleave() -> None:
         LogLine(t=1.2, stream="stderr", text='  File "/home/u/train.py", line 9, in step'),
         LogLine(t=1.3, stream="stderr", text="KeyError: 'label'"),
     ]
-    [finding] = R.crashed(stream(*events, exit_code=1))
+    [finding] = crashed(stream(*events, exit_code=1))
     assert finding.evidence["exception"] == "KeyError"
     assert finding.evidence["user_frame"] == "/home/u/train.py:9 in step"
 
@@ -280,8 +290,8 @@ def test_accelerator_oom_not_double_reported_as_crash() -> None:
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
     )
     record = stream(*lines, exit_code=1)
-    assert [f.code for f in R.accelerator_oom(record)] == ["RUN002"]
-    assert R.crashed(record) == []
+    assert [f.code for f in accelerator_oom(record)] == ["RUN002"]
+    assert crashed(record) == []
 
 
 def test_accelerator_oom_names_the_phase_the_sizes_and_the_peak_gpu_memory() -> None:
@@ -295,7 +305,7 @@ def test_accelerator_oom_names_the_phase_the_sizes_and_the_peak_gpu_memory() -> 
         for e in phased_memory(10 << 30, 78 << 30, end_phase="eval")
     ]
     lines = logs("Traceback (most recent call last):", '  File "/u/t.py", line 3, in ev', message, t0=9.5)
-    [finding] = R.accelerator_oom(stream(*memory, *lines, exit_code=1))
+    [finding] = accelerator_oom(stream(*memory, *lines, exit_code=1))
     evidence = finding.evidence
     assert (evidence["phase"], evidence["epoch"], finding.epoch) == ("eval", 2, 2)
     assert evidence["peak_gpu_bytes"] == 78 << 30
@@ -308,7 +318,7 @@ def test_accelerator_oom_names_the_phase_the_sizes_and_the_peak_gpu_memory() -> 
 
 
 def test_accelerator_oom_sizes_of_older_pytorch_and_of_tensorflow() -> None:
-    from trainmedic.rules._logtext import accelerator_oom_sizes
+    from trainmedic.rules._helpers.logtext import accelerator_oom_sizes
 
     old = accelerator_oom_sizes(
         "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total "
@@ -320,7 +330,7 @@ def test_accelerator_oom_sizes_of_older_pytorch_and_of_tensorflow() -> None:
 
 def test_orphans_listed() -> None:
     record = stream(OrphanEnded(t=99.0, pid=5, ppid=1, cmdline=["python", "t.py"], rss_bytes=MiB, signal=15))
-    [finding] = R.orphan_processes(record)
+    [finding] = orphan_processes(record)
     assert finding.evidence["processes"][0]["pid"] == 5
 
 
@@ -334,6 +344,6 @@ def test_each_attempt_is_classified() -> None:
             RunEnd(t=5.0, exit_code=0, attempt=1),
         ]
     )
-    [finding] = R.crashed(record)
+    [finding] = crashed(record)
     assert "RuntimeError" in finding.message
-    assert [v.number for v in R.attempts(record)] == [0, 1]
+    assert [v.number for v in attempts(record)] == [0, 1]

@@ -15,7 +15,8 @@ from trainmedic.events import (
     PhaseStart,
     Step,
 )
-from trainmedic.rules import run as R
+from trainmedic.rules.run.run003_eval_memory_spike import eval_memory_spike
+from trainmedic.rules.run.run009_crashed import crashed
 
 from .test_rules_run import MiB, stream
 
@@ -56,7 +57,7 @@ def test_spike_is_measured_against_the_training_before_it() -> None:
         *epoch_with_predict(20.0, [1210, 1211], 1475),
         *epoch_with_predict(30.0, [1219, 1220], 1476),
     ]
-    [finding] = R.eval_memory_spike(stream(*events))
+    [finding] = eval_memory_spike(stream(*events))
     assert finding.evidence["phase"] == "predict"
     assert finding.evidence["train_median_bytes"] == 859 * MiB
     assert finding.evidence["ratio"] > 1.5
@@ -72,7 +73,7 @@ def test_a_checkpoint_phase_counts_too() -> None:
         MemorySample(t=6.5, pid=9, rss_bytes=900 * MiB),
         PhaseEnd(t=7.0, pid=1, phase="checkpoint", epoch=0),
     ]
-    [finding] = R.eval_memory_spike(stream(*events))
+    [finding] = eval_memory_spike(stream(*events))
     assert finding.evidence["phase"] == "checkpoint"
     assert "at checkpoint peaked" in finding.message
 
@@ -82,7 +83,7 @@ def test_a_steady_evaluation_is_no_spike() -> None:
         *epoch_with_predict(10.0, [850, 860, 870], 900),
         *epoch_with_predict(20.0, [880, 885, 890], 930),
     ]
-    assert R.eval_memory_spike(stream(*events)) == []
+    assert eval_memory_spike(stream(*events)) == []
 
 
 def test_killed_in_predict_needs_at_least_the_limit() -> None:
@@ -93,7 +94,7 @@ def test_killed_in_predict_needs_at_least_the_limit() -> None:
     for e in events:
         if isinstance(e, MemorySample):
             e.cgroup_bytes = e.rss_bytes
-    [finding] = R.eval_memory_spike(stream(*events, exit_code=137, sig=signal.SIGKILL))
+    [finding] = eval_memory_spike(stream(*events, exit_code=137, sig=signal.SIGKILL))
     assert finding.evidence["killed_at_limit"] is True
     assert finding.evidence["peak_bytes"] == 900 * MiB
     assert "where the OOM killer ended the run" in finding.message
@@ -103,7 +104,7 @@ def test_overflow_after_a_loss_explosion_names_the_divergence() -> None:
     losses = [(1, 3.9), (10, 4943.5), (20, 11325.5), (28, 11197.6)]
     steps = [Step(t=float(s), step=s, epoch=0, metrics={"loss": v}) for s, v in losses]
     lines = [LogLine(t=40.0 + i * 0.01, stream="stderr", text=text) for i, text in enumerate(OVERFLOW)]
-    [finding] = R.crashed(stream(*steps, *lines, exit_code=1))
+    [finding] = crashed(stream(*steps, *lines, exit_code=1))
     assert finding.evidence["likely_cause"]["code"] == "TRN002"
     assert "likely cause: the loss blew up before it (TRN002 loss-divergence)" in finding.message
     assert "consequence" in finding.fix
@@ -112,7 +113,7 @@ def test_overflow_after_a_loss_explosion_names_the_divergence() -> None:
 def test_overflow_without_a_loss_problem_names_no_cause() -> None:
     steps = [Step(t=float(s), step=s, epoch=0, metrics={"loss": 3.9 - 0.05 * s}) for s in range(1, 30)]
     lines = [LogLine(t=40.0 + i * 0.01, stream="stderr", text=text) for i, text in enumerate(OVERFLOW)]
-    [finding] = R.crashed(stream(*steps, *lines, exit_code=1))
+    [finding] = crashed(stream(*steps, *lines, exit_code=1))
     assert "likely_cause" not in finding.evidence
 
 
@@ -121,5 +122,5 @@ def test_an_unrelated_crash_after_a_divergence_names_no_cause() -> None:
     steps = [Step(t=float(s), step=s, epoch=0, metrics={"loss": v}) for s, v in losses]
     text = [*OVERFLOW[:3], "KeyError: 'val_loss'"]
     lines = [LogLine(t=40.0 + i * 0.01, stream="stderr", text=t) for i, t in enumerate(text)]
-    [finding] = R.crashed(stream(*steps, *lines, exit_code=1))
+    [finding] = crashed(stream(*steps, *lines, exit_code=1))
     assert "likely_cause" not in finding.evidence

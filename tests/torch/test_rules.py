@@ -7,11 +7,15 @@ import random
 
 from trainmedic.events import GuardObservation, Step
 from trainmedic.record import RunRecord
-from trainmedic.rules import clipping as clipping_rules
-from trainmedic.rules import steps as step_rules
-from trainmedic.rules import torch as torch_rules
+from trainmedic.rules import tor
+from trainmedic.rules.trn import trn005_input_bound as trn005
+from trainmedic.rules.trn import trn006_cannot_overfit_batch as trn006
+from trainmedic.rules.trn import trn007_exploding_gradients as trn007
+from trainmedic.rules.trn import trn008_vanishing_gradients as trn008
+from trainmedic.rules.trn import trn010_clipping_saturated as trn010
 
 CONFIG = GuardObservation(check="torch_guard", data={"every": 10})
+TOR_RULES = tuple(rule for finding in tor.FAMILY for rule in finding.RULES)
 
 
 def timed(shares: list[float], step_s: float = 0.01, rank: int | None = None) -> list[Step]:
@@ -29,7 +33,7 @@ def grad_steps(norms: list[float], rank: int | None = None) -> list[Step]:
 
 def test_input_bound_reports_the_share_per_rank_and_skips_the_warm_up_window() -> None:
     record = RunRecord.of([CONFIG, *timed([0.1, 0.8, 0.75, 0.9, 0.7], rank=1), *timed([0.99, 0.1, 0.2, 0.1])])
-    (finding,) = step_rules.input_bound(record)
+    (finding,) = trn005.input_bound(record)
     assert finding.rank == 1
     assert finding.evidence["data_wait_share"] == 0.775
     assert "checked every 10 steps" in finding.evidence["sampling"]
@@ -40,7 +44,7 @@ def test_the_evidence_says_when_the_guard_widened_its_sampling() -> None:
         check="sampling", data={"every": 30, "base_every": 10, "from_step": 100, "budget": 0.005}, step=100
     )
     record = RunRecord.of([CONFIG, widened, *timed([0.1, 0.8, 0.75, 0.9, 0.7])])
-    (finding,) = step_rules.input_bound(record)
+    (finding,) = trn005.input_bound(record)
     assert "checked every 10 steps, every 30 from step 100 (kept under" in finding.evidence["sampling"]
     assert "under 0.5% of the step time" in finding.evidence["sampling"]
 
@@ -48,16 +52,16 @@ def test_the_evidence_says_when_the_guard_widened_its_sampling() -> None:
 def test_input_bound_ignores_short_waits_and_noisy_healthy_runs() -> None:
     rng = random.Random(0)
     noisy = [min(0.6, max(0.0, rng.gauss(0.25, 0.15))) for _ in range(50)]
-    assert step_rules.input_bound(RunRecord.of(timed(noisy))) == []
+    assert trn005.input_bound(RunRecord.of(timed(noisy))) == []
     tiny = timed([0.9] * 10, step_s=0.0005)  # 0.45 ms waits: nothing worth winning
-    assert step_rules.input_bound(RunRecord.of(tiny)) == []
+    assert trn005.input_bound(RunRecord.of(tiny)) == []
 
 
 def test_exploding_gradients_jump_and_nonfinite() -> None:
-    (jump,) = step_rules.exploding_gradients(RunRecord.of(grad_steps([1.0, 0.9, 1.1, 1.0, 0.8, 450.0, 2.0])))
+    (jump,) = trn007.exploding_gradients(RunRecord.of(grad_steps([1.0, 0.9, 1.1, 1.0, 0.8, 450.0, 2.0])))
     assert jump.step == 60
     assert jump.evidence["factor"] > 100
-    (nan,) = step_rules.exploding_gradients(RunRecord.of(grad_steps([1.0, math.nan])))
+    (nan,) = trn007.exploding_gradients(RunRecord.of(grad_steps([1.0, math.nan])))
     assert nan.step == 20
     assert nan.evidence["last_finite_grad_norm"] == 1.0
 
@@ -65,7 +69,7 @@ def test_exploding_gradients_jump_and_nonfinite() -> None:
 def test_exploding_gradients_quiet_on_noisy_decaying_norms() -> None:
     rng = random.Random(1)
     norms = [5.0 * math.exp(-i / 30) * rng.lognormvariate(0, 0.5) + 0.05 for i in range(200)]
-    assert step_rules.exploding_gradients(RunRecord.of(grad_steps(norms))) == []
+    assert trn007.exploding_gradients(RunRecord.of(grad_steps(norms))) == []
 
 
 def norms_obs(ratio: float, n: int = 5) -> list[GuardObservation]:
@@ -81,21 +85,21 @@ def norms_obs(ratio: float, n: int = 5) -> list[GuardObservation]:
 
 
 def test_vanishing_gradients_needs_most_checks_below_the_ratio() -> None:
-    (finding,) = step_rules.vanishing_gradients(RunRecord.of(norms_obs(1e-10)))
+    (finding,) = trn008.vanishing_gradients(RunRecord.of(norms_obs(1e-10)))
     assert finding.evidence["parameter"] == "0.weight"
-    assert step_rules.vanishing_gradients(RunRecord.of(norms_obs(1e-3))) == []
-    assert step_rules.vanishing_gradients(RunRecord.of(norms_obs(1e-10, n=2))) == []
+    assert trn008.vanishing_gradients(RunRecord.of(norms_obs(1e-3))) == []
+    assert trn008.vanishing_gradients(RunRecord.of(norms_obs(1e-10, n=2))) == []
 
 
 def test_overfit_batch_verdict() -> None:
     passed = {"initial_loss": 1.4, "final_loss": 0.004, "steps": 100, "batch_size": 8}
     failed = {**passed, "final_loss": 1.1}
     record = RunRecord.of([GuardObservation(check="overfit_batch", data=d) for d in (passed, failed)])
-    (finding,) = step_rules.cannot_overfit_batch(record)
+    (finding,) = trn006.cannot_overfit_batch(record)
     assert finding.code == "TRN006"
     assert math.isclose(finding.evidence["target_loss"], 0.07)
     nonfinite = {**passed, "final_loss": math.nan}
-    assert step_rules.overfit_failed(nonfinite)
+    assert trn006.failed(nonfinite)
 
 
 def test_torch_rules_merge_ranks_into_one_finding() -> None:
@@ -103,7 +107,7 @@ def test_torch_rules_merge_ranks_into_one_finding() -> None:
     record = RunRecord.of(
         [GuardObservation(check="sampler_epoch_not_set", data=data, rank=r, t=float(r)) for r in (1, 0)]
     )
-    found = [f for rule in torch_rules.RULES for f in rule(record)]
+    found = [f for rule in TOR_RULES for f in rule(record)]
     assert len(found) == 1
     assert found[0].code == "TOR005"
     assert found[0].evidence["ranks"] == [0, 1]
@@ -126,10 +130,11 @@ def test_every_torch_observation_maps_to_its_code_and_nothing_fires_without_one(
     }
     for check, code in expected.items():
         record = RunRecord.of([CONFIG, GuardObservation(check=check, data={}, rank=0)])
-        found = [f for rule in torch_rules.RULES for f in rule(record)]
+        found = [f for rule in TOR_RULES for f in rule(record)]
         assert [(f.code, f.rank) for f in found] == [(code, 0)], check
     healthy = RunRecord.of([CONFIG, *grad_steps([1.0] * 20), *timed([0.1] * 20)])
-    assert [f for rule in torch_rules.RULES + step_rules.RULES for f in rule(healthy)] == []
+    step_rules = trn005.RULES + trn006.RULES + trn007.RULES + trn008.RULES
+    assert [f for rule in TOR_RULES + step_rules for f in rule(healthy)] == []
 
 
 def test_exploding_gradients_between_samples_reports_the_earliest_step_per_rank() -> None:
@@ -150,13 +155,13 @@ def test_exploding_gradients_between_samples_reports_the_earliest_step_per_rank(
     )
     # the sampled norm jumps at step 60 on rank 1: the explosion at step 25 came first
     record = RunRecord.of([CONFIG, explosion, *grad_steps([1.0, 0.9, 1.1, 1.0, 0.8, 450.0], rank=1)])
-    (finding,) = step_rules.exploding_gradients(record)
+    (finding,) = trn007.exploding_gradients(record)
     assert (finding.rank, finding.step) == (1, 25)
     assert finding.evidence["detected_at_step"] == 30
     assert "between two sampled steps" in finding.message
     assert "6.8 at step 1 to 295" in finding.message
     # without it, the sampled jump alone is still reported
-    (sampled,) = step_rules.exploding_gradients(RunRecord.of(grad_steps([1.0, 0.9, 1.1, 1.0, 0.8, 450.0])))
+    (sampled,) = trn007.exploding_gradients(RunRecord.of(grad_steps([1.0, 0.9, 1.1, 1.0, 0.8, 450.0])))
     assert sampled.step == 60
 
 
@@ -189,7 +194,7 @@ def clip_reads(
 
 def test_clipping_that_does_all_the_work_after_warm_up_is_reported_per_rank() -> None:
     record = RunRecord.of([*clip_reads([400.0] * 10, rank=1), *clip_reads([2.0] * 10, rank=0)])
-    (finding,) = clipping_rules.clipping_saturated(record)
+    (finding,) = trn010.clipping_saturated(record)
     assert (finding.code, finding.rank) == ("TRN010", 1)
     assert finding.evidence["steps"] == [21, 100]  # steps 1-20 (the first 20 %) are warm-up
     assert finding.evidence["engaged_share"] == 1.0
@@ -199,10 +204,10 @@ def test_clipping_that_does_all_the_work_after_warm_up_is_reported_per_rank() ->
 
 def test_healthy_clipping_is_not_reported() -> None:
     warm_up_then_rare = [50.0, 30.0, 8.0, 1.0, 1.0, 1.5, 1.0, 1.0, 1.0, 1.0]
-    assert clipping_rules.clipping_saturated(RunRecord.of(clip_reads(warm_up_then_rare))) == []
+    assert trn010.clipping_saturated(RunRecord.of(clip_reads(warm_up_then_rare))) == []
     tight = [3.0] * 20  # a threshold set below the typical norm: clips every step, by a small factor
-    assert clipping_rules.clipping_saturated(RunRecord.of(clip_reads(tight))) == []
+    assert trn010.clipping_saturated(RunRecord.of(clip_reads(tight))) == []
     spiky = clip_reads([100.0] * 20, engaged_share=0.5)  # large cuts, but on half of the steps
-    assert clipping_rules.clipping_saturated(RunRecord.of(spiky)) == []
+    assert trn010.clipping_saturated(RunRecord.of(spiky)) == []
     short = clip_reads([400.0])  # one read: nothing after warm-up to judge
-    assert clipping_rules.clipping_saturated(RunRecord.of(short)) == []
+    assert trn010.clipping_saturated(RunRecord.of(short)) == []

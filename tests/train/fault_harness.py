@@ -31,7 +31,9 @@ from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 from torch import nn  # noqa: E402
 from trainmedic import checkpoint  # noqa: E402
+from trainmedic.atomicfile import TMP_SUFFIX  # noqa: E402
 from trainmedic.train import fit, param_groups, warmup_cosine  # noqa: E402
+from trainmedic.train.checkpoint._writing import HashingWriter  # noqa: E402
 
 EPOCHS, BATCH, SAMPLES, ACCUM = 6, 8, 120, 2  # 15 micro-batches an epoch: the last window is partial
 
@@ -62,14 +64,14 @@ def train(directory: str, kill: list[object] | None) -> None:
         return F.cross_entropy(out, target)
 
     if kill is not None and kill[0] == "write":
-        original_write = checkpoint._HashingWriter.write
+        original_write = HashingWriter.write
 
-        def write(self: checkpoint._HashingWriter, data: bytes) -> int:
+        def write(self: HashingWriter, data: bytes) -> int:
             original_write(self, data[: len(data) // 2])  # half of it reaches the disk, then the kill
             count("write")
             return original_write(self, data[len(data) // 2 :])
 
-        checkpoint._HashingWriter.write = write  # type: ignore[method-assign]
+        HashingWriter.write = write  # type: ignore[method-assign]
     if kill is not None and kill[0] == "replace":
         original_replace = Path.replace  # every rename of the checkpoint writes
 
@@ -156,7 +158,7 @@ def main() -> None:
         "model": first_difference(ref.state["model"], got.state["model"], "model"),
         "optimizer": first_difference(ref.state["optimizer"], got.state["optimizer"], "optimizer"),
         "history": first_difference(ref.state["history"], got.state["history"], "history"),
-        "leftovers": sorted(n for n in os.listdir(interrupted) if n.endswith(checkpoint.TMP_SUFFIX)),
+        "leftovers": sorted(n for n in os.listdir(interrupted) if n.endswith(TMP_SUFFIX)),
     }
     print(json.dumps(result))
 

@@ -17,7 +17,9 @@ import torch
 from tests.train.conftest import subprocess_env
 from torch import nn
 from trainmedic import checkpoint as ckpt
+from trainmedic.atomicfile import TMP_SUFFIX
 from trainmedic.train import fit
+from trainmedic.train.checkpoint import KILL_IN_WRITE_ENV
 
 
 def test_training_may_change_the_model_while_its_checkpoint_is_written(tmp_path: Path) -> None:
@@ -98,17 +100,18 @@ KILLED_MID_SAVE = textwrap.dedent(
     """
     import sys, time, torch
     from trainmedic import checkpoint as ckpt
+    from trainmedic.train.checkpoint._writing import HashingWriter
     manager = ckpt.CheckpointManager(sys.argv[1])
     manager.save_async({"w": torch.zeros(1000), "step": 1}, step=1, epoch=0)
     manager.wait()
-    write = ckpt._HashingWriter.write
+    write = HashingWriter.write
     def slow_write(self, data):
         view = memoryview(data)
         for start in range(0, len(view), 2**20):
             write(self, view[start : start + 2**20])
             time.sleep(0.1)
         return len(view)
-    ckpt._HashingWriter.write = slow_write
+    HashingWriter.write = slow_write
     big = {"w": torch.ones(25 * 2**20), "step": 2}
     manager.save_async(big, step=2, epoch=0)
     print("STAGED", flush=True)
@@ -126,7 +129,7 @@ def test_sigkill_during_a_background_save_leaves_the_previous_checkpoint(tmp_pat
     the checkpoint writer's own kill hook fires halfway through the payload's bytes, on the
     writer thread: exactly placed.
     """
-    extra = {ckpt.KILL_IN_WRITE_ENV: "2"} if killer == "in-write" else {}
+    extra = {KILL_IN_WRITE_ENV: "2"} if killer == "in-write" else {}
     with subprocess.Popen(
         [sys.executable, "-c", KILLED_MID_SAVE, str(tmp_path)],
         stdout=subprocess.PIPE,
@@ -288,4 +291,4 @@ def test_loader_workers_are_forked_only_once_the_save_in_flight_has_landed(tmp_p
     starts = seen.read_text().splitlines()
     assert len(starts) == 2  # one worker per epoch
     assert "step-00000006.json" in starts[1].split()  # epoch 0's checkpoint had landed
-    assert not [n for line in starts for n in line.split() if n.endswith(ckpt.TMP_SUFFIX)]
+    assert not [n for line in starts for n in line.split() if n.endswith(TMP_SUFFIX)]

@@ -148,7 +148,7 @@ fit(model, DataLoader(TensorDataset(x, y), batch_size=8, shuffle=True),
 
 
 def test_the_kill_hook_names_agree() -> None:
-    from trainmedic import checkpoint
     from trainmedic.cli import verify_resume_cmd
+    from trainmedic.train.checkpoint import KILL_IN_WRITE_ENV
 
-    assert verify_resume_cmd.KILL_IN_WRITE_ENV == checkpoint.KILL_IN_WRITE_ENV
+    assert verify_resume_cmd.KILL_IN_WRITE_ENV == KILL_IN_WRITE_ENV

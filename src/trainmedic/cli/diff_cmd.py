@@ -40,7 +40,7 @@ def command(a: Path, b: Path, fmt: str, fail_on: str) -> int:
     """Compare run B against the known-good run A: packages, hardware, driver, data hashes,
     commit, command, and metrics side by side."""
     from trainmedic.envinfo import TRAINING_PACKAGES
-    from trainmedic.rules.env import compare_manifests, env_drift
+    from trainmedic.rules.env.env001_env_drift import compare_manifests, judge
 
     side_a, side_b = load_side(a), load_side(b)
     differences: dict[str, Any] = {}
@@ -57,7 +57,7 @@ def command(a: Path, b: Path, fmt: str, fail_on: str) -> int:
             if plan_a.get(k) != plan_b.get(k)
         }
     metrics = compare_metrics(side_a.record, side_b.record)
-    drift = env_drift(str(a), str(b), differences)
+    drift = judge(str(a), str(b), differences)
     findings = [drift] if drift is not None else []
     if write_ci_format(findings, fmt):
         return findings_exit_code(findings, fail_on)
@@ -117,7 +117,7 @@ def _plan(side: Side) -> dict[str, Any] | None:
 
 def compare_metrics(a: RunRecord | None, b: RunRecord | None) -> list[dict[str, Any]]:
     """Every metric both runs logged: final values and where B first departs from A."""
-    from trainmedic.rules.curves import curve, departure, final_value, is_loss
+    from trainmedic.rules._helpers.curves import curve, departure, final_value, is_loss
 
     if a is None or b is None:
         return []

@@ -42,10 +42,10 @@ def command(
     from trainmedic.envinfo import capture_manifest, manifest_event, write_manifest
     from trainmedic.record import RunRecord
     from trainmedic.registry import run_rules
-    from trainmedic.rules.env import dirty_worktree
+    from trainmedic.rules.env import env002_dirty_worktree as env002
 
     manifest = capture_manifest(data_paths=data_paths, import_frameworks=import_frameworks)
-    findings = run_rules(RunRecord.of([manifest_event(manifest)]), rules=[dirty_worktree])
+    findings = run_rules(RunRecord.of([manifest_event(manifest)]), rules=env002.RULES)
     if out is not None:
         write_manifest(out, manifest)
     if write_ci_format(findings, fmt):

@@ -12,7 +12,7 @@ import click
 from trainmedic.cli.options import format_option
 from trainmedic.report import OutputFormat, render
 from trainmedic.report.html import write_report
-from trainmedic.report.rundir import load_run_folder
+from trainmedic.runfolder import load_run_folder
 
 
 @click.command("report")

@@ -10,6 +10,7 @@ are its own, with or without `--` before it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -109,7 +110,8 @@ def command(
     fmt: str,
     command: tuple[str, ...],
 ) -> int:
-    from trainmedic.report.diagnosis import LiveDiagnosis
+    from trainmedic.diagnosis import LiveDiagnosis
+    from trainmedic.report.html import write_report
     from trainmedic.supervise import CommandNotFound, RunOptions, Supervisor
     from trainmedic.supervise.cgroup import parse_size
 
@@ -134,7 +136,7 @@ def command(
         runs_base=runfolder.runs_base(),
     )
     try:
-        supervisor = Supervisor(options, diagnosis=LiveDiagnosis)
+        supervisor = Supervisor(options, diagnosis=functools.partial(LiveDiagnosis, render=write_report))
     except CommandNotFound as exc:
         sys.stderr.write(f"trainmedic: error: {exc}\n")
         return exc.status

@@ -31,7 +31,7 @@ from trainmedic.cli.options import plain_format_option
 from trainmedic.errors import UsageError
 
 POLL_S = 0.0005
-# = trainmedic.checkpoint.KILL_IN_WRITE_ENV (not imported: that module imports torch)
+# = trainmedic.train.checkpoint.KILL_IN_WRITE_ENV (not imported: that module imports torch)
 KILL_IN_WRITE_ENV = "TRAINMEDIC_KILL_IN_WRITE"
 
 

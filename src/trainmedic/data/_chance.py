@@ -1,4 +1,5 @@
-"""How many identical feature rows chance alone gives: the yardstick of DAT001, DAT006, DAT007.
+"""How many identical feature rows chance alone gives: the yardstick of DAT001, DAT006, DAT007
+(measured here; `trainmedic.rules._helpers.chance` decides and words it).
 
 In a table of a few categorical columns (sex, class, age band) different people share
 every attribute: 2 x 3 x 5 = 30 possible rows, and a random split puts most of them in
@@ -20,14 +21,13 @@ so the cost does not grow with the table.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
 from trainmedic.data._hashing import column_hash, row_hashes
-from trainmedic.rules.data import CHANCE_P_VALUE
+from trainmedic.rules._helpers.chance import Chance
 
 REFERENCE_SAMPLE = 20_000
 ROW_SAMPLE = 5_000
@@ -35,41 +35,14 @@ COARSE_LEVELS = 64  # a column with at most this many (repeating) values is a ba
 _SEED = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Chance:
-    """Identical rows observed against those chance predicts, and whether the excess is real."""
+def measured(observed: int, expected: float, combinations: float) -> Chance:
+    """The yardstick with the Poisson tail of `observed`: P(Poisson(expected) >= observed)."""
+    from scipy.special import gammainc  # P(X >= k) = P(k, lambda), the regularised gamma
 
-    observed: int
-    expected: float
-    combinations: float  # effective size of the feature space (1 / collision probability)
-
-    @property
-    def p_value(self) -> float:
-        """P(Poisson(expected) >= observed): how surprising the observed count is."""
-        from scipy.special import gammainc  # P(X >= k) = P(k, lambda), the regularised gamma
-
-        if self.observed <= 0:
-            return 1.0
-        return float(gammainc(self.observed, self.expected)) if self.expected > 0 else 0.0
-
-    @property
-    def expected_text(self) -> str:
-        return f"{self.expected:,.0f}" if self.expected >= 10 else f"{self.expected:.2g}"
-
-    @property
-    def beyond_chance(self) -> bool:
-        return self.observed > 0 and self.p_value < CHANCE_P_VALUE
-
-    @property
-    def excess(self) -> int:
-        return max(0, round(self.observed - self.expected))
-
-    def evidence(self) -> dict[str, object]:
-        return {
-            "expected_by_chance": round(self.expected, 2),
-            "feature_space_combinations": _significant(self.combinations),
-            "p_value": float(f"{self.p_value:.3g}"),
-        }
+    if observed <= 0:
+        return Chance(observed, expected, combinations, 1.0)
+    p_value = float(gammainc(observed, expected)) if expected > 0 else 0.0
+    return Chance(observed, expected, combinations, p_value)
 
 
 def chance_across(
@@ -83,12 +56,12 @@ def chance_across(
     """Rows of `rows` equal to some `reference` row by chance (two splits). `sizes` are the
     splits' row counts when the frames are samples of them (an out-of-core engine)."""
     if observed == 0:
-        return Chance(0, 0.0, float("inf"))
+        return measured(0, 0.0, float("inf"))
     reference_size, rows_size = sizes or (len(reference), len(rows))
     ref = _sample(reference, REFERENCE_SAMPLE)
     mine = _sample(rows, ROW_SAMPLE)
     probability, combinations = _match_probability(ref, mine, columns, reference_size, leave_one_out=False)
-    return Chance(observed, float(probability.mean() * rows_size), combinations)
+    return measured(observed, float(probability.mean() * rows_size), combinations)
 
 
 def chance_within(
@@ -97,11 +70,11 @@ def chance_within(
     """Rows of `frame` equal to another row of the same frame by chance. `size` is the
     split's row count when `frame` is a sample of it."""
     if observed == 0:
-        return Chance(0, 0.0, float("inf"))
+        return measured(0, 0.0, float("inf"))
     size = len(frame) if size is None else size
     sample = _sample(frame, REFERENCE_SAMPLE)
     probability, combinations = _match_probability(sample, sample, columns, size - 1, leave_one_out=True)
-    return Chance(observed, float(probability.mean() * size), combinations)
+    return measured(observed, float(probability.mean() * size), combinations)
 
 
 def _match_probability(
@@ -170,9 +143,3 @@ def _sample(frame: pd.DataFrame, limit: int) -> pd.DataFrame:
         return frame
     rows = np.sort(np.random.default_rng(_SEED).choice(len(frame), limit, replace=False))
     return frame.iloc[rows]
-
-
-def _significant(value: float) -> float | str:
-    if not np.isfinite(value) or value > 1e12:
-        return "more than 1e12"
-    return float(f"{value:.3g}")

@@ -25,15 +25,12 @@ import pandas as pd
 from trainmedic.atomicfile import write_text_atomic
 from trainmedic.errors import TrainmedicError, UsageError
 from trainmedic.findings import Finding, Severity
-from trainmedic.rules.data import PREPROCESSING_MISMATCH
+from trainmedic.rules.dat import dat013_preprocessing_mismatch as dat013
 
 __all__ = ["Contract", "ContractViolation", "capture", "check", "load"]
 
 VERSION = 1
 CATEGORY_MAX_LEVELS = 1000
-OUT_OF_RANGE_FRACTION = 0.01  # rows outside the training range (with a margin) before it is reported
-RANGE_MARGIN = 0.1  # of the training range, on each side
-UNSEEN_FRACTION = 0.01
 _CHANNEL_COUNTS = (1, 3, 4)
 
 
@@ -228,28 +225,9 @@ def check(contract: Contract, batch: Any, *, raise_on_error: bool = False) -> li
     return findings
 
 
-def _mismatch(message: str, severity: Severity = Severity.ERROR, **evidence: Any) -> Finding:
-    return PREPROCESSING_MISMATCH.finding(message, evidence=evidence, severity=severity)
-
-
 def _check_table(contract: Contract, frame: pd.DataFrame) -> list[Finding]:
     expected = [f["name"] for f in contract.features]
-    present = [str(c) for c in frame.columns]
-    found = []
-    missing = [c for c in expected if c not in present]
-    if missing:
-        found.append(
-            _mismatch(f"{len(missing)} trained feature(s) are missing: {missing[:10]}", missing=missing)
-        )
-    common = [c for c in present if c in expected]
-    if common != [c for c in expected if c in common]:
-        found.append(
-            _mismatch(
-                "Features arrive in another order than in training",
-                expected_order=expected[:50],
-                received_order=common[:50],
-            )
-        )
+    found = dat013.judge(dat013.FeatureNames(expected, [str(c) for c in frame.columns]))
     for spec in contract.features:
         name = spec["name"]
         if name not in frame.columns:
@@ -259,67 +237,36 @@ def _check_table(contract: Contract, frame: pd.DataFrame) -> list[Finding]:
 
 
 def _check_feature(spec: Mapping[str, Any], series: pd.Series) -> list[Finding]:
+    """The first problem of one feature: its dtype family, else its range, else its categories."""
     name = spec["name"]
     kind = _kind(series)
-    if kind != spec["kind"] and not {kind, spec["kind"]} <= {"text", "category"}:
-        return [
-            _mismatch(
-                f"Feature {name!r} is {kind} ({series.dtype}), trained as {spec['kind']} ({spec['dtype']})",
-                feature=name,
-                expected=spec["kind"],
-                received=kind,
-            )
-        ]
+    wrong_kind = dat013.judge(dat013.FeatureKind(name, kind, str(series.dtype), spec["kind"], spec["dtype"]))
+    if wrong_kind:
+        return wrong_kind
     if kind == "number" and spec.get("min") is not None:
         low, high = float(spec["min"]), float(spec["max"])
-        margin = RANGE_MARGIN * max(high - low, abs(high), 1e-12)
+        margin = dat013.RANGE_MARGIN * max(high - low, abs(high), 1e-12)
         values = series.to_numpy(dtype=np.float64, na_value=np.nan)
         outside = (values < low - margin) | (values > high + margin)
-        fraction = float(outside.mean())
-        if fraction > OUT_OF_RANGE_FRACTION:
-            severity = Severity.ERROR if fraction > 0.5 else Severity.WARNING
-            return [
-                _mismatch(
-                    f"{fraction:.1%} of {name!r} values lie outside the training range "
-                    f"[{low:.4g}, {high:.4g}]",
-                    severity,
-                    feature=name,
-                    fraction=round(fraction, 6),
-                    training_range=[low, high],
-                    received_range=[float(np.nanmin(values)), float(np.nanmax(values))],
-                )
-            ]
+        # the batch's own range, needed only when a value lies outside (then one is finite)
+        received = (float(np.nanmin(values)), float(np.nanmax(values))) if outside.any() else (np.nan, np.nan)
+        out_of_range = dat013.judge(dat013.OutOfRange(name, float(outside.mean()), low, high, received))
+        if out_of_range:
+            return out_of_range
     if "categories" in spec:
         unseen = series.notna() & ~series.astype(str).isin(spec["categories"])
-        fraction = float(unseen.mean())
-        if fraction > UNSEEN_FRACTION:
-            return [
-                _mismatch(
-                    f"{fraction:.1%} of {name!r} values are categories never seen in training",
-                    Severity.WARNING,
-                    feature=name,
-                    fraction=round(fraction, 6),
-                    examples=[str(v) for v in pd.unique(series[unseen])[:5]],
-                )
-            ]
+        examples = [str(v) for v in pd.unique(series[unseen])[:5]]
+        return dat013.judge(dat013.UnseenCategories(name, float(unseen.mean()), examples))
     return []
 
 
 def _check_image_array(contract: Contract, array: npt.NDArray[Any]) -> list[Finding]:
     stats = _array_stats(array, None)
-    found = []
-    expected_layout = contract.image.get("layout")
-    if expected_layout and stats["layout"] != expected_layout:
-        found.append(
-            _mismatch(
-                f"Inputs are laid out {stats['layout']}, the model was trained on {expected_layout}",
-                expected_layout=expected_layout,
-                received_layout=stats["layout"],
-                shape=list(array.shape),
-            )
-        )
-    found += _check_geometry(contract.image, stats["height"], stats["width"], stats["channels"], len(array))
-    found.extend(_check_values(contract.image, stats["values"]))
+    expected = contract.image
+    found = dat013.judge(dat013.Layout(expected.get("layout"), stats["layout"], list(array.shape)))
+    geometry = dat013.Geometry(stats["height"], stats["width"], stats["channels"], len(array), expected)
+    found += dat013.judge(geometry)
+    found.extend(_check_values(expected, stats["values"]))
     return found
 
 
@@ -332,51 +279,23 @@ def _check_image_files(contract: Contract, path: Path) -> list[Finding]:
     wrong_size = (images["height"] != expected["height"]) | (images["width"] != expected["width"])
     if wrong_size.any():
         sizes = images.loc[wrong_size, ["width", "height"]].value_counts().head(3)
-        shown = ", ".join(f"{w}x{h}" for (w, h) in sizes.index)
-        found.append(
-            _mismatch(
-                f"{int(wrong_size.sum()):,} of {len(images):,} images are {shown}, trained at "
-                f"{expected['width']}x{expected['height']}",
+        found += dat013.judge(
+            dat013.FileSizes(
                 images=int(wrong_size.sum()),
-                expected_size=[expected["width"], expected["height"]],
-                received_sizes=[[int(w), int(h)] for (w, h) in sizes.index],
+                total=len(images),
+                expected=(expected["width"], expected["height"]),
+                sizes=[(int(w), int(h)) for (w, h) in sizes.index],
                 example_files=images.loc[wrong_size, "path"].head(5).tolist(),
             )
         )
     wrong_mode = images["mode"] != expected["mode"]
     if wrong_mode.any():
-        found.append(
-            _mismatch(
-                f"{int(wrong_mode.sum()):,} images are in colour mode "
-                f"{sorted(set(images.loc[wrong_mode, 'mode']))}, trained on {expected['mode']}",
+        found += dat013.judge(
+            dat013.FileModes(
                 images=int(wrong_mode.sum()),
-                expected_mode=expected["mode"],
+                modes=sorted(set(images.loc[wrong_mode, "mode"])),
+                expected=expected["mode"],
                 example_files=images.loc[wrong_mode, "path"].head(5).tolist(),
-            )
-        )
-    return found
-
-
-def _check_geometry(
-    expected: Mapping[str, Any], height: int, width: int, channels: int, n: int
-) -> list[Finding]:
-    found = []
-    if (height, width) != (expected["height"], expected["width"]):
-        found.append(
-            _mismatch(
-                f"Inputs are {width}x{height}, the model was trained at "
-                f"{expected['width']}x{expected['height']}",
-                expected_size=[expected["width"], expected["height"]],
-                received_size=[width, height],
-                images=n,
-            )
-        )
-    if channels != expected["channels"]:
-        found.append(
-            _mismatch(
-                f"Inputs have {channels} channel(s), the model was trained on {expected['channels']}",
-                expected_channels=expected["channels"],
-                received_channels=channels,
             )
         )
     return found
@@ -395,20 +314,7 @@ def _check_values(expected: Mapping[str, Any], received: Mapping[str, Any]) -> l
         return []
     shift = float(np.max(np.abs(got_mean - exp_mean) / exp_std))
     ratio = float(np.max(np.maximum(got_std / exp_std, exp_std / np.maximum(got_std, 1e-12))))
-    if shift <= 3.0 and ratio <= 4.0:
-        return []
-    return [
-        _mismatch(
-            f"Input values are on another scale than in training: range [{received['min']:.4g}, "
-            f"{received['max']:.4g}] vs [{values['min']:.4g}, {values['max']:.4g}], mean "
-            f"{_fmt(got_mean)} vs {_fmt(exp_mean)}",
-            expected_values=dict(values),
-            received_values=dict(received),
-            mean_shift_in_stds=round(shift, 3),
-            std_ratio=round(ratio, 3),
-            normalization=expected.get("normalization", {}),
-        )
-    ]
+    return dat013.judge(dat013.ValueScale(shift, ratio, values, received, expected.get("normalization", {})))
 
 
 # ---------------------------------------------------------------- helpers
@@ -461,7 +367,3 @@ def _to_nhwc(array: npt.NDArray[Any], layout: str | None) -> tuple[npt.NDArray[A
 
 def _most_common(values: Any) -> Any:
     return pd.Series(list(values)).value_counts().index[0]
-
-
-def _fmt(values: npt.NDArray[np.float64]) -> str:
-    return "[" + ", ".join(f"{v:.3g}" for v in values) + "]"

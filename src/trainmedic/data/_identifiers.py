@@ -21,8 +21,9 @@ import pandas as pd
 from trainmedic.data._context import Dataset
 from trainmedic.data._leakage import split_pairs
 from trainmedic.data._parity import kind
-from trainmedic.findings import Finding, Severity
-from trainmedic.rules.data import IDENTIFIER_COLUMN, IDENTIFIER_UNIQUE_FRACTION
+from trainmedic.findings import Finding
+from trainmedic.rules.dat import dat015_identifier_column as dat015
+from trainmedic.rules.dat.dat015_identifier_column import IDENTIFIER_UNIQUE_FRACTION
 
 MIN_ROWS = 20  # a handful of rows is unique by accident
 _KEY_NAME = re.compile(
@@ -87,25 +88,10 @@ def identifier_findings(data: Dataset) -> list[Finding]:
                 count = int(values.isin(earlier.frame[column].dropna()).sum())
                 if count:
                     shared[f"{earlier.name}/{later.name}"] = count
-        found.append(identifier_finding(column, distinct, shared))
+        found.extend(dat015.judge(identifier(column, distinct, shared)))
     return found
 
 
-def identifier_finding(column: str, distinct: float, shared: dict[str, int]) -> Finding:
-    """DAT015 for one identifier column; `shared` counts its values recurring per split pair."""
-    message = (
-        f"{column!r} is an identifier ({distinct:.0%} distinct values in train), not a feature: "
-        "left out of the features"
-    )
-    if shared:
-        message += f"; {sum(shared.values()):,} of its values recur in a later split (the same entity twice?)"
-    return IDENTIFIER_COLUMN.finding(
-        message,
-        severity=Severity.WARNING if shared else Severity.INFO,
-        evidence={
-            "column": column,
-            "distinct_fraction": distinct,
-            "shared_values": shared,
-            "key_name": looks_like_key_name(column),
-        },
-    )
+def identifier(column: str, distinct: float, shared: dict[str, int]) -> dat015.Identifier:
+    """DAT015's evidence for one identifier column; `shared` counts its values recurring per split pair."""
+    return dat015.Identifier(column, distinct, shared, looks_like_key_name(column))

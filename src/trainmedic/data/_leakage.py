@@ -13,21 +13,18 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from trainmedic.data._answers import Matches, SharedValues
-from trainmedic.data._chance import Chance, chance_across
+from trainmedic.data._answers import SharedValues
+from trainmedic.data._chance import chance_across
 from trainmedic.data._context import Dataset, Split
 from trainmedic.data._hashing import ROUND_DECIMALS, rounded_row_hashes, row_decimals
 from trainmedic.data._predictability import feature_scores
 from trainmedic.errors import UsageError
 from trainmedic.findings import Finding
-from trainmedic.rules.data import (
-    GROUP_OVERLAP,
-    NEAR_DUPLICATE_OVERLAP,
-    SPLIT_OVERLAP,
-    TARGET_LEAKAGE,
-    TARGET_LEAKAGE_SCORE,
-    TEMPORAL_OVERLAP,
-)
+from trainmedic.rules.dat import dat001_split_overlap as dat001
+from trainmedic.rules.dat import dat002_near_duplicate_overlap as dat002
+from trainmedic.rules.dat import dat003_group_overlap as dat003
+from trainmedic.rules.dat import dat004_temporal_overlap as dat004
+from trainmedic.rules.dat import dat005_target_leakage as dat005
 
 EVALUATION_SPLITS = ("train", "val", "test")
 
@@ -57,46 +54,19 @@ def split_overlap(data: Dataset) -> list[Finding]:
             continue
         chance = chance_across(earlier.frame, later.frame, later.features, count)
         distinct = int(pd.Series(later.feature_hash[mask]).nunique())
-        answer = Matches(count, distinct, later.example_rows(mask))
+        examples = later.example_rows(mask)
         pair = (earlier.name, later.name)
-        found.extend(overlap_finding(data, pair, len(later), answer, chance, features=len(later.features)))
+        overlap = dat001.Overlap(pair, count, len(later), distinct, examples, len(later.features), chance)
+        found.extend(judged_overlap(data, overlap))
     return found
 
 
-def overlap_finding(
-    data: Dataset, pair: tuple[str, str], total: int, answer: Matches, chance: Chance, *, features: int
-) -> list[Finding]:
-    """DAT001 for the rows of `pair[1]` (of `total`) equal to a row of `pair[0]`; within what
-    chance gives, a note instead."""
-    earlier, later = pair
-    count = answer.rows
-    if not chance.beyond_chance:
-        data.notes.append(
-            f"{count:,} {later} rows share every feature with a {earlier} row, as chance "
-            f"predicts (~{chance.expected_text}) in a feature space of ~{chance.combinations:,.0f} "
-            "combinations: different examples with equal attributes, not reported as overlap"
-        )
-        return []
-    message = (
-        f"{count:,} of {total:,} {later} rows ({count / total:.1%}) have "
-        f"features identical to a {earlier} row"
-    )
-    if chance.expected >= 0.5:
-        message += f" (chance alone gives about {chance.expected_text})"
-    return [
-        SPLIT_OVERLAP.finding(
-            message,
-            evidence={
-                "splits": [earlier, later],
-                "rows": count,
-                "fraction": round(count / total, 6),
-                "distinct_examples": answer.distinct,
-                "example_rows": {later: answer.examples},
-                "features_compared": features,
-                **chance.evidence(),
-            },
-        )
-    ]
+def judged_overlap(data: Dataset, overlap: dat001.Overlap) -> list[Finding]:
+    """DAT001 for overlapping rows; within what chance gives, a note (in `data.notes`) instead."""
+    note = dat001.note(overlap)
+    if note is not None:
+        data.notes.append(note)
+    return dat001.judge(overlap)
 
 
 def near_duplicate_overlap(data: Dataset) -> list[Finding]:
@@ -111,22 +81,9 @@ def near_duplicate_overlap(data: Dataset) -> list[Finding]:
         count = int(near.sum())
         if count == 0:
             continue
-        found.append(
-            NEAR_DUPLICATE_OVERLAP.finding(
-                f"{count:,} {later.name} rows ({count / len(later):.1%}) are near-duplicates of "
-                f"{earlier.name} rows (equal up to rounding, case or whitespace)",
-                evidence={
-                    "splits": [earlier.name, later.name],
-                    "rows": count,
-                    "fraction": round(count / len(later), 6),
-                    "example_rows": {later.name: later.example_rows(near)},
-                    "normalisation": (
-                        "floats to ~6 significant digits, or to the decimals a row is written "
-                        f"with (up to {ROUND_DECIMALS}); text stripped, lower-cased"
-                    ),
-                },
-            )
-        )
+        pair = (earlier.name, later.name)
+        examples = later.example_rows(near)
+        found.extend(dat002.judge(dat002.NearDuplicates(pair, count, len(later), examples, ROUND_DECIMALS)))
     return found
 
 
@@ -165,26 +122,16 @@ def group_overlap(data: Dataset) -> list[Finding]:
             continue
         shared = pd.unique(groups[mask])
         answer = SharedValues(rows, len(shared), int(groups.nunique()), [_plain(v) for v in shared[:10]])
-        found.append(group_finding((earlier.name, later.name), column, len(later), answer))
+        found.extend(dat003.judge(group_evidence((earlier.name, later.name), column, len(later), answer)))
     return found
 
 
-def group_finding(pair: tuple[str, str], column: str, total: int, answer: SharedValues) -> Finding:
-    """DAT003: groups of `column` found in both splits of `pair`, `total` rows in the later one."""
-    earlier, later = pair
-    rows = answer.rows
-    return GROUP_OVERLAP.finding(
-        f"{answer.shared:,} {column!r} groups appear in both {earlier} and {later} "
-        f"({rows:,} {later} rows, {rows / total:.1%})",
-        evidence={
-            "splits": [earlier, later],
-            "column": column,
-            "groups": answer.shared,
-            "groups_fraction": round(answer.shared / max(answer.distinct, 1), 6),
-            "rows": rows,
-            "fraction": round(rows / total, 6),
-            "example_groups": answer.examples[:10],
-        },
+def group_evidence(
+    pair: tuple[str, str], column: str, total: int, answer: SharedValues
+) -> dat003.GroupOverlap:
+    """DAT003's evidence: groups of `column` found in both splits of `pair`, `total` rows in the later one."""
+    return dat003.GroupOverlap(
+        pair, column, total, answer.rows, answer.shared, answer.distinct, answer.examples
     )
 
 
@@ -210,35 +157,12 @@ def temporal_overlap(data: Dataset) -> list[Finding]:
         rows = int(mask.sum())
         if rows == 0:
             continue
-        answer = Matches(rows, rows, later.example_rows(mask))
-        found.append(
-            temporal_finding(
-                (earlier.name, later.name), column, len(later), answer, (latest, later_times.min())
-            )
+        pair = (earlier.name, later.name)
+        overlap = dat004.TemporalOverlap(
+            pair, column, len(later), rows, later.example_rows(mask), latest, later_times.min()
         )
+        found.extend(dat004.judge(overlap))
     return found
-
-
-def temporal_finding(
-    pair: tuple[str, str], column: str, total: int, answer: Matches, bounds: tuple[object, object]
-) -> Finding:
-    """DAT004: rows of the later split timed before `bounds[0]`, the earlier split's latest
-    time; `bounds[1]` is the later split's earliest."""
-    earlier, later = pair
-    latest, earliest = bounds
-    rows = answer.rows
-    return TEMPORAL_OVERLAP.finding(
-        f"{rows:,} {later} rows ({rows / total:.1%}) are timed before the latest {earlier} time {latest}",
-        evidence={
-            "splits": [earlier, later],
-            "column": column,
-            "rows": rows,
-            "fraction": round(rows / total, 6),
-            f"{earlier}_latest": str(latest),
-            f"{later}_earliest": str(earliest),
-            "example_rows": {later: answer.examples},
-        },
-    )
 
 
 def time_error(column: str, split: str, reason: str) -> UsageError:
@@ -265,29 +189,7 @@ def target_leakage(data: Dataset) -> list[Finding]:
     label = data.roles.label
     if label is None or not train.features:
         return []
-    scores = feature_scores(train.frame, train.features, label)
-    found = []
-    top = [{"feature": s.feature, "score": round(s.score, 4)} for s in scores[:5]]
-    for score in scores:
-        if score.score < TARGET_LEAKAGE_SCORE:
-            break
-        found.append(
-            TARGET_LEAKAGE.finding(
-                f"Feature {score.feature!r} alone predicts {label!r} on held-out rows "
-                f"({score.metric} {score.value:.4f}, baseline {score.baseline:.4f})",
-                evidence={
-                    "feature": score.feature,
-                    "score": round(score.score, 6),
-                    "metric": score.metric,
-                    "value": round(score.value, 6),
-                    "baseline": round(score.baseline, 6),
-                    "threshold": TARGET_LEAKAGE_SCORE,
-                    "rows_scored": score.rows,
-                    "top_features": top,
-                },
-            )
-        )
-    return found
+    return dat005.judge(dat005.Predictability(label, feature_scores(train.frame, train.features, label)))
 
 
 def _plain(value: object) -> object:

@@ -9,23 +9,16 @@ why a feature is reported only when the shift is both significant and large
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
 from trainmedic.data._context import Dataset
 from trainmedic.data._hashing import normalise
-from trainmedic.findings import Finding, Severity
-from trainmedic.rules.data import (
-    DRIFT_EFFECT,
-    DRIFT_P_VALUE,
-    DRIFT_PSI,
-    FEATURE_DRIFT,
-    SCHEMA_MISMATCH,
-    UNSEEN_CATEGORY_FRACTION,
-)
+from trainmedic.findings import Finding
+from trainmedic.rules.dat import dat010_schema_mismatch as dat010
+from trainmedic.rules.dat import dat011_feature_drift as dat011
+from trainmedic.rules.dat.dat011_feature_drift import Drift
 
 DRIFT_MAX_ROWS = 100_000
 CATEGORY_MAX_LEVELS = 1000
@@ -56,11 +49,12 @@ def schema_mismatch(data: Dataset) -> list[Finding]:
     found = []
     for other in data.evaluation():
         other_kinds = kinds(other.frame)
-        found.extend(
-            schema_findings(other.name, train.features, train_kinds, other_kinds, data.roles.special())
+        columns = dat010.ColumnKinds(
+            other.name, train.features, train_kinds, other_kinds, data.roles.special()
         )
-        variants: dict[str, dict[str, object]] = {}
-        unseen: dict[str, dict[str, object]] = {}
+        found.extend(dat010.judge(columns))
+        variants: dict[str, dat010.Values] = {}
+        unseen: dict[str, dat010.Values] = {}
         for column in category_columns(train.features, train_kinds, other_kinds):
             known = pd.Series(train.frame[column].dropna().unique())
             if len(known) > CATEGORY_MAX_LEVELS:
@@ -69,58 +63,13 @@ def schema_mismatch(data: Dataset) -> list[Finding]:
             new_values = values[values.notna() & ~values.isin(known)].value_counts(sort=False)
             counts = [(v, int(n)) for v, n in new_values.items()]
             sort_unseen(column, counts, known, len(other), into=(variants, unseen))
-        found.extend(category_findings(other.name, variants, unseen))
+        found.extend(dat010.judge(dat010.Categories(other.name, variants, unseen)))
     return found
 
 
 def kinds(frame: pd.DataFrame) -> dict[str, str]:
     """Each column's dtype family, in the frame's order."""
     return {str(c): kind(frame[c]) for c in frame.columns}
-
-
-def schema_findings(
-    other: str,
-    expected: list[str],
-    train_kinds: dict[str, str],
-    other_kinds: dict[str, str],
-    special: set[str],
-) -> list[Finding]:
-    """DAT010 for the columns of `other` against the train features `expected` (kinds of every
-    column of each split, in their order)."""
-    present = list(other_kinds)
-    missing = [c for c in expected if c not in other_kinds]
-    extra = [c for c in present if c not in train_kinds and c not in special]
-    common = [c for c in present if c in expected]
-    reordered = common != [c for c in expected if c in common]
-    changed = {
-        c: {"train": train_kinds[c], other: other_kinds[c]}
-        for c in common
-        if train_kinds[c] != other_kinds[c]
-    }
-    if not (missing or extra or reordered or changed):
-        return []
-    problems = []
-    if missing:
-        problems.append(f"{len(missing)} missing")
-    if extra:
-        problems.append(f"{len(extra)} extra")
-    if changed:
-        problems.append(f"{len(changed)} with another dtype")
-    if reordered:
-        problems.append("columns in another order")
-    return [
-        SCHEMA_MISMATCH.finding(
-            f"{other} columns differ from train: {', '.join(problems)}",
-            evidence={
-                "split": other,
-                "missing_columns": missing,
-                "extra_columns": extra,
-                "dtype_changes": changed,
-                "order_differs": reordered,
-                "train_order": expected[:50],
-            },
-        )
-    ]
 
 
 def category_columns(
@@ -136,11 +85,11 @@ def sort_unseen(
     known: pd.Series,
     total: int,
     *,
-    into: tuple[dict[str, dict[str, object]], dict[str, dict[str, object]]],
+    into: tuple[dict[str, dat010.Values], dict[str, dat010.Values]],
 ) -> None:
     """Values of `column` never seen in train (with their counts, first appearance first):
     a case/whitespace variant of a known category ('Male ' for 'male') is an encoding
-    inconsistency, anything else unseen when its rows pass UNSEEN_CATEGORY_FRACTION."""
+    inconsistency, anything else unseen (DAT010 decides when there are enough of them)."""
     if not counts:
         return
     variants, unseen = into
@@ -149,81 +98,13 @@ def sort_unseen(
     rows = np.array([n for _, n in counts], dtype=np.int64)
     variant = normalise(values).isin(folded_known).to_numpy(dtype=bool)
     if variant.any():
-        variants[column] = _value_evidence(values[variant], rows[variant], total)
-    if rows[~variant].sum() / total > UNSEEN_CATEGORY_FRACTION:
-        unseen[column] = _value_evidence(values[~variant], rows[~variant], total)
+        variants[column] = _values(values[variant], rows[variant], total)
+    if (~variant).any():
+        unseen[column] = _values(values[~variant], rows[~variant], total)
 
 
-def category_findings(
-    other: str, variants: dict[str, dict[str, object]], unseen: dict[str, dict[str, object]]
-) -> list[Finding]:
-    """DAT010 (warnings) for spelling variants of known categories and for unseen categories."""
-    found = []
-    if variants:
-        worst = max(variants, key=lambda c: variants[c]["rows"])  # type: ignore[arg-type,return-value]
-        found.append(
-            SCHEMA_MISMATCH.finding(
-                f"{len(variants)} column(s) of {other} spell known categories differently "
-                f"(case or whitespace: an encoding inconsistency; worst: {worst!r}, "
-                f"{variants[worst]['rows']:,} rows)",
-                severity=Severity.WARNING,
-                evidence={"split": other, "encoding_variants": variants},
-                fix="Normalise text (strip, one case) in the pipeline that feeds both train and this split.",
-            )
-        )
-    if unseen:
-        worst = max(unseen, key=lambda c: unseen[c]["fraction"])  # type: ignore[arg-type,return-value]
-        found.append(
-            SCHEMA_MISMATCH.finding(
-                f"{len(unseen)} column(s) of {other} hold categories never seen in train "
-                f"(worst: {worst!r}, {unseen[worst]['fraction']:.1%} of rows)",
-                severity=Severity.WARNING,
-                evidence={
-                    "split": other,
-                    "unseen_categories": unseen,
-                    "threshold": UNSEEN_CATEGORY_FRACTION,
-                },
-                fix="Map unseen categories to an explicit 'other' level in the training pipeline, or "
-                "retrain on data that holds them.",
-            )
-        )
-    return found
-
-
-def _value_evidence(values: pd.Series, rows: npt.NDArray[np.int64], total: int) -> dict[str, object]:
-    count = int(rows.sum())
-    return {
-        "rows": count,
-        "fraction": round(count / total, 6),
-        "examples": [str(v) for v in values.iloc[:5]],
-    }
-
-
-@dataclass(frozen=True, slots=True)
-class Drift:
-    """One feature's distribution shift between two splits: the test used, its p-value and effect size."""
-
-    feature: str
-    test: str
-    statistic: float
-    p_value: float
-    psi: float
-    effect: float
-    effect_name: str
-
-    @property
-    def drifted(self) -> bool:
-        return self.p_value < DRIFT_P_VALUE and (self.psi >= DRIFT_PSI or self.effect >= DRIFT_EFFECT)
-
-    def as_evidence(self) -> dict[str, object]:
-        return {
-            "feature": self.feature,
-            "test": self.test,
-            "statistic": round(self.statistic, 6),
-            "p_value": float(f"{self.p_value:.3g}"),
-            "psi": round(self.psi, 4),
-            self.effect_name: round(self.effect, 4),
-        }
+def _values(values: pd.Series, rows: npt.NDArray[np.int64], total: int) -> dat010.Values:
+    return dat010.Values(int(rows.sum()), total, [str(v) for v in values.iloc[:5]])
 
 
 def feature_drift(data: Dataset) -> list[Finding]:
@@ -239,26 +120,8 @@ def feature_drift(data: Dataset) -> list[Finding]:
         base, sampled_base = _sample(train.frame, common)
         comp, sampled_comp = _sample(other.frame, common)
         drifts = [d for c in common if (d := measure(*_folded(base[c], comp[c]))) is not None]
-        drifted = sorted((d for d in drifts if d.drifted), key=lambda d: -d.psi)
-        if not drifted:
-            continue
-        worst = drifted[0]
-        evidence: dict[str, object] = {
-            "splits": ["train", other.name],
-            "features": [d.as_evidence() for d in drifted[:20]],
-            "drifted": len(drifted),
-            "compared": len(drifts),
-            "thresholds": {"p_value": DRIFT_P_VALUE, "psi": DRIFT_PSI, "effect": DRIFT_EFFECT},
-        }
-        if sampled_base or sampled_comp:
-            evidence["sampled_rows"] = DRIFT_MAX_ROWS
-        found.append(
-            FEATURE_DRIFT.finding(
-                f"{len(drifted)} of {len(drifts)} features drifted between train and {other.name} "
-                f"(worst: {worst.feature!r} PSI {worst.psi:.2f}, {worst.effect_name} {worst.effect:.2f})",
-                evidence=evidence,
-            )
-        )
+        sampled = DRIFT_MAX_ROWS if sampled_base or sampled_comp else None
+        found.extend(dat011.judge(dat011.Comparison(other.name, drifts, sampled)))
     return found
 
 

@@ -12,29 +12,18 @@ means. One `np.bincount` per feature, so it scales to millions of rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+
+from trainmedic.rules.dat.dat005_target_leakage import FeatureScore
 
 BINS = 128
 MAX_ROWS = 200_000
 MAX_TABLE_CELLS = 20_000_000
 CLASSIFICATION_MAX_CLASSES = 50
 _SEED = 0
-
-
-@dataclass(frozen=True, slots=True)
-class FeatureScore:
-    """How well one feature alone predicts the label (0 = no better than the baseline)."""
-
-    feature: str
-    score: float  # 0 = no better than the baseline, 1 = perfect
-    metric: str
-    value: float
-    baseline: float
-    rows: int
 
 
 def is_classification(label: pd.Series) -> bool:

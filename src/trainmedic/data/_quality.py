@@ -6,22 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from trainmedic.data._answers import Conflicts, Duplicates
-from trainmedic.data._chance import Chance, chance_within
+from trainmedic.data._chance import chance_within
 from trainmedic.data._context import Dataset, Split
 from trainmedic.data._hashing import U64
 from trainmedic.data._predictability import is_classification
-from trainmedic.findings import Finding, Severity
-from trainmedic.rules.data import (
-    CLASS_IMBALANCE,
-    CLASS_IMBALANCE_RATIO,
-    CONFLICTING_LABELS,
-    DUPLICATE_ROWS,
-    MISSING_FRACTION,
-    MISSING_VALUES,
-)
-
-_MAX_LISTED = 20
+from trainmedic.findings import Finding
+from trainmedic.rules.dat import dat006_conflicting_labels as dat006
+from trainmedic.rules.dat import dat007_duplicate_rows as dat007
+from trainmedic.rules.dat import dat008_missing_values as dat008
+from trainmedic.rules.dat import dat009_class_imbalance as dat009
 
 
 def conflicting_labels(data: Dataset) -> list[Finding]:
@@ -39,39 +32,20 @@ def conflicting_labels(data: Dataset) -> list[Finding]:
         rows = int(mask.sum())
         shared = int(pd.Series(split.feature_hash).duplicated(keep=False).sum())
         chance = chance_within(split.frame, split.features, shared)
-        answer = Conflicts(len(conflicted), rows, shared, split.example_rows(mask))
-        found.extend(conflicts_finding(data, split.name, len(split), answer, chance))
+        conflicts = dat006.LabelConflicts(
+            split.name, len(split), len(conflicted), rows, split.example_rows(mask), chance
+        )
+        found.extend(judged_conflicts(data, conflicts))
     return found
 
 
-def conflicts_finding(
-    data: Dataset, split: str, total: int, answer: Conflicts, chance: Chance
-) -> list[Finding]:
-    """DAT006 for the conflicted feature rows of a split of `total` rows; within what chance
-    gives, a note instead (in `data.notes`)."""
-    hashes, rows, examples = answer.hashes, answer.rows, answer.examples
-    if not chance.beyond_chance:
-        data.notes.append(
-            f"{split}: {rows:,} rows share their features with rows of another label, where "
-            f"chance makes ~{chance.expected_text} rows share features (a feature space of "
-            f"~{chance.combinations:,.0f} combinations): the label is uncertain given these "
-            "features, not conflicting"
-        )
-        return []
-    return [
-        CONFLICTING_LABELS.finding(
-            f"{hashes:,} distinct feature rows in {split} carry more than one "
-            f"label ({rows:,} rows, {rows / total:.1%})",
-            evidence={
-                "split": split,
-                "examples": hashes,
-                "rows": rows,
-                "fraction": round(rows / total, 6),
-                "example_rows": examples,
-                **chance.evidence(),
-            },
-        )
-    ]
+def judged_conflicts(data: Dataset, conflicts: dat006.LabelConflicts) -> list[Finding]:
+    """DAT006 for the conflicted feature rows of a split; within what chance gives, a note
+    (in `data.notes`) instead."""
+    note = dat006.note(conflicts)
+    if note is not None:
+        data.notes.append(note)
+    return dat006.judge(conflicts)
 
 
 def duplicate_rows(data: Dataset) -> list[Finding]:
@@ -89,35 +63,20 @@ def duplicate_rows(data: Dataset) -> list[Finding]:
         columns = split.features + ([label] if label is not None and split.label_codes is not None else [])
         involved = int(pd.Series(full).duplicated(keep=False).sum())
         chance = chance_within(split.frame, columns, involved)
-        answer = Duplicates(extra, involved, int(pd.Series(full[mask]).nunique()), split.example_rows(mask))
-        found.extend(duplicates_finding(data, split.name, len(split), answer, chance))
+        distinct = int(pd.Series(full[mask]).nunique())
+        repeated = dat007.RepeatedRows(
+            split.name, len(split), extra, distinct, split.example_rows(mask), chance
+        )
+        found.extend(judged_duplicates(data, repeated))
     return found
 
 
-def duplicates_finding(
-    data: Dataset, split: str, total: int, answer: Duplicates, chance: Chance
-) -> list[Finding]:
-    """DAT007 for the repeating rows of a split of `total` rows; within what chance gives, a note."""
-    extra, distinct, examples = answer.extra, answer.distinct, answer.examples
-    if not chance.beyond_chance:
-        data.notes.append(
-            f"{split}: {extra:,} rows repeat an earlier row, as chance predicts in a feature "
-            f"space of ~{chance.combinations:,.0f} combinations: not reported as duplicates"
-        )
-        return []
-    return [
-        DUPLICATE_ROWS.finding(
-            f"{extra:,} rows of {split} ({extra / total:.1%}) repeat an earlier row",
-            evidence={
-                "split": split,
-                "duplicate_rows": extra,
-                "fraction": round(extra / total, 6),
-                "distinct_duplicated": distinct,
-                "example_rows": examples,
-                **chance.evidence(),
-            },
-        )
-    ]
+def judged_duplicates(data: Dataset, repeated: dat007.RepeatedRows) -> list[Finding]:
+    """DAT007 for the repeating rows of a split; within what chance gives, a note."""
+    note = dat007.note(repeated)
+    if note is not None:
+        data.notes.append(note)
+    return dat007.judge(repeated)
 
 
 def _with_label(split: Split) -> U64:
@@ -136,48 +95,14 @@ def missing_values(data: Dataset) -> list[Finding]:
             missing = split.frame[label].isna().to_numpy()
             count = int(missing.sum())
             if count:
-                found.append(
-                    missing_label_finding(split.name, label, count, len(split), split.example_rows(missing))
+                examples = split.example_rows(missing)
+                found.extend(
+                    dat008.judge(dat008.MissingLabels(split.name, label, count, len(split), examples))
                 )
         if split.features:
             fractions = {c: float(split.frame[c].isna().mean()) for c in split.features}
-            found.extend(missing_features_finding(split.name, fractions))
+            found.extend(dat008.judge(dat008.MissingFeatures(split.name, fractions)))
     return found
-
-
-def missing_label_finding(split: str, label: str, count: int, total: int, examples: list[object]) -> Finding:
-    """DAT008 (error): rows without a label."""
-    return MISSING_VALUES.finding(
-        f"{count:,} rows of {split} ({count / total:.1%}) have no label in {label!r}",
-        severity=Severity.ERROR,
-        evidence={
-            "split": split,
-            "column": label,
-            "rows": count,
-            "fraction": round(count / total, 6),
-            "example_rows": examples,
-        },
-        fix="Drop or label these rows before training; never train on missing labels.",
-    )
-
-
-def missing_features_finding(split: str, fractions: dict[str, float]) -> list[Finding]:
-    """DAT008: the features missing in more than MISSING_FRACTION of the rows, worst first."""
-    series = pd.Series(fractions, dtype="float64")
-    over = series[series > MISSING_FRACTION].sort_values(ascending=False)
-    if over.empty:
-        return []
-    return [
-        MISSING_VALUES.finding(
-            f"{len(over)} feature(s) of {split} are missing in more than "
-            f"{MISSING_FRACTION:.0%} of rows (worst: {over.index[0]!r} {over.iloc[0]:.1%})",
-            evidence={
-                "split": split,
-                "columns": {str(c): round(float(v), 6) for c, v in over.head(_MAX_LISTED).items()},
-                "threshold": MISSING_FRACTION,
-            },
-        )
-    ]
 
 
 def class_imbalance(data: Dataset) -> list[Finding]:
@@ -188,30 +113,12 @@ def class_imbalance(data: Dataset) -> list[Finding]:
     target = data.train.frame[label].dropna()
     if target.empty or not is_classification(target):
         return []
-    return imbalance_finding(target.value_counts())
+    return dat009.judge(class_counts(target.value_counts()))
 
 
-def imbalance_finding(counts: pd.Series) -> list[Finding]:
-    """DAT009 from the training label's value counts, most frequent first."""
-    if len(counts) < 2:
-        return []
-    ratio = float(counts.iloc[-1] / counts.iloc[0])
-    if ratio >= CLASS_IMBALANCE_RATIO:
-        return []
-    return [
-        CLASS_IMBALANCE.finding(
-            f"Minority class {_plain(counts.index[-1])!r} has {int(counts.iloc[-1]):,} training rows, "
-            f"{ratio:.1%} of the majority class {_plain(counts.index[0])!r} ({int(counts.iloc[0]):,})",
-            evidence={
-                "split": "train",
-                "ratio": round(ratio, 6),
-                "threshold": CLASS_IMBALANCE_RATIO,
-                "class_counts": {str(k): int(v) for k, v in counts.head(_MAX_LISTED).items()},
-                "classes": len(counts),
-                "metrics": ["PR-AUC", "balanced accuracy", "F1 (per class / macro)"],
-            },
-        )
-    ]
+def class_counts(counts: pd.Series) -> dat009.ClassCounts:
+    """DAT009's evidence from the training label's value counts, most frequent first."""
+    return dat009.ClassCounts([(_plain(k), int(n)) for k, n in counts.items()])
 
 
 def _plain(value: object) -> object:

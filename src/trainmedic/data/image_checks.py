@@ -19,7 +19,9 @@ from trainmedic.data.images import LABEL_COLUMN, PATH_COLUMN, hamming_matches, r
 from trainmedic.data.runner import DataReport
 from trainmedic.data.summary import summarize
 from trainmedic.findings import Finding, sort_findings
-from trainmedic.rules.data import NEAR_DUPLICATE_HAMMING, NEAR_DUPLICATE_OVERLAP, SCHEMA_MISMATCH
+from trainmedic.rules.dat import dat002_near_duplicate_overlap as dat002
+from trainmedic.rules.dat import dat010_schema_mismatch as dat010
+from trainmedic.rules.dat.dat002_near_duplicate_overlap import NEAR_DUPLICATE_HAMMING
 
 ImageSource: TypeAlias = "pd.DataFrame | str | Path"
 
@@ -85,19 +87,10 @@ def perceptual_overlap(data: Dataset, max_hamming: int) -> list[Finding]:
             }
             for p in positions
         ]
-        found.append(
-            NEAR_DUPLICATE_OVERLAP.finding(
-                f"{count:,} {later.name} images ({count / len(later):.1%}) are perceptual near-duplicates "
-                f"of {earlier.name} images (dHash within {max_hamming} of 64 bits)",
-                evidence={
-                    "splits": [earlier.name, later.name],
-                    "rows": count,
-                    "fraction": round(count / len(later), 6),
-                    "max_hamming": max_hamming,
-                    "example_pairs": pairs,
-                },
-            )
+        near_duplicates = dat002.ImageNearDuplicates(
+            (earlier.name, later.name), count, len(later), max_hamming, pairs
         )
+        found.extend(dat002.judge(near_duplicates))
     return found
 
 
@@ -108,14 +101,5 @@ def mode_mismatch(data: Dataset) -> list[Finding]:
     for other in data.evaluation():
         counts = other.frame["mode"].value_counts()
         new = {str(m): int(n) for m, n in counts.items() if m not in train_modes}
-        if new:
-            found.append(
-                SCHEMA_MISMATCH.finding(
-                    f"{other.name} holds images in colour mode(s) {sorted(new)} that train does not "
-                    f"(train: {sorted(train_modes)})",
-                    evidence={"split": other.name, "new_modes": new, "train_modes": sorted(train_modes)},
-                    fix="Convert every image to the training mode (e.g. image.convert('RGB')) in the shared "
-                    "preprocessing.",
-                )
-            )
+        found.extend(dat010.judge(dat010.ImageModes(other.name, new, sorted(train_modes))))
     return found

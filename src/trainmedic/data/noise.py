@@ -6,7 +6,7 @@ gets wrong. Three things separate them here:
 
 1. **An accurate model, or no verdict.** Labels are judged only when the out-of-fold
    model is clearly better than the majority class (normalised accuracy
-   `(acc - majority) / (1 - majority)` at least `MIN_INFORMATIVENESS`). On a hard table
+   `(acc - majority) / (1 - majority)` at least `dat012.MIN_INFORMATIVENESS`). On a hard table
    (a survey where the best model reaches 0.6) every mistake looks like noise, so
    instead of guessing the check says, as an info finding, that label quality cannot be
    judged.
@@ -25,7 +25,7 @@ gets wrong. Three things separate them here:
    rows it trusts (an under-confident model spreads mass into the tails and would excuse
    real errors), then say how many rows it would flag if every label were drawn from them
    (`expected_from_uncertainty`): a warning needs the flagged rows to exceed 1 % of the
-   table *and* that expectation by `UNCERTAINTY_MARGIN` times.
+   table *and* that expectation by `dat012.UNCERTAINTY_MARGIN` times.
 4. **Only rows a model could tell apart.** A row whose feature values, as the model sees
    them, also occur with another label is left out of both counts: on a table of a few
    banded or categorical columns, whole groups of people share one feature row, and no
@@ -33,7 +33,8 @@ gets wrong. Three things separate them here:
    (DAT006) asks whether such conflicts exceed chance.
 
 Above `NOISE_MAX_ROWS` training rows a seeded sample is scored and the count is
-extrapolated; the evidence says so. Regression targets are not checked.
+extrapolated; the evidence says so. Regression targets are not checked. The verdict, its
+thresholds and its words are `trainmedic.rules.dat.dat012_label_noise`'s.
 """
 
 from __future__ import annotations
@@ -49,17 +50,14 @@ import pandas as pd
 from trainmedic.data._context import Dataset, Split
 from trainmedic.data._parity import kind
 from trainmedic.data._predictability import is_classification
-from trainmedic.findings import Finding, Severity
-from trainmedic.rules.data import LABEL_NOISE, LABEL_NOISE_FRACTION
+from trainmedic.findings import Finding
+from trainmedic.rules.dat import dat012_label_noise as dat012
 
 NOISE_MAX_ROWS = 25_000  # two model passes (fit, refit without flagged rows) on this sample
 SMALL_TABLE_ROWS = 1_000
 MEDIUM_TABLE_ROWS = 10_000
 SELF_CONFIDENCE_MARGIN = 0.5
 EXCLUDED_SHARE_OF_CHANCE = 0.1  # a label under a tenth of 1/k is one the model rules out
-MIN_INFORMATIVENESS = 0.5  # normalised out-of-fold accuracy needed to judge labels at all
-UNCERTAINTY_MARGIN = 2.0  # flagged rows must exceed what the model's own uncertainty predicts this many times
-MIN_FLAGGED = 3
 _MAX_CATEGORIES = 250
 _SEED = 0
 
@@ -97,46 +95,15 @@ def label_noise(data: Dataset) -> list[Finding]:
     if scores is None:
         data.notes.append("label noise not judged: fewer than two classes with enough rows")
         return []
-    if scores.informativeness < MIN_INFORMATIVENESS:
-        return [_not_judged(scores)]
+    return dat012.judge(noise_score(scores, train))
+
+
+def noise_score(scores: NoiseScores, train: Split) -> dat012.NoiseScore:
+    """DAT012's evidence: the counts, and the ten most suspicious rows (lowest given-label probability)."""
     flagged = int(scores.suspicious.sum())
-    scored = len(scores.positions)
-    fraction = flagged / scored if scored else 0.0
-    if (
-        fraction < LABEL_NOISE_FRACTION
-        or flagged < MIN_FLAGGED
-        or flagged < UNCERTAINTY_MARGIN * scores.expected
-    ):
-        return []
-    return [_noisy(scores, train)]
-
-
-def _not_judged(scores: NoiseScores) -> Finding:
-    return LABEL_NOISE.finding(
-        f"Label quality cannot be judged: the best out-of-fold model reaches accuracy "
-        f"{scores.oof_accuracy:.3f} against a majority baseline of {scores.baseline:.3f}, so its "
-        "mistakes are hard examples as much as wrong labels",
-        severity=Severity.INFO,
-        evidence={
-            "split": "train",
-            "out_of_fold_accuracy": round(scores.oof_accuracy, 4),
-            "majority_baseline": round(scores.baseline, 4),
-            "normalised_accuracy": round(scores.informativeness, 4),
-            "needed": MIN_INFORMATIVENESS,
-            "model": scores.model,
-        },
-        fix="Check labels by hand on a sample (double annotation), or add features that predict the label.",
-    )
-
-
-def _noisy(scores: NoiseScores, train: Split) -> Finding:
-    flagged = int(scores.suspicious.sum())
-    scored = len(scores.positions)
-    fraction = flagged / scored
     order = np.argsort(scores.self_confidence[scores.suspicious])[:10]
-    rows = scores.positions[scores.suspicious][order]
-    ids = train.row_ids(rows)
-    examples = [
+    ids = train.row_ids(scores.positions[scores.suspicious][order])
+    examples: list[dict[str, object]] = [
         {
             "row": row_id,
             "label": _plain(scores.given[scores.suspicious][k]),
@@ -145,28 +112,18 @@ def _noisy(scores: NoiseScores, train: Split) -> Finding:
         }
         for row_id, k in zip(ids, order, strict=True)
     ]
-    evidence: dict[str, object] = {
-        "split": "train",
-        "suspicious_rows": flagged,
-        "rows_scored": scored,
-        "fraction": round(fraction, 6),
-        "threshold": LABEL_NOISE_FRACTION,
-        "expected_from_uncertainty": round(scores.expected, 2),
-        "rows_sharing_features_with_another_label": scores.ambiguous,
-        "model": scores.model,
-        "out_of_fold_accuracy": round(scores.oof_accuracy, 4),
-        "most_suspicious": examples,
-    }
-    message = (
-        f"{flagged:,} of {scored:,} training labels ({fraction:.1%}) are confidently contradicted by "
-        f"out-of-fold predictions (the model's own uncertainty accounts for {scores.expected:.1f})"
+    return dat012.NoiseScore(
+        oof_accuracy=scores.oof_accuracy,
+        baseline=scores.baseline,
+        informativeness=scores.informativeness,
+        model=scores.model,
+        flagged=flagged,
+        scored=len(scores.positions),
+        total_rows=len(train),
+        expected=scores.expected,
+        ambiguous=scores.ambiguous,
+        most_suspicious=examples,
     )
-    total_rows = len(train)
-    if scored < total_rows:
-        evidence["sampled"] = f"seeded sample of {scored:,} of {total_rows:,} rows"
-        evidence["estimated_rows"] = round(fraction * total_rows)
-        message += f" (sample; about {round(fraction * total_rows):,} rows in all)"
-    return LABEL_NOISE.finding(message, evidence=evidence)
 
 
 def score_label_noise(frame: pd.DataFrame, features: list[str], label: str) -> NoiseScores | None:

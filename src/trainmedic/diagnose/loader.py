@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainmedic import runfolder
-from trainmedic.diagnose import hf_state, keras_logs, lightning_csv, run_folder, tensorboard
+from trainmedic.diagnose import hf_state, keras_logs, lightning_csv, tensorboard
 from trainmedic.diagnose.source import LOG_PID, LogRead
 from trainmedic.errors import UsageError
-from trainmedic.events import Event, TrainingPlan
+from trainmedic.events import Epoch, Event, MetricSeries, RunStart, Step, TrainingPlan
 from trainmedic.record import RunRecord
 
 KNOWN_FORMATS = (
@@ -83,7 +83,7 @@ def read_path(path: Path) -> list[LogRead]:
 
 def _read_folder(path: Path) -> list[LogRead]:
     if runfolder.is_run_folder(path):
-        return [run_folder.read_run_folder(path)]
+        return [_read_run_folder(path)]
     state = _latest_trainer_state(path)
     if state is not None:
         return [hf_state.read_trainer_state(state)]
@@ -99,6 +99,31 @@ def _read_folder(path: Path) -> list[LogRead]:
     if any(tensorboard.is_event_file(f) for f in files):
         return tensorboard.restart_chain(path) or [tensorboard.read_tensorboard(path)]
     raise UsageError(f"{path}: no training log found in this folder (expected {KNOWN_FORMATS})")
+
+
+def _read_run_folder(path: Path) -> LogRead:
+    """A trainmedic run folder (or its events.jsonl), replayed as `runfolder.replay` reads it."""
+    replay = runfolder.replay(path)
+    read = LogRead(
+        path=replay.folder,
+        format="trainmedic-run",
+        framework="trainmedic",
+        events=replay.events,
+        skipped=replay.skipped,
+        notes=[replay.note] if replay.note is not None else [],
+    )
+    starts = [e for e in read.events if isinstance(e, RunStart)]
+    if starts and starts[-1].expect_epochs:
+        read.epochs = starts[-1].expect_epochs
+    read.points = sum(
+        len(e.metrics)
+        if isinstance(e, (Step, Epoch))
+        else len(e.values)
+        if isinstance(e, MetricSeries)
+        else 0
+        for e in read.events
+    )
+    return read
 
 
 def _files(path: Path) -> list[Path]:
@@ -125,7 +150,7 @@ def _latest_trainer_state(path: Path) -> Path | None:
 
 def _read_file(path: Path) -> LogRead:
     if path.name == runfolder.EVENTS:
-        return run_folder.read_run_folder(path)
+        return _read_run_folder(path)
     if tensorboard.is_event_file(path):
         return tensorboard.read_tensorboard(path)
     if path.suffix.lower() == ".json":

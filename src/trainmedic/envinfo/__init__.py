@@ -8,12 +8,13 @@ from the version files they ship, so no framework is imported. Importing them
 (for the runtime's own view: cuDNN loaded, devices visible) is opt-in. Nothing
 here fails for a missing GPU, git or framework: the field is then `null`.
 
-The supervisor calls `write_manifest(run_folder / "manifest.json", command=...)`
-for every run; `trainmedic diff` compares two manifests.
+The supervisor captures it beside every run, in a thread (`EnvironmentCapture`), into the run
+folder's manifest.json; `trainmedic env` prints it and `trainmedic diff` compares two manifests.
 """
 
 from __future__ import annotations
 
+from trainmedic.envinfo._background import EnvironmentCapture
 from trainmedic.envinfo._data import hash_data
 from trainmedic.envinfo._git import git_state
 from trainmedic.envinfo._machine import cpu, gpus
@@ -39,6 +40,7 @@ __all__ = [
     "SCHEMA",
     "SECRET",
     "TRAINING_PACKAGES",
+    "EnvironmentCapture",
     "capture_manifest",
     "cpu",
     "determinism",

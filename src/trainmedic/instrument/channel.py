@@ -5,6 +5,12 @@ Under `trainmedic run`, the supervisor sets TRAINMEDIC_EVENTS to the run's
 line, O_APPEND), so events survive the trainer's death and need no socket or
 thread. Outside `run`, `emit` is a no-op and explicit guards keep their events
 in memory.
+
+`child_env` is the channel's other end: the environment `trainmedic run` (and
+tests, and `verify-resume`) start children with. The boot directory goes first on
+PYTHONPATH (so its `sitecustomize` runs in every Python process of the tree,
+launchers' children included), beside the events file to append to and where
+trainmedic itself lives for interpreters of other virtual environments.
 """
 
 from __future__ import annotations
@@ -12,7 +18,8 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from trainmedic._osinfo import hostname
 from trainmedic.events import Event, EventWriter
@@ -48,6 +55,35 @@ def events_path() -> str | None:
 
 def is_supervised() -> bool:
     return events_path() is not None
+
+
+def boot_dir() -> Path:
+    """The folder whose `sitecustomize` turns instrumentation on in a Python process."""
+    return Path(__file__).resolve().parent / "boot"
+
+
+def child_env(
+    events_file: str | os.PathLike[str],
+    base: Mapping[str, str] | None = None,
+    *,
+    instrument: bool = True,
+) -> dict[str, str]:
+    """A copy of `base` (default: os.environ) that instruments Python children.
+
+    With `instrument=False` only TRAINMEDIC_INSTRUMENT=0 is added: children run
+    exactly as they would bare. (Paths are resolved here, when a tree is started,
+    not when an instrumented process imports this module.)
+    """
+    env = dict(os.environ if base is None else base)
+    if not instrument:
+        env[INSTRUMENT_ENV] = "0"
+        return env
+    parts = [str(boot_dir()), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
+    env[EVENTS_ENV] = str(Path(events_file).resolve())
+    env["TRAINMEDIC_PKG_DIR"] = str(Path(__file__).resolve().parents[2])  # the folder holding `trainmedic/`
+    env.pop(INSTRUMENT_ENV, None)
+    return env
 
 
 def _get_writer() -> EventWriter | None:

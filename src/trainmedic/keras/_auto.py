@@ -35,12 +35,13 @@ from trainmedic.instrument import channel
 from trainmedic.keras._errors import SequenceLenHugeError
 from trainmedic.keras._inspect import describe_input, describe_loss, describe_output
 from trainmedic.keras._recorder import FitRecorder, callback_pair
-from trainmedic.record import RunRecord
-from trainmedic.rules.dynamics import LOSS_FUNCTION_CHECK
-from trainmedic.rules.keras import INPUT_CHECK, OUTPUT_CHECK, sequence_len_huge
+from trainmedic.rules._helpers.keras import INPUT_CHECK
+from trainmedic.rules.ker import ker002_sequence_len_huge as ker002
+from trainmedic.rules.ker.ker004_single_unit_softmax import CHECK as OUTPUT_CHECK
+from trainmedic.rules.trn.trn003_not_learning import LOSS_FUNCTION_CHECK
 
 PATCHED = "_trainmedic_patched"
-KER002_ENV = "TRAINMEDIC_KER002"  # "warn": report a huge sequence length but let fit run
+KER002_ENV = ker002.WARN_ENV  # "warn": report a huge sequence length but let fit run
 _local = threading.local()
 
 
@@ -204,10 +205,9 @@ def model_observations(model: Any, line: str) -> list[GuardObservation]:
 
 def stop_if_huge(observation: GuardObservation) -> None:
     """Raise before the adapter allocates, unless TRAINMEDIC_KER002=warn."""
-    findings = sequence_len_huge(RunRecord.of([observation]))
-    if not findings:
+    finding = ker002.judge(observation)
+    if finding is None:
         return
-    finding = findings[0]
     if os.environ.get(KER002_ENV, "stop").lower() == "warn":
         sys.stderr.write(f"trainmedic: {finding.code} {finding.slug}: {finding.message}\n")
         return

@@ -6,7 +6,9 @@ from trainmedic.events import GuardObservation
 from trainmedic.findings import Finding
 from trainmedic.keras._inspect import INDEX_BYTES_PER_BATCH, describe_input, sequence_hints
 from trainmedic.record import RunRecord
-from trainmedic.rules.keras import INPUT_CHECK, sequence_len_huge, sequence_too_short
+from trainmedic.rules._helpers.keras import INPUT_CHECK
+from trainmedic.rules.ker import ker001_sequence_too_short as ker001
+from trainmedic.rules.ker import ker002_sequence_len_huge as ker002
 
 
 def check_sequence(
@@ -41,4 +43,4 @@ def check_sequence(
     if n_samples is not None:
         info["samples"] = n_samples
     record = RunRecord.of([GuardObservation(check=INPUT_CHECK, data=info)])
-    return sequence_too_short(record) + sequence_len_huge(record)
+    return ker001.sequence_too_short(record) + ker002.sequence_len_huge(record)

@@ -12,8 +12,9 @@ from trainmedic.findings import Finding
 from trainmedic.keras._inspect import describe_input, describe_loss, describe_output
 from trainmedic.keras._recorder import FitRecorder, stopper_of
 from trainmedic.record import RunRecord
-from trainmedic.rules.dynamics import LOSS_FUNCTION_CHECK
-from trainmedic.rules.keras import INPUT_CHECK, OUTPUT_CHECK
+from trainmedic.rules._helpers.keras import INPUT_CHECK
+from trainmedic.rules.ker.ker004_single_unit_softmax import CHECK as OUTPUT_CHECK
+from trainmedic.rules.trn.trn003_not_learning import LOSS_FUNCTION_CHECK
 
 _BUILT: dict[str, dict[str, type]] = {}
 FIT_FRAME_DEPTH = 40  # how far up the stack the Guard looks for the fit call it runs in

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from trainmedic.errors import TrainmedicError
 from trainmedic.findings import Finding
+from trainmedic.rules.ker import ker002_sequence_len_huge as ker002
 
 
 class SequenceLenHugeError(TrainmedicError, ValueError):
@@ -15,10 +16,7 @@ class SequenceLenHugeError(TrainmedicError, ValueError):
 
     def __init__(self, finding: Finding) -> None:
         self.finding = finding
-        super().__init__(
-            f"trainmedic {finding.code} {finding.slug}: {finding.message}. Fix: {finding.fix} "
-            "(Set TRAINMEDIC_KER002=warn to let fit run anyway.)"
-        )
+        super().__init__(ker002.stop_message(finding))
 
 
 SequenceLenHugeError.__module__ = "trainmedic.keras"  # its public home, shown in tracebacks

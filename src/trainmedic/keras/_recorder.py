@@ -23,7 +23,7 @@ from functools import wraps
 from typing import Any, TypeVar
 
 from trainmedic.events import Epoch, Event, GuardObservation, PhaseEnd, PhaseStart, Step, TrainingPlan
-from trainmedic.rules.keras import FIT_END_CHECK
+from trainmedic.rules.ker.ker003_history_epochs_mismatch import CHECK as FIT_END_CHECK
 
 STEP_INTERVAL_S = 1.0
 Sink = Callable[[Event], None]

@@ -29,8 +29,7 @@ from trainmedic.report import _html_sections as html_sections
 from trainmedic.report.html_format import escape
 from trainmedic.report.html_style import CSP, CSS, PRINT_SCRIPT
 from trainmedic.report.indexed import IndexedRecord
-from trainmedic.report.rundir import load_run_folder
-from trainmedic.runfolder import REPORT
+from trainmedic.runfolder import REPORT, load_run_folder
 
 __all__ = ["render_html", "write_report"]
 

@@ -1,5 +1,10 @@
-"""Rules: pure functions from a RunRecord (or a data frame, for DAT) to findings.
+"""Rules: one file per finding, decided and worded in that file alone.
 
-No rule does I/O or imports a framework; each family lives in its own module
-with the catalogue entries (and their documentation) of its codes.
+`rules/<group>/<code>_<slug>.py` holds a finding's catalogue entry (`SPEC`, with its
+documentation and an executable example), its decision (`RULES` over a `RunRecord`, or
+`judge(evidence)` for a collector that measured something) with its thresholds, and its
+wording (`message`, and `fix` where the fix depends on what was measured).
+`rules/<group>/__init__.py` is the group's family table, one line a code, which the
+registry reads. `rules/_helpers/` holds what several findings share. No rule does I/O or
+imports a framework.
 """

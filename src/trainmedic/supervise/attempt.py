@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
@@ -31,7 +32,6 @@ from trainmedic.events import (
 )
 from trainmedic.supervise import platform, tree
 from trainmedic.supervise.cgroup import LimitedCgroup
-from trainmedic.supervise.diagnosis import Diagnosis
 from trainmedic.supervise.eventtail import EventTail
 from trainmedic.supervise.loginterp import LogInterpreter
 from trainmedic.supervise.logstream import OutputLog, StreamTee
@@ -41,6 +41,9 @@ from trainmedic.supervise.signals import stop_processes
 from trainmedic.supervise.stacks import dump_stacks
 from trainmedic.supervise.status import StatusLine, Terminal
 from trainmedic.units import signal_name
+
+if TYPE_CHECKING:
+    from trainmedic.diagnosis import LiveDiagnosis
 
 # Walking the tree reads every process of the machine (~5-15 ms): often while launchers start
 # their trainers, then less and less while the tree stays the same. A Python process that
@@ -91,7 +94,7 @@ class Attempt:
         logs: LogInterpreter,
         output: OutputLog,
         tail: EventTail,
-        diagnosis: Diagnosis | None = None,
+        diagnosis: LiveDiagnosis | None = None,
     ) -> None:
         self.cfg = config
         self.diagnosis = diagnosis

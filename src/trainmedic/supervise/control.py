@@ -18,7 +18,7 @@ import psutil
 
 from trainmedic import runfolder
 from trainmedic.errors import UsageError
-from trainmedic.supervise import platform, rundir, tree
+from trainmedic.supervise import platform, tree
 from trainmedic.supervise.signals import stop_processes
 from trainmedic.units import signal_name
 
@@ -59,11 +59,11 @@ class LiveRun:
 def live_runs() -> list[LiveRun]:
     """Supervised runs whose supervisor is alive; stale registry entries are dropped."""
     runs = []
-    for entry, run_dir in rundir.registered():
+    for entry, run_dir in runfolder.registered():
         state = runfolder.read_json(run_dir / runfolder.LIVE_STATE) or {}
         pid = int(state.get("supervisor_pid", -1))
         if not tree.is_alive(pid, state.get("supervisor_create_time")):
-            rundir.unregister(entry)
+            runfolder.unregister(entry)
             continue
         runs.append(
             LiveRun(

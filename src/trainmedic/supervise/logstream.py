@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from trainmedic.rules._logtext import lines_that_may_matter
+from trainmedic.rules._helpers.logtext import lines_that_may_matter
 from trainmedic.supervise.loginterp import LogInterpreter
 
 _CHUNK = 65536

@@ -14,11 +14,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
 from trainmedic import runfolder
 from trainmedic._osinfo import hostname
+from trainmedic.envinfo import EnvironmentCapture
 from trainmedic.errors import TrainmedicError, UsageError
 from trainmedic.events import (
     Event,
@@ -29,19 +31,20 @@ from trainmedic.events import (
     RunStart,
 )
 from trainmedic.findings import Finding
-from trainmedic.instrument.environment import child_env
-from trainmedic.supervise import platform, rundir
+from trainmedic.instrument.channel import child_env
+from trainmedic.supervise import platform
 from trainmedic.supervise.attempt import Attempt, AttemptConfig, AttemptResult
 from trainmedic.supervise.cgroup import CgroupInfo, LimitedCgroup, effective_limit, host_oom_kills
-from trainmedic.supervise.diagnosis import Diagnosis, DiagnosisFactory
-from trainmedic.supervise.environment import EnvironmentCapture
 from trainmedic.supervise.eventtail import EventTail
-from trainmedic.supervise.gpu import GpuProbe, default_probe
+from trainmedic.supervise.gpu import GpuProbe, default_probe, driver_may_exist
 from trainmedic.supervise.loginterp import LogInterpreter
 from trainmedic.supervise.logstream import OutputLog
 from trainmedic.supervise.relay import SignalRelay
 from trainmedic.supervise.sampler import TreeSampler
 from trainmedic.supervise.status import StatusLine, Terminal
+
+if TYPE_CHECKING:
+    from trainmedic.diagnosis import DiagnosisFactory, LiveDiagnosis
 
 NO_RESTART_STATUSES = (0, 2, 126, 127)  # success, usage error, not executable, not found
 MAX_BACKOFF_S = 30.0
@@ -124,7 +127,7 @@ class Supervisor:
         self.attempt: Attempt | None = None
         self._signals = SignalRelay()
         self._logs: LogInterpreter | None = None
-        self._live: Diagnosis | None = None
+        self._live: LiveDiagnosis | None = None
         self._environment: EnvironmentCapture | None = None
         live = not options.quiet and os.isatty(2) and os.environ.get("TERM", "") != "dumb"
         self.terminal = Terminal(live=live) if options.echo else None
@@ -140,7 +143,7 @@ class Supervisor:
         started = time.time()
         writer = EventWriter(run_dir / runfolder.EVENTS)
         output = OutputLog(run_dir / runfolder.OUTPUT)
-        registry_entry = rundir.register(os.getpid(), run_dir)
+        registry_entry = runfolder.register(os.getpid(), run_dir)
         me = psutil.Process()
         runfolder.write_json(
             run_dir / runfolder.LIVE_STATE,
@@ -156,11 +159,13 @@ class Supervisor:
         }
         runfolder.write_json(
             run_dir / runfolder.MANIFEST,
-            rundir.build_manifest(
+            runfolder.build_manifest(
                 command=self.command, cwd=str(Path.cwd()), name=name, started=started, extra=manifest_extra
             ),
         )
-        self._environment = environment = EnvironmentCapture(self.command, Path.cwd())
+        self._environment = environment = EnvironmentCapture(
+            self.command, Path.cwd(), query_gpus=driver_may_exist()
+        )
         self._live = diagnosis = self._diagnosis(run_dir)
         platform.become_subreaper()
         self._say(f"trainmedic: supervising {' '.join(self.command)}; run folder {run_dir}")
@@ -174,7 +179,7 @@ class Supervisor:
                 writer.close()
                 output.close()
                 self._cleanup_cgroup()
-                rundir.unregister(registry_entry)
+                runfolder.unregister(registry_entry)
                 with contextlib.suppress(OSError):
                     (run_dir / runfolder.STOP_REQUEST).unlink()
             status = platform.exit_status(result.returncode)
@@ -184,7 +189,7 @@ class Supervisor:
                 run_dir,
                 environment,
                 diagnosis,
-                rundir.build_manifest(
+                runfolder.build_manifest(
                     command=self.command,
                     cwd=str(Path.cwd()),
                     name=name,
@@ -218,7 +223,7 @@ class Supervisor:
 
     @staticmethod
     def _finish(
-        run_dir: Path, environment: EnvironmentCapture, diagnosis: Diagnosis, manifest: dict[str, object]
+        run_dir: Path, environment: EnvironmentCapture, diagnosis: LiveDiagnosis, manifest: dict[str, object]
     ) -> list[Finding]:
         """Join the environment capture, write the manifest, diagnose, write the outputs."""
         captured, environment_events = environment.result()

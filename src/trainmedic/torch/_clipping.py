@@ -25,7 +25,7 @@ kept losses.
 At each read the calls since the last one become one `clipping` observation
 (calls, how many engaged, the median and largest pre-clip norm, the median
 factor by which clipping shrank the gradient) and one point of the
-`grad_norm_preclip` curve; `trainmedic.rules.clipping` judges them.
+`grad_norm_preclip` curve; `trainmedic.rules.trn.trn010_clipping_saturated` judges them.
 """
 
 from __future__ import annotations

@@ -37,7 +37,10 @@ from torch.nn.modules.dropout import _DropoutNd
 
 import torch
 from torch import nn
-from trainmedic.rules.dynamics import LOSS_FUNCTION_CHECK
+from trainmedic.rules.tor import tor002_eval_mode_training as tor002
+from trainmedic.rules.tor import tor004_softmax_into_crossentropy as tor004
+from trainmedic.rules.tor import tor009_single_class_cross_entropy as tor009
+from trainmedic.rules.trn.trn003_not_learning import LOSS_FUNCTION_CHECK
 
 if TYPE_CHECKING:
     from trainmedic.torch._interface import MonitorLike
@@ -94,7 +97,7 @@ class ForwardWatch:
         self.is_open = False
         if step is None:
             return
-        reported = "softmax_into_crossentropy" in self.monitor.reported
+        reported = tor004.CHECK in self.monitor.reported
         if self._ce is None and losses and self._graph_clean < _GRAPH_CLEAN_WINDOWS and not reported:
             self._ce = _softmax_in_graph(losses)
             self._graph_clean = 0 if self._ce is not None else self._graph_clean + 1
@@ -102,7 +105,7 @@ class ForwardWatch:
             self._eval_steps.append(step)
             if len(self._eval_steps) >= _REPORT_AFTER:
                 self.monitor.observe(
-                    "eval_mode_training",
+                    tor002.CHECK,
                     {"modules": sorted(self._eval), "checked_steps": list(self._eval_steps)},
                     step=step,
                 )
@@ -110,7 +113,7 @@ class ForwardWatch:
             self._single_steps.append(step)
             if len(self._single_steps) >= _REPORT_AFTER:
                 self.monitor.observe(
-                    "single_class_softmax",
+                    tor009.CHECK,
                     {**self._single, "checked_steps": list(self._single_steps)},
                     step=step,
                 )
@@ -121,14 +124,14 @@ class ForwardWatch:
             self._ce_steps.append(step)
             if len(self._ce_steps) >= _REPORT_AFTER:
                 self.monitor.observe(
-                    "softmax_into_crossentropy",
+                    tor004.CHECK,
                     {**self._ce, "checked_steps": list(self._ce_steps)},
                     step=step,
                 )
 
     def note_loss(self, loss: Any) -> None:
         """Just before backward on a watched step: read what only the live graph still holds."""
-        if self._single is None and "single_class_softmax" not in self.monitor.reported:
+        if self._single is None and tor009.CHECK not in self.monitor.reported:
             self._single = _single_class_log_softmax(loss)
         if not self._classes_settled and self._classes != _MIXED:
             classes = _cross_entropy_classes(loss)

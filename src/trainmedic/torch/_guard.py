@@ -11,19 +11,37 @@ from trainmedic.findings import Finding, Severity
 from trainmedic.instrument import channel
 from trainmedic.record import Rule, RunRecord
 from trainmedic.registry import run_rules
-from trainmedic.rules import boosting, clipping, dynamics, steps
-from trainmedic.rules import torch as torch_rules
+from trainmedic.rules import tor
+from trainmedic.rules.trn import (
+    trn001_nonfinite_loss,
+    trn002_loss_divergence,
+    trn003_not_learning,
+    trn004_overfitting,
+    trn005_input_bound,
+    trn006_cannot_overfit_batch,
+    trn007_exploding_gradients,
+    trn008_vanishing_gradients,
+    trn009_eval_set_is_train,
+    trn010_clipping_saturated,
+)
 from trainmedic.torch import _patches
 from trainmedic.torch._monitor import Monitor
 
 log = logging.getLogger("trainmedic")
-# TRN009 too: the HF Trainer's callback reports an eval dataset that is the training one.
+# TRN: what the guard measures on steps, and the loss curves; of the framework-specific TRN
+# rules only TRN009's eval-set observation, which the HF Trainer's callback sends.
 RULES: tuple[Rule, ...] = (
-    *torch_rules.RULES,
-    *steps.RULES,
-    *clipping.RULES,
-    *dynamics.RULES,
-    boosting.eval_set_is_train,
+    *(rule for finding in tor.FAMILY for rule in finding.RULES),
+    trn005_input_bound.input_bound,
+    trn006_cannot_overfit_batch.cannot_overfit_batch,
+    trn007_exploding_gradients.exploding_gradients,
+    trn008_vanishing_gradients.vanishing_gradients,
+    trn010_clipping_saturated.clipping_saturated,
+    trn001_nonfinite_loss.nonfinite_loss,
+    trn002_loss_divergence.loss_divergence,
+    trn003_not_learning.not_learning,
+    trn004_overfitting.overfitting,
+    trn009_eval_set_is_train.eval_set_is_train,
 )
 
 

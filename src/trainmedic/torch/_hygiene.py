@@ -4,7 +4,8 @@ Gradients never zeroed (TOR003), a DistributedSampler whose epoch is never set, 
 scheduler stepped before its optimizer, parameters that never get a gradient or
 that no optimizer holds, weight decay on norms and biases, an unseeded run. (A
 model left in eval() mode is told by the forward hooks, `_forward`.) Each is a
-`GuardObservation`; the rules in `trainmedic.rules.torch` decide what it means.
+`GuardObservation` named by the finding's file in `trainmedic.rules.tor`, whose
+rules word it (and whose thresholds decide the sampler's and the seed's case here).
 """
 
 from __future__ import annotations
@@ -13,6 +14,12 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
+from trainmedic.rules.tor import tor001_frozen_parameters as tor001
+from trainmedic.rules.tor import tor003_grads_not_zeroed as tor003
+from trainmedic.rules.tor import tor005_sampler_epoch_not_set as tor005
+from trainmedic.rules.tor import tor006_scheduler_before_optimizer as tor006
+from trainmedic.rules.tor import tor007_decay_on_norm_bias as tor007
+from trainmedic.rules.tor import tor008_unseeded_run as tor008
 from trainmedic.torch._manual import ParameterUpdates
 from trainmedic.torch._reads import int_env
 from trainmedic.torch._safety import part_never_breaks
@@ -49,10 +56,11 @@ class LoopHygiene:
         self.judge_sampler(sampler, passes[:-1])
 
     def judge_sampler(self, sampler: Any, trained: list[tuple[Any, int]]) -> None:
-        if len(trained) < 2 or trained[-1][0] != trained[-2][0] or not getattr(sampler, "shuffle", False):
+        epochs = [epoch for epoch, _ in trained]  # the sampler's epoch at each training pass
+        if not tor005.epoch_not_set(epochs, bool(getattr(sampler, "shuffle", False))):
             return
         self.monitor.observe(
-            "sampler_epoch_not_set",
+            tor005.CHECK,
             {
                 "iterations": len(trained),
                 "epoch": trained[-1][0],
@@ -80,7 +88,7 @@ class LoopHygiene:
             state = opts.get(inner)
         if state is None or state.steps == 0:
             self.monitor.observe(
-                "scheduler_before_optimizer",
+                tor006.CHECK,
                 {
                     "scheduler": type(scheduler).__name__,
                     "optimizer": type(optimizer).__name__,
@@ -104,7 +112,7 @@ class LoopHygiene:
         state.zero_checked_step = step
         if state.not_zeroed >= self.monitor.patience:
             self.monitor.observe(
-                "grads_not_zeroed",
+                tor003.CHECK,
                 {
                     "steps_without_zeroing": state.not_zeroed,
                     "parameter": state.probe_name,
@@ -138,8 +146,8 @@ class LoopHygiene:
             },
         )
         seed = torch.initial_seed()
-        if seed >= 2**32:  # torch seeds itself with a random 64-bit value; people pick small ones
-            monitor.observe("unseeded", {"initial_seed": seed})
+        if tor008.unseeded(seed):
+            monitor.observe(tor008.CHECK, {"initial_seed": seed})
         decayed = [
             (self.names.name(p), group["weight_decay"])
             for group in optimizer.param_groups
@@ -149,7 +157,7 @@ class LoopHygiene:
         ]
         if decayed:
             monitor.observe(
-                "decay_on_norm_bias",
+                tor007.CHECK,
                 {
                     "weight_decay": decayed[0][1],
                     "count": len(decayed),
@@ -163,7 +171,7 @@ class LoopHygiene:
         if state.never_grad:
             names = [self.names.name_of_id(optimizer, pid) for pid in sorted(state.never_grad)]
             monitor.observe(
-                "params_without_grad",
+                tor001.WITHOUT_GRAD_CHECK,
                 {"count": len(names), "params": names[:20], "checked_steps": list(state.checked_steps)},
                 step=step,
             )
@@ -177,7 +185,7 @@ class LoopHygiene:
                 seen.add(id(p))
         if missing:
             monitor.observe(
-                "params_not_in_optimizer",
+                tor001.NOT_IN_OPTIMIZER_CHECK,
                 {
                     "count": len(missing),
                     "numel": sum(n for _, n in missing),

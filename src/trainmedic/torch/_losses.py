@@ -1,13 +1,13 @@
-"""The losses the hooks keep, read on the host, and the non-finite loss decided here.
+"""The losses the hooks keep, read on the host, and the first non-finite one measured here.
 
 Every scalar passed to `backward()` is kept with its step (the hooks append it to
 `monitor.losses`): on the CPU its value, read at once; elsewhere a detached alias of
 its storage (`_reads.kept`). They are judged (the aliases read in one transfer) at
 the next sampled check, early at an epoch's end, or every step with
 `on_nonfinite="stop"`. A
-NaN/Inf loss is the one finding the guard decides itself, so that "stop" can stop
+NaN/Inf loss is the one finding the guard raises itself, so that "stop" can stop
 the run before the update; it is reported with the step it first appeared at and
-that step's batch indices.
+that step's batch indices, decided and worded by TRN001's `judge_guard`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from trainmedic.events import FindingRaised
 from trainmedic.instrument import channel
-from trainmedic.rules.dynamics import NONFINITE_LOSS
+from trainmedic.rules.trn import trn001_nonfinite_loss as trn001
 from trainmedic.torch._reads import floats
 from trainmedic.torch._safety import NonFiniteLossError, part_never_breaks
 
@@ -84,38 +84,22 @@ class LossReads:
         monitor.reported.add("nonfinite_loss")
         first_step, value = bad[0]
         finite_before = [v for s, v in losses if s < first_step and math.isfinite(v)]
-        batch = monitor.batches.of_step(first_step)
-        epoch = monitor.known_epoch()
-        evidence: dict[str, Any] = {
-            "step": first_step,
-            "loss": value,
-            "last_finite_loss": finite_before[-1] if finite_before else None,
-            "epoch": epoch,
-            "checked": "every step"
-            if monitor.stop_on_nonfinite
-            else (
-                f"every {monitor.every} steps (all losses kept, "
-                f"reported at most {monitor.every - 1} steps late)"
-            ),
-        }
-        if batch:
-            evidence["batch_indices"] = batch[:1024]
-        stopping = monitor.stop_on_nonfinite
-        message = f"Loss became {value} at step {first_step}"
-        message += f" (epoch {epoch})" if epoch is not None else ""
-        finding = NONFINITE_LOSS.finding(
-            message + (": stopped before the update" if stopping else ""),
-            evidence=evidence,
+        measured = trn001.GuardLoss(
             step=first_step,
-            epoch=epoch,
+            loss=value,
+            last_finite_loss=finite_before[-1] if finite_before else None,
+            epoch=monitor.known_epoch(),
+            every=monitor.every,
+            stopping=monitor.stop_on_nonfinite,
+            batch_indices=monitor.batches.of_step(first_step) or (),
             rank=channel.RANK,
         )
+        finding = trn001.judge_guard(measured)
+        if finding is None:
+            return
         monitor.emit(FindingRaised(finding=finding.to_dict()))
-        if stopping:
-            raise NonFiniteLossError(
-                f"trainmedic: {message}; stopped before the optimizer applied it (on_nonfinite='stop')",
-                finding.to_dict(),
-            )
+        if measured.stopping:
+            raise NonFiniteLossError(trn001.stopped_error(measured), finding.to_dict())
 
     def add_to_epoch(self, losses: list[tuple[int, float]]) -> None:
         if losses:

@@ -2,8 +2,8 @@
 
 One `Monitor` per process is fed by the hooks of `_patches`. It measures and
 reports facts (`GuardObservation`, `Step`, `Epoch`); the rules in
-`trainmedic.rules.torch` and `trainmedic.rules.steps` decide what they mean.
-The exception is a non-finite loss, which is decided here, so that
+`trainmedic.rules.tor` and `trainmedic.rules.trn` decide what they mean.
+The exception is a non-finite loss, which is raised here (TRN001's `judge_guard`), so that
 `on_nonfinite="stop"` can stop the run before the update.
 
 Cost: every step only stores the loss and integers (its step, the DataLoader
@@ -44,10 +44,12 @@ says when and why, and the findings' evidence gives the rate. An `every` given
 explicitly is kept as it is.
 
 The facade `Monitor` keeps what the hooks touch on every step; the rest is in its
-parts: `_checks` (the sampled reads), `_budget` (the rate), `_curve` (Step and
-Epoch events), `_losses` (reading the kept losses; the non-finite loss),
-`_explosion` (updates that blew up), `_hygiene` (how the loop trains), `_forward`
-and `_clipping` (forward hooks and clipping), `_names` (parameter names).
+parts: `_checks` (the sampled reads), `_closures` (where a sampled step is measured:
+before the update, or after `step(closure)`), `_budget` (the rate), `_curve` (Step and
+Epoch events), `_epochs` (the loaders' passes, the known epoch), `_losses` (reading the
+kept losses; the non-finite loss), `_explosion` (updates that blew up), `_hygiene` (how
+the loop trains), `_outbox` (the events sent), `_forward` and `_clipping` (forward hooks
+and clipping), `_names` (parameter names).
 """
 
 from __future__ import annotations
@@ -57,14 +59,14 @@ from typing import Any
 
 import torch
 from torch import nn
-from trainmedic.events import Event, GuardObservation
-from trainmedic.instrument import channel
 from trainmedic.torch._batches import LoaderBatches
 from trainmedic.torch._budget import DEFAULT_EVERY, CheckBudget
 from trainmedic.torch._checks import SampledChecks
 from trainmedic.torch._clipping import ClipWatch
+from trainmedic.torch._closures import ClosureSteps
 from trainmedic.torch._curve import LossCurve
 from trainmedic.torch._endings import Endings
+from trainmedic.torch._epochs import Epochs
 from trainmedic.torch._explosion import UpdateWatch
 from trainmedic.torch._forward import ForwardWatch
 from trainmedic.torch._hygiene import LoopHygiene
@@ -73,8 +75,9 @@ from trainmedic.torch._losses import MAX_KEPT_LOSSES, LossReads
 from trainmedic.torch._manual import ParameterUpdates
 from trainmedic.torch._names import ParamNames
 from trainmedic.torch._optimizers import Optimizers
+from trainmedic.torch._outbox import Outbox
 from trainmedic.torch._reads import kept
-from trainmedic.torch._safety import NonFiniteLossError, never_breaks, turn_off
+from trainmedic.torch._safety import NonFiniteLossError, turn_off
 from trainmedic.torch._zeroing import GradZeroWatch
 
 __all__ = ["Monitor", "NonFiniteLossError"]
@@ -111,6 +114,7 @@ class Monitor:
         if on_nonfinite not in ("warn", "stop"):
             raise ValueError(f"on_nonfinite must be 'warn' or 'stop', got {on_nonfinite!r}")
         self.sinks: list[Sink] = [sink]
+        self.reported: set[str] = set()  # the checks observed (`_outbox`)
         self.every = self.base_every = max(1, int(every or DEFAULT_EVERY))
         self.adaptive = every is None  # an explicit `every` is the user's choice: kept as given
         self.stop_on_nonfinite = on_nonfinite == "stop"
@@ -127,7 +131,6 @@ class Monitor:
         self._zero_armed = False  # within ZERO_WATCH_STEPS of the next check
         self.step = 0
         self.epoch = 0
-        self.reported: set[str] = set()
         # Written by the hooks on every step.
         self.backwards = 0
         self.losses: list[Any] = []  # every scalar passed to backward() since the last read
@@ -142,10 +145,14 @@ class Monitor:
         # Steps other optimizers took in a row since the primary's step `_others_since`.
         self._others_since, self._others_run = 0, 0
         self.broken = False
-        # Where epochs come from: a framework callback (Lightning, HF) reports them itself (no
-        # loader-based ones then), or a DataLoader started a pass; otherwise none is known.
-        self.framework_epochs, self.loaders_seen = False, False
-        # The parts, one concern each.
+        self.framework_epochs, self.loaders_seen = False, False  # where epochs come from (`_epochs`)
+        self._assemble()
+
+    def _assemble(self) -> None:
+        """The parts, one concern each, and the hooks and per-step calls they answer, bound once:
+        a call costs what a method's did."""
+        outbox = Outbox(self)
+        self.emit, self.observe = outbox.emit, outbox.observe
         self.forward = ForwardWatch(self)
         self.clipping = ClipWatch(self)
         self.names = ParamNames(self.roots)
@@ -166,7 +173,10 @@ class Monitor:
             names=self.names,
         )
         self.endings = Endings(self, self.checks)
-        # Hooks and per-step calls a part answers, bound once: a call costs what a method's did.
+        epochs = Epochs(self, self.batches, self.curve)
+        self.known_epoch = epochs.known_epoch
+        self.on_loader_start, self.on_loader_exhausted = epochs.on_loader_start, epochs.on_loader_exhausted
+        self._sampled_step_pre = ClosureSteps(self, self._before_update).sampled_step_pre
         self.on_sampler_iter = self.hygiene.on_sampler_iter
         self.on_scheduler_step = self.hygiene.on_scheduler_step
         self.take_epoch_loss = self.reads.take_epoch_loss
@@ -177,26 +187,6 @@ class Monitor:
         self._end_window = self.curve.end_window
         self._check_losses_now = self.reads.check_now
         self.forward.open()  # the first step is always checked
-
-    # -- events -----------------------------------------------------------------------------------
-    def emit(self, event: Event) -> None:
-        if event.rank is None:
-            event.rank = channel.RANK
-        for sink in self.sinks:
-            sink(event)
-
-    def observe(
-        self, check: str, data: dict[str, Any], *, once: bool = True, step: int | None = None
-    ) -> None:
-        if once and check in self.reported:
-            return
-        self.reported.add(check)
-        self.emit(GuardObservation(check=check, data=data, step=step, epoch=self.known_epoch()))
-
-    def known_epoch(self) -> int | None:
-        """The epoch, where epochs are counted (a DataLoader's passes, a framework's callback);
-        None in a loop that draws its batches itself, whose epochs are not known."""
-        return self.epoch if self.loaders_seen or self.framework_epochs else None
 
     # -- what the user (or a framework callback) tells us --------------------------------------------
     def watch_model(self, model: nn.Module) -> None:
@@ -213,16 +203,6 @@ class Monitor:
         return self._by_id.get(id(optimizer))
 
     # -- hooks ---------------------------------------------------------------------------------------
-    def on_loader_start(self, iterator: Any) -> None:
-        """A DataLoader iterator starts an epoch: note where, and follow the indices it draws."""
-        iterator.__dict__["_tm_start_step"] = self.step
-        self.loaders_seen = True
-        self.batches.start(iterator)
-
-    def on_loader_exhausted(self, iterator: Any) -> None:
-        self.batches.ended(iterator, self.step + 1)
-        self.curve.on_loader_exhausted(iterator)
-
     def on_backward(self, tensors: Any, keeps_graph: bool = False) -> None:
         """Keep the loss (a reference, no copy, no read) with the step it belongs to."""
         self.backwards += 1
@@ -294,25 +274,6 @@ class Monitor:
             turn_off(self, "on_step_pre", exc)
             return None
 
-    def _sampled_step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
-        closure = kwargs.get("closure") if kwargs else None
-        positional = closure is None and len(args) > 1 and callable(args[1])
-        if positional:
-            closure = args[1]
-        if closure is None:
-            self._before_update(optimizer)
-            return None
-
-        # Lightning and LBFGS run forward and backward inside step(closure): measure after it.
-        def measured_closure() -> Any:
-            result = closure()
-            self.before_update(optimizer)
-            return result
-
-        if positional:
-            return (args[0], measured_closure, *args[2:]), kwargs
-        return args, {**kwargs, "closure": measured_closure}
-
     def on_step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         """PyTorch's optimizer step post-hook; also the end of a manual loop's step."""
         if self.broken:
@@ -356,12 +317,8 @@ class Monitor:
         self._others_run += 1
         return primary_gone or self._others_run >= HANDOVER_STEPS
 
-    @never_breaks
-    def before_update(self, optimizer: Any) -> None:
-        """Gradients of this step are final: the optimizer is about to apply them."""
-        self._before_update(optimizer)
-
     def _before_update(self, optimizer: Any) -> None:
+        """Gradients of this step are final: the optimizer is about to apply them."""
         state = self._by_id.get(id(optimizer))
         if state is None or state.ref() is not optimizer:
             state = self._new_state(optimizer)

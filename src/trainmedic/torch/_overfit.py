@@ -11,8 +11,7 @@ import torch
 from trainmedic.events import GuardObservation
 from trainmedic.findings import Finding
 from trainmedic.instrument import channel
-from trainmedic.record import RunRecord
-from trainmedic.rules.steps import cannot_overfit_batch, overfit_failed
+from trainmedic.rules.trn import trn006_cannot_overfit_batch as trn006
 from trainmedic.torch import _patches
 
 
@@ -60,7 +59,7 @@ def overfit_batch(
             losses.append(loss.detach())
     values = torch.stack(losses).float().tolist() if losses else [float("nan")]
     observation = GuardObservation(
-        check="overfit_batch",
+        check=trn006.CHECK,
         rank=channel.RANK,
         data={
             "initial_loss": values[0],
@@ -72,11 +71,10 @@ def overfit_batch(
         },
     )
     channel.emit(observation)
-    found = cannot_overfit_batch(RunRecord.of([observation]))
     return OverfitResult(
-        passed=not overfit_failed(observation.data),
+        passed=not trn006.failed(observation.data),
         initial_loss=values[0],
         final_loss=observation.data["final_loss"],
         losses=values,
-        finding=found[0] if found else None,
+        finding=trn006.judge(observation.data, rank=observation.rank),
     )

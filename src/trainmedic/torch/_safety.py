@@ -25,20 +25,13 @@ class NonFiniteLossError(TrainmedicError, RuntimeError):
         self.finding = finding
 
 
-def never_breaks(method: Callable[P, R]) -> Callable[P, R | None]:
-    """For a method of the monitor: a failure turns the monitor off."""
-    return _turning_off(method, part=False)
-
-
 def part_never_breaks(method: Callable[P, R]) -> Callable[P, R | None]:
-    """For a method of one of the monitor's parts (its `monitor` attribute): the same."""
-    return _turning_off(method, part=True)
+    """For a method of one of the monitor's parts (its `monitor` attribute): a failure turns
+    the monitor off."""
 
-
-def _turning_off(method: Callable[P, R], *, part: bool) -> Callable[P, R | None]:
     @functools.wraps(method)
     def safe(*args: P.args, **kwargs: P.kwargs) -> R | None:
-        monitor = args[0].monitor if part else args[0]  # type: ignore[attr-defined]
+        monitor = args[0].monitor  # type: ignore[attr-defined]
         if getattr(monitor, "broken", False):
             return None
         try:

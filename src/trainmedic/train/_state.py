@@ -225,9 +225,9 @@ class RunState:
         """Rank 0 writes; every rank's RNG state goes in; all ranks wait for the write."""
         rng = dist_.gather(ckpt.rng_state(), self.world)
         if self.world.strategy == "fsdp":
-            from trainmedic.train import fsdp
+            from trainmedic.train.checkpoint import _sharded as sharded
 
-            fsdp.save(self, rng, metrics)
+            sharded.save(self, rng, metrics)
         elif self.manager is not None:
             state = self.state_dict()
             state["rng"] = rng
@@ -249,9 +249,9 @@ class RunState:
         if outcome == "none":
             return  # nothing saved yet: a fresh start
         if self.world.strategy == "fsdp":
-            from trainmedic.train import fsdp
+            from trainmedic.train.checkpoint import _sharded as sharded
 
-            state = fsdp.load(self, Path(detail))
+            state = sharded.load(self, Path(detail))
         else:
             state, _ = ckpt.load(detail)
         self.load_state_dict(state, model_and_optimizer=self.world.strategy != "fsdp")

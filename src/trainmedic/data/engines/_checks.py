@@ -2,8 +2,8 @@
 
 Counts that decide a finding (overlapping rows, duplicates, conflicts, missing values,
 class counts, groups, times, scaling moments, unseen categories) are exact aggregates of
-the engine. Each finding is worded by the function the pandas check uses, fed with the
-engine's answer, so codes, slugs, evidence and messages cannot drift apart.
+the engine. Each finding is decided and worded by its file in `trainmedic.rules.dat`, fed
+the evidence the pandas check sends, so codes, slugs, evidence and messages cannot drift apart.
 
 The checks that fit a model or a test statistic (near-duplicates, target leakage by
 single-feature scores, drift, label noise) and the yardsticks of chance run the pandas
@@ -22,7 +22,6 @@ import pandas as pd
 from trainmedic.data import _identifiers as identifiers
 from trainmedic.data import _leakage as leakage
 from trainmedic.data import _parity as parity
-from trainmedic.data import _preprocessing as preprocessing
 from trainmedic.data import _quality as quality
 from trainmedic.data._chance import chance_across, chance_within
 from trainmedic.data._context import MAX_EXAMPLES, Dataset, Split
@@ -31,7 +30,16 @@ from trainmedic.data.engines._protocol import TableEngine
 from trainmedic.data.summary import DataSummary, classes_distribution, regression_distribution
 from trainmedic.errors import UsageError
 from trainmedic.findings import Finding
-from trainmedic.rules.data import IDENTIFIER_UNIQUE_FRACTION
+from trainmedic.rules.dat import dat001_split_overlap as dat001
+from trainmedic.rules.dat import dat003_group_overlap as dat003
+from trainmedic.rules.dat import dat004_temporal_overlap as dat004
+from trainmedic.rules.dat import dat006_conflicting_labels as dat006
+from trainmedic.rules.dat import dat007_duplicate_rows as dat007
+from trainmedic.rules.dat import dat008_missing_values as dat008
+from trainmedic.rules.dat import dat009_class_imbalance as dat009
+from trainmedic.rules.dat import dat010_schema_mismatch as dat010
+from trainmedic.rules.dat import dat014_preprocessing_before_split as dat014
+from trainmedic.rules.dat import dat015_identifier_column as dat015
 
 SAMPLE_ROWS = 200_000  # the most rows any sampled pandas check reads (feature scores)
 SAMPLE_SEED = 0
@@ -102,7 +110,7 @@ def exact_identifiers(engine: TableEngine, frame: pd.DataFrame, features: list[s
             continue
         known = total - engine.null_counts(train, [column])[column]
         distinct = engine.distinct_count(train, column) / max(known, 1)
-        if distinct >= IDENTIFIER_UNIQUE_FRACTION:
+        if distinct >= dat015.IDENTIFIER_UNIQUE_FRACTION:
             found[column] = round(float(distinct), 6)
     return found
 
@@ -118,11 +126,16 @@ def split_overlap(ctx: EngineData) -> list[Finding]:
         sizes = (ctx.rows[earlier.name], ctx.rows[later.name])
         chance = chance_across(earlier.frame, later.frame, later.features, answer.rows, sizes=sizes)
         pair = (earlier.name, later.name)
-        found.extend(
-            leakage.overlap_finding(
-                ctx.data, pair, ctx.rows[later.name], answer, chance, features=len(later.features)
-            )
+        overlap = dat001.Overlap(
+            pair,
+            answer.rows,
+            ctx.rows[later.name],
+            answer.distinct,
+            answer.examples,
+            len(later.features),
+            chance,
         )
+        found.extend(leakage.judged_overlap(ctx.data, overlap))
     return found
 
 
@@ -136,9 +149,10 @@ def group_overlap(ctx: EngineData) -> list[Finding]:
             continue
         answer = ctx.engine.shared_values(earlier.name, later.name, column, limit=10)
         if answer.rows:
-            found.append(
-                leakage.group_finding((earlier.name, later.name), column, ctx.rows[later.name], answer)
+            evidence = leakage.group_evidence(
+                (earlier.name, later.name), column, ctx.rows[later.name], answer
             )
+            found.extend(dat003.judge(evidence))
     return found
 
 
@@ -156,10 +170,17 @@ def temporal_overlap(ctx: EngineData) -> list[Finding]:
         answer = ctx.engine.rows_before(later.name, column, earlier.name, limit=MAX_EXAMPLES)
         if answer.rows == 0:
             continue
-        bounds = (latest, _time_bounds(ctx, later.name, column)[0])
-        found.append(
-            leakage.temporal_finding((earlier.name, later.name), column, ctx.rows[later.name], answer, bounds)
+        earliest = _time_bounds(ctx, later.name, column)[0]
+        overlap = dat004.TemporalOverlap(
+            (earlier.name, later.name),
+            column,
+            ctx.rows[later.name],
+            answer.rows,
+            answer.examples,
+            latest,
+            earliest,
         )
+        found.extend(dat004.judge(overlap))
     return found
 
 
@@ -181,7 +202,10 @@ def conflicting_labels(ctx: EngineData) -> list[Finding]:
             continue
         total = ctx.rows[split.name]
         chance = chance_within(split.frame, split.features, answer.involved, size=total)
-        found.extend(quality.conflicts_finding(ctx.data, split.name, total, answer, chance))
+        conflicts = dat006.LabelConflicts(
+            split.name, total, answer.hashes, answer.rows, answer.examples, chance
+        )
+        found.extend(quality.judged_conflicts(ctx.data, conflicts))
     return found
 
 
@@ -198,7 +222,10 @@ def duplicate_rows(ctx: EngineData) -> list[Finding]:
         columns = split.features + ([labelled] if labelled is not None else [])
         total = ctx.rows[split.name]
         chance = chance_within(split.frame, columns, answer.involved, size=total)
-        found.extend(quality.duplicates_finding(ctx.data, split.name, total, answer, chance))
+        repeated = dat007.RepeatedRows(
+            split.name, total, answer.extra, answer.distinct, answer.examples, chance
+        )
+        found.extend(quality.judged_duplicates(ctx.data, repeated))
     return found
 
 
@@ -210,13 +237,12 @@ def missing_values(ctx: EngineData) -> list[Finding]:
         if label is not None and label in ctx.kinds[split.name]:
             answer = ctx.engine.missing_rows(split.name, label, limit=MAX_EXAMPLES)
             if answer.rows:
-                found.append(
-                    quality.missing_label_finding(split.name, label, answer.rows, total, answer.examples)
-                )
+                missing = dat008.MissingLabels(split.name, label, answer.rows, total, answer.examples)
+                found.extend(dat008.judge(missing))
         if split.features:
             nulls = ctx.engine.null_counts(split.name, split.features)
             found.extend(
-                quality.missing_features_finding(split.name, {c: n / total for c, n in nulls.items()})
+                dat008.judge(dat008.MissingFeatures(split.name, {c: n / total for c, n in nulls.items()}))
             )
     return found
 
@@ -225,7 +251,7 @@ def class_imbalance(ctx: EngineData) -> list[Finding]:
     counts = _label_counts(ctx)
     if counts is None:
         return []
-    return quality.imbalance_finding(counts)
+    return dat009.judge(quality.class_counts(counts))
 
 
 def _label_counts(ctx: EngineData) -> pd.Series | None:
@@ -249,9 +275,10 @@ def schema_mismatch(ctx: EngineData) -> list[Finding]:
     for other in ctx.data.evaluation():
         other_kinds = ctx.kinds[other.name]
         special = ctx.data.roles.special()
-        found.extend(parity.schema_findings(other.name, train.features, train_kinds, other_kinds, special))
-        variants: dict[str, dict[str, object]] = {}
-        unseen: dict[str, dict[str, object]] = {}
+        columns = dat010.ColumnKinds(other.name, train.features, train_kinds, other_kinds, special)
+        found.extend(dat010.judge(columns))
+        variants: dict[str, dat010.Values] = {}
+        unseen: dict[str, dat010.Values] = {}
         for column in parity.category_columns(train.features, train_kinds, other_kinds):
             if ctx.engine.distinct_count(train.name, column) > parity.CATEGORY_MAX_LEVELS:
                 continue  # free text: unseen values are expected
@@ -260,7 +287,7 @@ def schema_mismatch(ctx: EngineData) -> list[Finding]:
             )
             counts = ctx.engine.unseen_values(train.name, other.name, column, limit=_MAX_UNSEEN)
             parity.sort_unseen(column, counts, known, ctx.rows[other.name], into=(variants, unseen))
-        found.extend(parity.category_findings(other.name, variants, unseen))
+        found.extend(dat010.judge(dat010.Categories(other.name, variants, unseen)))
     return found
 
 
@@ -271,7 +298,7 @@ def preprocessing_before_split(ctx: EngineData) -> list[Finding]:
     train_kinds = ctx.kinds[splits[0]]
     numeric = [c for c in ctx.data.train.features if train_kinds[c] == "number"]
     moments = {s: ctx.engine.moments(s, [c for c in numeric if c in ctx.kinds[s]]) for s in splits}
-    return preprocessing.scaled_together(splits, numeric, moments)
+    return dat014.judge(dat014.SplitMoments(splits, numeric, moments))
 
 
 def identifier_findings(ctx: EngineData) -> list[Finding]:
@@ -283,7 +310,7 @@ def identifier_findings(ctx: EngineData) -> list[Finding]:
                 count = ctx.engine.shared_values(earlier.name, later.name, column, limit=0).rows
                 if count:
                     shared[f"{earlier.name}/{later.name}"] = count
-        found.append(identifiers.identifier_finding(column, distinct, shared))
+        found.extend(dat015.judge(identifiers.identifier(column, distinct, shared)))
     return found
 
 

@@ -25,7 +25,8 @@ from typing import Protocol, runtime_checkable
 
 import pandas as pd
 
-from trainmedic.data._answers import Conflicts, Duplicates, Matches, Moments, SharedValues
+from trainmedic.data._answers import Conflicts, Duplicates, Matches, SharedValues
+from trainmedic.rules.dat.dat014_preprocessing_before_split import Moments
 
 # The dtype families of `trainmedic.data._parity.kind`: what a model sees as a type.
 KINDS = ("number", "bool", "datetime", "category", "text")

@@ -1,0 +1,123 @@
+"""The plain data the CFG rules read: a `TrainingConfig` per recognised file.
+
+Collectors ship each one as a `GuardObservation(check="training_config")`; `configs`
+reads them back from a record. `mismatch_findings` is shared by CFG001 and CFG002: the
+DeepSpeed values that disagree with the trainer's own arguments, per topic, worded alike;
+`batch_evidence` by CFG001 and CFG004.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from trainmedic.events import Event, GuardObservation
+from trainmedic.findings import Finding, FindingSpec
+from trainmedic.record import RunRecord
+
+CONFIG_CHECK = "training_config"
+
+# Hardware profiles of `--hardware`: which low precisions the device can run.
+HARDWARE_PRECISIONS: dict[str, frozenset[str]] = {
+    "cpu": frozenset({"bf16"}),  # fp16 mixed precision needs a GPU (Accelerate and DeepSpeed refuse it)
+    "cuda-fp16": frozenset({"fp16"}),  # pre-Ampere GPUs (V100, T4): no bf16
+    "cuda-bf16": frozenset({"fp16", "bf16"}),  # Ampere and later
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TrainingConfig:
+    """What a recognised config file says, in one vocabulary (plain data for an event).
+
+    `names` maps each field to the key as written in the file, so messages quote
+    the user's own words. Batch values are as given (after 'auto' was filled by
+    whatever fills it: the HF Trainer or Accelerate); `derives_global` says the
+    framework computes the global batch itself (HF, Accelerate).
+    """
+
+    source: str  # deepspeed | hf-training-args | accelerate | loop
+    file: str = ""
+    role: str = "config"  # config | reference
+    world_size: int | None = None
+    world_size_origin: str = ""
+    micro_batch: int | None = None
+    grad_accum: int | None = None
+    global_batch: int | None = None
+    derives_global: bool = False
+    unresolved: list[str] = field(default_factory=list)
+    fp16: bool | None = None
+    bf16: bool | None = None
+    loss_scale: float | None = None
+    hardware: str | None = None
+    lr: float | None = None
+    warmup_steps: float | None = None
+    zero_stage: int | None = None
+    offload_param: str | None = None
+    offload_optimizer: str | None = None
+    num_machines: int | None = None
+    num_processes: int | None = None
+    main_process_ip: str | None = None
+    main_process_port: int | None = None
+    mismatches: list[dict[str, Any]] = field(default_factory=list)
+    names: dict[str, str] = field(default_factory=dict)
+
+    def to_data(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> TrainingConfig:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def name(self, field_name: str) -> str:
+        return self.names.get(field_name, field_name)
+
+    def effective_batch(self) -> int | None:
+        """Samples per optimizer step: as given, or derived when the parts are known."""
+        if self.global_batch is not None and not self.derives_global:
+            return self.global_batch
+        if self.micro_batch is None:
+            return None
+        return self.micro_batch * (self.grad_accum or 1) * (self.world_size or 1)
+
+
+def configs(record: RunRecord, role: str = "config") -> list[TrainingConfig]:
+    """The training configs the record holds (one per file checked)."""
+    return [
+        TrainingConfig.from_data(obs.data)
+        for obs in record.guard_observations
+        if obs.check == CONFIG_CHECK and obs.data.get("role", "config") == role
+    ]
+
+
+def mismatch_findings(cfg: TrainingConfig, topic: str, spec: FindingSpec) -> list[Finding]:
+    """DeepSpeed values that disagree with the trainer's arguments (HF raises on these at start)."""
+    return [
+        spec.finding(
+            f"DeepSpeed {m['key']}={m['config_value']} but the trainer's {m['args_key']}={m['args_value']}",
+            evidence=dict(m),
+            fix=f"Set {m['key']} to 'auto' in the DeepSpeed config (or to {m['args_value']}).",
+            file=cfg.file or None,
+        )
+        for m in cfg.mismatches
+        if m.get("topic") == topic
+    ]
+
+
+def batch_evidence(cfg: TrainingConfig) -> dict[str, Any]:
+    """The batch arithmetic's inputs, as CFG001 and CFG004 report them."""
+    return {
+        "global_batch": cfg.global_batch,
+        "micro_batch": cfg.micro_batch,
+        "grad_accum": cfg.grad_accum,
+        "world_size": cfg.world_size,
+        "world_size_from": cfg.world_size_origin or None,
+    }
+
+
+def observed(*checked: TrainingConfig) -> list[Event]:
+    """The events a collector sends for these configs: what the CFG rules read (for examples)."""
+    return [
+        GuardObservation(t=float(i), pid=100, check=CONFIG_CHECK, data=cfg.to_data())
+        for i, cfg in enumerate(checked)
+    ]

@@ -1,0 +1,222 @@
+"""DAT010 `schema-mismatch`: splits or serving data differ in columns, order or dtypes.
+
+Collectors:
+- `trainmedic check data` (`trainmedic.data._parity`, and the engines through
+  `trainmedic.data.engines`) reads each split's columns and their dtype families (number,
+  bool, text, category, datetime): it sends a `ColumnKinds` per split after train. For the
+  common text columns it collects the values never seen in train, split into spelling
+  variants of known categories ('Male ' for 'male') and the rest: it sends `Categories`.
+- the image check (`trainmedic.data.image_checks`) counts the colour modes of each split:
+  it sends `ImageModes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.rules._helpers.tables import TablesExample, rows, tables
+
+UNSEEN_CATEGORY_FRACTION = 0.01  # rows of a split holding categories never seen in train
+
+
+def _example() -> TablesExample:
+    """Serving data has 'x1' as text."""
+    serving = rows(100, seed=1)
+    serving["x1"] = [str(v) for v in serving["x1"]]
+    return tables(train=rows(300, seed=0), serving=serving)
+
+
+SPEC = FindingSpec(
+    code="DAT010",
+    slug="schema-mismatch",
+    severity=Severity.ERROR,
+    title="Schema differs between splits",
+    what="Splits or serving data differ in columns, order or dtypes (or hold categories unseen in training).",
+    why="The model receives features it was not trained on, in the wrong place or type.",
+    example=(
+        "Serving data has 'age' as string and 'zip' before 'city' (error); 3% of test rows "
+        "hold a 'country' never seen in train (warning, over 1% of rows)."
+    ),
+    fix="Align the columns, order and dtypes to the training schema (save it with trainmedic.contract).",
+    example_input=_example,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnKinds:
+    """The columns of `split` against the train features `expected`: the dtype family of every
+    column of each split, in its order; `special` are role columns (label, group, time, id,
+    ignored) that a split may add."""
+
+    split: str
+    expected: list[str]
+    train_kinds: dict[str, str]
+    kinds: dict[str, str]
+    special: set[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Values:
+    """Values of one column never seen in train: their rows (of `total`) and the first few."""
+
+    rows: int
+    total: int
+    examples: list[str]
+
+    def evidence(self) -> dict[str, object]:
+        return {"rows": self.rows, "fraction": round(self.rows / self.total, 6), "examples": self.examples}
+
+
+@dataclass(frozen=True, slots=True)
+class Categories:
+    """Per text column of `split`: values that spell a known category differently (`variants`),
+    and the other values never seen in train (`unseen`)."""
+
+    split: str
+    variants: dict[str, Values]
+    unseen: dict[str, Values]
+
+
+@dataclass(frozen=True, slots=True)
+class ImageModes:
+    """Colour modes of `split` that train does not hold (mode -> images), and train's modes."""
+
+    split: str
+    new: dict[str, int]
+    train_modes: list[str]
+
+
+def _differences(e: ColumnKinds) -> tuple[list[str], list[str], bool, dict[str, dict[str, str]]]:
+    """(missing, extra, reordered, dtype changes) of the split's columns."""
+    present = list(e.kinds)
+    missing = [c for c in e.expected if c not in e.kinds]
+    extra = [c for c in present if c not in e.train_kinds and c not in e.special]
+    common = [c for c in present if c in e.expected]
+    reordered = common != [c for c in e.expected if c in common]
+    changed = {
+        c: {"train": e.train_kinds[c], e.split: e.kinds[c]} for c in common if e.train_kinds[c] != e.kinds[c]
+    }
+    return missing, extra, reordered, changed
+
+
+def _unseen(e: Categories) -> dict[str, Values]:
+    """The columns whose unseen values pass the threshold."""
+    return {c: v for c, v in e.unseen.items() if v.rows / v.total > UNSEEN_CATEGORY_FRACTION}
+
+
+def message(evidence: ColumnKinds | ImageModes) -> str:
+    """The wording of a column (or colour mode) mismatch; categories: `category_messages`."""
+    if isinstance(evidence, ImageModes):
+        return (
+            f"{evidence.split} holds images in colour mode(s) {sorted(evidence.new)} that train does not "
+            f"(train: {evidence.train_modes})"
+        )
+    missing, extra, reordered, changed = _differences(evidence)
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} missing")
+    if extra:
+        problems.append(f"{len(extra)} extra")
+    if changed:
+        problems.append(f"{len(changed)} with another dtype")
+    if reordered:
+        problems.append("columns in another order")
+    return f"{evidence.split} columns differ from train: {', '.join(problems)}"
+
+
+def variants_message(evidence: Categories) -> str:
+    variants = evidence.variants
+    worst = max(variants, key=lambda c: variants[c].rows)
+    return (
+        f"{len(variants)} column(s) of {evidence.split} spell known categories differently "
+        f"(case or whitespace: an encoding inconsistency; worst: {worst!r}, "
+        f"{variants[worst].rows:,} rows)"
+    )
+
+
+def unseen_message(evidence: Categories) -> str:
+    unseen = {c: v.evidence() for c, v in _unseen(evidence).items()}
+    worst = max(unseen, key=lambda c: unseen[c]["fraction"])  # type: ignore[arg-type,return-value]
+    fraction: float = unseen[worst]["fraction"]  # type: ignore[assignment]
+    return (
+        f"{len(unseen)} column(s) of {evidence.split} hold categories never seen in train "
+        f"(worst: {worst!r}, {fraction:.1%} of rows)"
+    )
+
+
+VARIANTS_FIX = "Normalise text (strip, one case) in the pipeline that feeds both train and this split."
+UNSEEN_FIX = (
+    "Map unseen categories to an explicit 'other' level in the training pipeline, or "
+    "retrain on data that holds them."
+)
+IMAGE_MODES_FIX = (
+    "Convert every image to the training mode (e.g. image.convert('RGB')) in the shared preprocessing."
+)
+
+
+def judge(evidence: ColumnKinds | Categories | ImageModes) -> list[Finding]:
+    if isinstance(evidence, ImageModes):
+        if not evidence.new:
+            return []
+        return [
+            SPEC.finding(
+                message(evidence),
+                evidence={
+                    "split": evidence.split,
+                    "new_modes": evidence.new,
+                    "train_modes": evidence.train_modes,
+                },
+                fix=IMAGE_MODES_FIX,
+            )
+        ]
+    if isinstance(evidence, Categories):
+        return _category_findings(evidence)
+    missing, extra, reordered, changed = _differences(evidence)
+    if not (missing or extra or reordered or changed):
+        return []
+    return [
+        SPEC.finding(
+            message(evidence),
+            evidence={
+                "split": evidence.split,
+                "missing_columns": missing,
+                "extra_columns": extra,
+                "dtype_changes": changed,
+                "order_differs": reordered,
+                "train_order": evidence.expected[:50],
+            },
+        )
+    ]
+
+
+def _category_findings(evidence: Categories) -> list[Finding]:
+    """Warnings: spelling variants of known categories, and unseen categories."""
+    found = []
+    if evidence.variants:
+        found.append(
+            SPEC.finding(
+                variants_message(evidence),
+                severity=Severity.WARNING,
+                evidence={
+                    "split": evidence.split,
+                    "encoding_variants": {c: v.evidence() for c, v in evidence.variants.items()},
+                },
+                fix=VARIANTS_FIX,
+            )
+        )
+    unseen = _unseen(evidence)
+    if unseen:
+        found.append(
+            SPEC.finding(
+                unseen_message(evidence),
+                severity=Severity.WARNING,
+                evidence={
+                    "split": evidence.split,
+                    "unseen_categories": {c: v.evidence() for c, v in unseen.items()},
+                    "threshold": UNSEEN_CATEGORY_FRACTION,
+                },
+                fix=UNSEEN_FIX,
+            )
+        )
+    return found

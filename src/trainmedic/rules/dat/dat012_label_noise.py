@@ -1,0 +1,145 @@
+"""DAT012 `label-noise`: labels confidently contradicted by out-of-fold predictions.
+
+Collector: `trainmedic check data` (`trainmedic.data.noise`) fits out-of-fold models on the
+training rows (a seeded sample above 25,000), flags rows by confident learning, and counts
+what the model's own temperature-scaled probabilities would flag by themselves: it sends
+`NoiseScore`, with the most suspicious rows. A model too weak to tell a hard example from a
+wrong label gives an info finding: label quality cannot be judged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.rules._helpers.tables import TablesExample, rows, tables
+
+LABEL_NOISE_FRACTION = 0.01  # share of training labels contradicted by out-of-fold predictions
+MIN_INFORMATIVENESS = 0.5  # normalised out-of-fold accuracy needed to judge labels at all
+UNCERTAINTY_MARGIN = 2.0  # flagged rows must exceed what the model's own uncertainty predicts this many times
+MIN_FLAGGED = 3
+
+
+def _example() -> TablesExample:
+    """A clean label (x1 > 0) with 5 % of it flipped by an annotation bug."""
+    train = rows(600, seed=0)
+    train["y"] = [int((float(v) > 0) != (i % 20 == 0)) for i, v in enumerate(train["x1"])]
+    return tables(train=train)
+
+
+SPEC = FindingSpec(
+    code="DAT012",
+    slug="label-noise",
+    severity=Severity.WARNING,
+    title="Likely label errors",
+    what=(
+        "Examples whose given label is confidently contradicted by out-of-fold predictions, more "
+        "of them than the model's own uncertainty explains. When the model is too weak to tell a "
+        "hard example from a wrong label, an info finding says that label quality cannot be judged."
+    ),
+    why="Wrong labels cap accuracy, teach the model the errors and mislead evaluation.",
+    example=(
+        "5% of labels flipped by an annotation tool bug. Out-of-fold probabilities (logistic "
+        "regression or gradient boosting, whichever has the lower log loss; 10, 5 or 3 folds by "
+        "size; a seeded 25,000-row sample above that), refitted without the rows they flag; "
+        "confident learning flags a row when another class clears its per-class threshold and "
+        "the given label gets under half of its own. Reported (warning) above 1% of rows, at "
+        "least 3, and at least twice the rows the model's probabilities would flag by "
+        "themselves; with normalised out-of-fold accuracy under 0.5, labels are not judged (info)."
+    ),
+    fix="Review the listed rows first (most suspicious first) and relabel or drop them.",
+    example_input=_example,
+)
+
+NOT_JUDGED_FIX = (
+    "Check labels by hand on a sample (double annotation), or add features that predict the label."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NoiseScore:
+    """What the out-of-fold model says of the training labels."""
+
+    oof_accuracy: float
+    baseline: float  # majority-class accuracy
+    informativeness: float  # (accuracy - baseline) / (1 - baseline)
+    model: str
+    flagged: int  # rows flagged by confident learning
+    scored: int  # rows scored (a sample of `total_rows` above the limit)
+    total_rows: int  # rows of train
+    expected: float  # rows flagged if every label were drawn from the model's probabilities
+    ambiguous: int  # rows whose features, as the model sees them, also carry another label
+    most_suspicious: list[dict[str, object]] = field(default_factory=list)  # up to 10, most first
+
+    @property
+    def fraction(self) -> float:
+        return self.flagged / self.scored if self.scored else 0.0
+
+
+def judged(evidence: NoiseScore) -> bool:
+    """The model is good enough to tell a wrong label from a hard example."""
+    return evidence.informativeness >= MIN_INFORMATIVENESS
+
+
+def message(evidence: NoiseScore) -> str:
+    if not judged(evidence):
+        return (
+            f"Label quality cannot be judged: the best out-of-fold model reaches accuracy "
+            f"{evidence.oof_accuracy:.3f} against a majority baseline of {evidence.baseline:.3f}, so its "
+            "mistakes are hard examples as much as wrong labels"
+        )
+    fraction = evidence.fraction
+    text = (
+        f"{evidence.flagged:,} of {evidence.scored:,} training labels ({fraction:.1%}) are confidently "
+        f"contradicted by out-of-fold predictions (the model's own uncertainty accounts for "
+        f"{evidence.expected:.1f})"
+    )
+    if evidence.scored < evidence.total_rows:
+        text += f" (sample; about {round(fraction * evidence.total_rows):,} rows in all)"
+    return text
+
+
+def fix(evidence: NoiseScore) -> str:
+    return SPEC.fix if judged(evidence) else NOT_JUDGED_FIX
+
+
+def judge(evidence: NoiseScore) -> list[Finding]:
+    if not judged(evidence):
+        return [
+            SPEC.finding(
+                message(evidence),
+                severity=Severity.INFO,
+                evidence={
+                    "split": "train",
+                    "out_of_fold_accuracy": round(evidence.oof_accuracy, 4),
+                    "majority_baseline": round(evidence.baseline, 4),
+                    "normalised_accuracy": round(evidence.informativeness, 4),
+                    "needed": MIN_INFORMATIVENESS,
+                    "model": evidence.model,
+                },
+                fix=fix(evidence),
+            )
+        ]
+    flagged, fraction = evidence.flagged, evidence.fraction
+    if (
+        fraction < LABEL_NOISE_FRACTION
+        or flagged < MIN_FLAGGED
+        or flagged < UNCERTAINTY_MARGIN * evidence.expected
+    ):
+        return []
+    details: dict[str, object] = {
+        "split": "train",
+        "suspicious_rows": flagged,
+        "rows_scored": evidence.scored,
+        "fraction": round(fraction, 6),
+        "threshold": LABEL_NOISE_FRACTION,
+        "expected_from_uncertainty": round(evidence.expected, 2),
+        "rows_sharing_features_with_another_label": evidence.ambiguous,
+        "model": evidence.model,
+        "out_of_fold_accuracy": round(evidence.oof_accuracy, 4),
+        "most_suspicious": evidence.most_suspicious,
+    }
+    if evidence.scored < evidence.total_rows:
+        details["sampled"] = f"seeded sample of {evidence.scored:,} of {evidence.total_rows:,} rows"
+        details["estimated_rows"] = round(fraction * evidence.total_rows)
+    return [SPEC.finding(message(evidence), evidence=details)]

@@ -1,0 +1,235 @@
+"""RUN009 `crashed`: a non-zero exit with a Python exception (or with no word of why).
+
+Collector: the supervisor (`trainmedic run`) sends each attempt's `RunEnd` and relays the
+trainer's traceback as `LogLine`s (kept however chatty the run: `_helpers.logtext`); a
+distributed job's driver quotes the worker's own error (`_helpers.workers`). What another
+finding explains steps aside: a signal or a stop (RUN008), the OOM killer (RUN001), the
+device's out-of-memory error (RUN002). A crash on an overflow or NaN names the loss that blew
+up before it (TRN002, else TRN001) as its likely cause.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import TYPE_CHECKING
+
+from trainmedic.events import Event
+from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.record import Rule, RunRecord
+from trainmedic.rules._helpers import logtext as _logtext
+from trainmedic.rules._helpers.attempts import (
+    LAST_LINES,
+    AttemptView,
+    attempt_suffix,
+    attempts,
+    dead_worker,
+    oom_explains,
+    worker_driver_exception,
+    worker_evidence,
+    worker_killed,
+    worker_oom,
+    worker_then,
+)
+from trainmedic.rules._helpers.run_examples import log_lines, supervised_run
+
+if TYPE_CHECKING:
+    from trainmedic.rules._helpers.workers import WorkerDeath
+
+
+def _example() -> list[Event]:
+    """A Keras shape error, its traceback on stderr, exit 1."""
+    traceback = log_lines(
+        "Traceback (most recent call last):",
+        '  File "/home/u/train.py", line 42, in <module>',
+        "    model.fit(x, y)",
+        "ValueError: Shapes (None, 10) and (None, 1) are incompatible",
+        stream="stderr",
+    )
+    return supervised_run(*traceback, exit_code=1)
+
+
+SPEC = FindingSpec(
+    code="RUN009",
+    slug="crashed",
+    severity=Severity.ERROR,
+    title="Crashed with an exception",
+    what=(
+        "Non-zero exit with a traceback; the exception type, message and innermost frame in "
+        "user code are extracted."
+    ),
+    why="The run is lost at that point; the innermost user frame is where to look first.",
+    example=(
+        "ValueError: Shapes (None, 10) and (None, 1) are incompatible (train.py:42); or, raised in "
+        "Ray Train worker rank 1, quoted by the driver after '[Rank 1 Error Snippet]:'."
+    ),
+    fix="Fix the error at the user frame given; rerun with `--restarts` only once it is fixed.",
+    example_input=_example,
+)
+
+#: Exceptions that a too large or non-finite number raises (math.exp of a loss of 1e3,
+#: int(nan), numpy/sklearn input checks, autograd's anomaly check).
+NUMERIC_CRASH = re.compile(
+    r"OverflowError|FloatingPointError|math range error|math domain error|out of range float"
+    r"|non-?finite|\b(?:nan|inf|infinity)\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Crash:
+    """One attempt's non-zero exit: its traceback (None: there was none), and the loss finding
+    that explains a numeric crash."""
+
+    view: AttemptView
+    traceback: _logtext.ParsedTraceback | None
+    cause: Finding | None = None  # TRN002 / TRN001 of the same run
+
+    @property
+    def file(self) -> str | None:
+        tb = self.traceback
+        return tb.user_frame.file if tb and tb.user_frame else None
+
+    def evidence(self) -> dict[str, object]:
+        view, tb, cause = self.view, self.traceback, self.cause
+        evidence: dict[str, object] = {
+            "exit_code": view.end.exit_code,
+            "last_log_lines": view.lines[-LAST_LINES:],
+        }
+        if tb is not None:
+            frame = tb.user_frame
+            evidence.update(
+                exception=tb.exc_type,
+                exception_message=tb.message,
+                user_frame=str(frame) if frame else None,
+                frames=[str(f) for f in tb.frames[-6:]],
+            )
+        if cause is not None:
+            evidence["likely_cause"] = {"code": cause.code, "slug": cause.slug, "message": cause.message}
+        return evidence
+
+
+# -- the decision ---------------------------------------------------------------------------
+def crashed(record: RunRecord) -> list[Finding]:
+    """Each attempt that exited non-zero for a reason no other RUN finding explains; in a
+    distributed job, the worker that died rather than the driver that reported it."""
+    found = []
+    for view in attempts(record):
+        if view.end.exit_code == 0 or view.signal is not None or view.stops or oom_explains(view):
+            continue
+        if worker_oom(record, view) is not None or worker_killed(record, view) is not None:
+            continue  # RUN001 / RUN008 name the worker; the driver's traceback is its consequence
+        worker = dead_worker(record, view)
+        if worker is not None:
+            evidence = {
+                "worker": worker_evidence(view, worker),
+                "exit_code": view.end.exit_code,
+                "driver_exception": worker_driver_exception(view),
+                "last_log_lines": view.lines[-LAST_LINES:],
+            }
+            found.append(
+                SPEC.finding(
+                    worker_message(view, worker), evidence=evidence, fix=worker_fix(worker), file=worker.file
+                )
+            )
+            continue
+        tb = _logtext.parse_traceback(view.error_lines) or _logtext.parse_traceback(view.lines)
+        if tb is not None and _logtext.ACCELERATOR_OOM.search(f"{tb.exc_type}: {tb.message}"):
+            continue  # RUN002
+        crash = Crash(view, tb, _numeric_cause(record, tb) if tb is not None else None)
+        found.append(SPEC.finding(message(crash), evidence=crash.evidence(), fix=fix(crash), file=crash.file))
+    return found
+
+
+def _numeric_cause(record: RunRecord, tb: _logtext.ParsedTraceback) -> Finding | None:
+    """The loss finding (TRN002, else TRN001) that explains an overflow / NaN crash, if any."""
+    if not NUMERIC_CRASH.search(f"{tb.exc_type}: {tb.message}"):
+        return None
+    # numpy and the curves only for a crash that needs them
+    from trainmedic.rules.trn import trn001_nonfinite_loss as trn001
+    from trainmedic.rules.trn import trn002_loss_divergence as trn002
+
+    found = trn002.loss_divergence(record) or trn001.nonfinite_loss(record)
+    return found[0] if found else None
+
+
+RULES: tuple[Rule, ...] = (crashed,)
+
+
+# -- the wording ----------------------------------------------------------------------------
+def message(crash: Crash) -> str:
+    """'Crashed with ValueError: Shapes ... at train.py:42 in <module>', with the likely cause."""
+    view, tb, cause = crash.view, crash.traceback, crash.cause
+    if tb is None:
+        return f"Exited with status {view.end.exit_code} without a Python traceback{attempt_suffix(view)}"
+    frame = tb.user_frame
+    at = f" at {PurePath(frame.file).name}:{frame.line} in {frame.function}" if frame else ""
+    message = f"Crashed with {tb.exc_type}: {tb.message[:160]}{at}{attempt_suffix(view)}"
+    if cause is not None:
+        message += f"; likely cause: the loss blew up before it ({cause.code} {cause.slug})"
+    return message
+
+
+def fix(crash: Crash) -> str:
+    """No traceback: where to look for one; a numeric crash: the cause's fix."""
+    if crash.traceback is None:
+        return (
+            "Read the last log lines: the program chose this status (sys.exit, os._exit) or a "
+            "native part failed; run it once without the launcher to see its own error."
+        )
+    cause = crash.cause
+    if cause is not None:
+        return (
+            "The crash is a consequence: the number that overflowed comes from a loss "
+            f"that had already blown up ({cause.message}). {cause.fix}"
+        )
+    return SPEC.fix
+
+
+def worker_message(view: AttemptView, worker: WorkerDeath) -> str:
+    """What the worker died of (a Spark executor's loss in Spark's words), then the driver's end."""
+    if worker.spark_executor is not None:
+        said = _spark_executor_words(worker)[0]
+    elif worker.error:
+        at = f" at {worker.frame}" if worker.frame else ""
+        said = f"{worker.label} crashed with {worker.error}{at}"
+    else:
+        said = (
+            f"{worker.label} died without an error of its own "
+            "(no traceback, no fatal-signal report in its output)"
+        )
+    return f"{said}{attempt_suffix(view)}{worker_then(view)}"
+
+
+def worker_fix(worker: WorkerDeath) -> str:
+    if worker.spark_executor is not None:
+        return _spark_executor_words(worker)[1]
+    if worker.error:
+        return SPEC.fix
+    return (
+        "Read that worker's own log (Ray: the log_file_path in the error; "
+        "/tmp/ray/session_latest/logs) and the kernel log (dmesg) for a kill; rerun under "
+        "`trainmedic run --memory-limit` to tell an OOM kill from a crash."
+    )
+
+
+def _spark_executor_words(worker: WorkerDeath) -> tuple[str, str]:
+    """A Spark executor out of JVM heap, or lost for another reason Spark's scheduler gives."""
+    if worker.error:
+        where = (
+            "spark.driver.memory (in local mode the executor is the driver; set it before the session starts)"
+            if worker.spark_executor == "driver"
+            else "spark.executor.memory"
+        )
+        return (
+            f"{worker.label} ran out of JVM heap ({worker.error})",
+            f"Raise {where}, or split the work into more, smaller partitions (repartition; avoid "
+            "collect_list / groupByKey over huge groups and collect() of large results).",
+        )
+    return (
+        f"{worker.label} was lost: {worker.spark_report}",
+        "Read that executor's own log (Spark UI > Executors > stderr, `yarn logs -applicationId`, "
+        "`kubectl logs`) for why it ended; a lost executor's tasks are retried, and the job fails "
+        "after spark.task.maxFailures losses of one task.",
+    )

@@ -1,0 +1,166 @@
+"""TRN001 `nonfinite-loss`: the loss (or a metric used as the loss) became NaN or Inf.
+
+Collectors: every path that sees a loss curve sends it as `Epoch`/`Step`/`Metric` events (a
+Keras history, the guards' sampled steps, a TensorBoard or HF log read by `diagnose`);
+`nonfinite_loss` finds its first non-finite point (see `_helpers/curves.py` for which metric
+is "the loss"). Two guards decide it live, at the step, and raise the finding in process:
+the PyTorch guard (`trainmedic.torch._losses`) reads back every kept loss and hands the
+first non-finite one to `judge_guard` (with `on_nonfinite="stop"` before the update); the
+JAX guard (`trainmedic.jax`) hands each reported step's loss to `judge_jax`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from trainmedic.events import Epoch, Event
+from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.record import Rule, RunRecord
+from trainmedic.rules._helpers.curves import Curve, at, loss_curves, where
+
+
+def _epochs(*losses: float) -> list[Event]:
+    """One `Epoch` event per training loss, as a Keras history or a trainer's epoch log gives them."""
+    return [Epoch(t=float(i), pid=100, epoch=i, metrics={"loss": loss}) for i, loss in enumerate(losses)]
+
+
+def _example() -> list[Event]:
+    """A learning rate of 10 on an MLP: loss 2.3, 8.1, 1e12, inf, nan."""
+    return _epochs(2.3, 8.1, 1e12, math.inf, math.nan)
+
+
+SPEC = FindingSpec(
+    code="TRN001",
+    slug="nonfinite-loss",
+    severity=Severity.ERROR,
+    title="Loss became NaN or Inf",
+    what=(
+        "The loss (or a metric used as the loss, training or validation) became NaN or Inf; the "
+        "first step and epoch are given, with the last finite value before it."
+    ),
+    why=(
+        "Every update after that step is garbage: the weights are NaN and the run is lost. Keras "
+        "and the HF Trainer keep going and log NaN for every later epoch unless told to stop."
+    ),
+    example=(
+        "A learning rate of 10 on an MLP: loss 2.3, 8.1, 1e12, inf, nan. `trainmedic diagnose "
+        "history.json` names the epoch; on a TensorBoard log of every step, the step."
+    ),
+    fix=(
+        "Lower the learning rate or add warm-up, clip gradients, check the inputs of that "
+        "batch for NaN/Inf, use bf16 instead of fp16 or a loss scaler."
+    ),
+    example_input=_example,
+)
+
+
+# -- the loss curves of a run -----------------------------------------------------------------
+def nonfinite_loss(record: RunRecord) -> list[Finding]:
+    """TRN001: the first NaN/Inf of any loss curve (training curves win ties; steps beat epochs)."""
+    train, val = loss_curves(record, prefer="step")
+    if not train and not val:
+        return []
+    import numpy as np
+
+    first: tuple[float, Curve, int] | None = None
+    affected: list[str] = []
+    for c in train + val:
+        bad = np.flatnonzero(~np.isfinite(c.y))
+        if not len(bad):
+            continue
+        affected.append(c.name)
+        i = int(bad[0])
+        if first is None or c.x[i] < first[0]:
+            first = (float(c.x[i]), c, i)
+    if first is None:
+        return []
+    _, c, i = first
+    step, epoch = where(c, i)
+    value = "NaN" if np.isnan(c.y[i]) else ("+Inf" if c.y[i] > 0 else "-Inf")
+    evidence: dict[str, object] = {
+        "metric": c.name,
+        "value": value,
+        c.per: int(c.x[i]) + (1 if c.per == "epoch" else 0),
+        "nonfinite_points": int(np.count_nonzero(~np.isfinite(c.y))),
+        "points": len(c),
+        "metrics_affected": affected,
+    }
+    last = ""
+    if i > 0:
+        evidence["last_finite_value"] = float(c.y[i - 1])
+        evidence[f"last_finite_{c.per}"] = int(c.x[i - 1]) + (1 if c.per == "epoch" else 0)
+        last = f"; last finite value {c.y[i - 1]:.4g} at {at(c, i - 1)}"
+    if epoch is not None and c.per == "step":
+        evidence["epoch"] = epoch
+    message = f"Loss `{c.name}` became {value} at {at(c, i)}{last}"
+    return [SPEC.finding(message, evidence=evidence, step=step, epoch=epoch)]
+
+
+RULES: tuple[Rule, ...] = (nonfinite_loss,)
+
+
+# -- the PyTorch guard, live --------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class GuardLoss:
+    """The first non-finite loss the PyTorch guard read back, with what it knows of that step.
+
+    `every` is how often the guard checks (its losses are all kept and read at the next
+    check); `stopping` is `on_nonfinite="stop"`, which checks every step before the update.
+    """
+
+    step: int
+    loss: float
+    last_finite_loss: float | None
+    epoch: int | None
+    every: int
+    stopping: bool
+    batch_indices: Sequence[int] = ()
+    rank: int | None = None
+
+
+def _guard_message(m: GuardLoss) -> str:
+    message = f"Loss became {m.loss} at step {m.step}"
+    return message + (f" (epoch {m.epoch})" if m.epoch is not None else "")
+
+
+def judge_guard(m: GuardLoss) -> Finding | None:
+    """TRN001 as the PyTorch guard raises it: at the step the loss first became NaN/Inf."""
+    if math.isfinite(m.loss):
+        return None
+    evidence: dict[str, object] = {
+        "step": m.step,
+        "loss": m.loss,
+        "last_finite_loss": m.last_finite_loss,
+        "epoch": m.epoch,
+        "checked": "every step"
+        if m.stopping
+        else f"every {m.every} steps (all losses kept, reported at most {m.every - 1} steps late)",
+    }
+    if m.batch_indices:
+        evidence["batch_indices"] = list(m.batch_indices[:1024])
+    return SPEC.finding(
+        _guard_message(m) + (": stopped before the update" if m.stopping else ""),
+        evidence=evidence,
+        step=m.step,
+        epoch=m.epoch,
+        rank=m.rank,
+    )
+
+
+def stopped_error(m: GuardLoss) -> str:
+    """The text of the `NonFiniteLossError` that `on_nonfinite="stop"` raises."""
+    return f"trainmedic: {_guard_message(m)}; stopped before the optimizer applied it (on_nonfinite='stop')"
+
+
+# -- the JAX guard, live --------------------------------------------------------------------------
+def judge_jax(step: int, loss: float, grad_norm: float, last_norms: Sequence[float]) -> Finding | None:
+    """TRN001 as the JAX guard raises it, from a reported step's loss (`value=` of `tx.update`)."""
+    if math.isfinite(loss):
+        return None
+    return SPEC.finding(
+        f"The loss became {loss} at step {step}",
+        evidence={"step": step, "loss": loss, "grad_norm": grad_norm, "last_finite_norms": list(last_norms)},
+        step=step,
+    )

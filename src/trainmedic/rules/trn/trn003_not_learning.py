@@ -1,0 +1,292 @@
+"""TRN003 `not-learning`: the training loss does not decrease beyond noise, or sits at chance.
+
+Collectors: whatever sends the training loss as `Epoch`/`Step`/`Metric` events (a Keras
+history, the guards' sampled steps, a TensorBoard or HF log read by `diagnose`);
+`_helpers/curves.py` picks the curve. Flat: the loss never got below its start by more than
+noise. At chance: a classifier's loss stays at ln K, the loss of predicting the same
+distribution for every input; K comes from a `loss_function` observation (`LOSS_FUNCTION_CHECK`,
+sent by the Keras instrumentation and the PyTorch guard's forward hook with the classes and
+where they came from), or is inferred where it cannot be a coincidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from trainmedic.events import Epoch, Event
+from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.record import Rule, RunRecord
+from trainmedic.rules._helpers.curves import (
+    Curve,
+    centred_on_zero,
+    curve,
+    noise_sigma,
+    reduce,
+    rolling_median,
+    smoothing_window,
+    train_loss,
+)
+
+if TYPE_CHECKING:
+    from trainmedic.rules._helpers.curves import FloatArray
+
+# -- thresholds (documented in docs/diagnose.md) ---------------------------------------------
+#: TRN003 needs this many points (epochs / logged steps) before judging.
+NOT_LEARNING_MIN_EPOCHS = 5
+NOT_LEARNING_MIN_STEPS = 20
+#: TRN003, chance level: a classification loss at ln K (K classes) is judged over fewer points
+#: than a flat loss of unknown meaning (the level itself says "predicts the same distribution
+#: for every input"): this many epochs, or logged steps (one per 10 steps under the guard).
+CHANCE_MIN_EPOCHS = 3
+CHANCE_MIN_STEPS = 8
+#: TRN003: the level counts as chance within the flat-loss threshold, at most CHANCE_REL x ln K
+#: (5 % below ln 10 is 2.19: a model there has learned something about its inputs).
+CHANCE_REL = 0.05
+#: TRN003: chance inferred without a stated class count: K up to this, level and noise within
+#: CHANCE_INFER_TOL x ln K.
+CHANCE_INFER_MAX_CLASSES = 10
+CHANCE_INFER_TOL = 0.005
+#: The observation that states the classes of the training loss: {"classes": K, "source": ...}.
+LOSS_FUNCTION_CHECK = "loss_function"
+#: TRN003: the best level must undercut the start by MIN_REL_DECREASE x |start| and
+#: DECREASE_NOISE x noise; less than that is "no decrease beyond noise".
+MIN_REL_DECREASE = 0.02
+DECREASE_NOISE = 2.0
+
+
+def _example() -> list[Event]:
+    """Loss stays at 2.30 (= ln 10) for 20 epochs on a 10-class problem."""
+    return [
+        Epoch(t=float(i), pid=100, epoch=i, metrics={"loss": 2.3026 + (0.001 if i % 2 else -0.001)})
+        for i in range(20)
+    ]
+
+
+SPEC = FindingSpec(
+    code="TRN003",
+    slug="not-learning",
+    severity=Severity.WARNING,
+    title="Training loss is not decreasing",
+    what=(
+        "The training loss never got below its starting level by more than 2% and 2x its noise "
+        "(judged over at least 5 epochs or 20 logged steps), or it sits at chance level, ln K for "
+        "a classifier of K classes, and never got below it (from 3 epochs or 8 logged steps); the "
+        "message names the chance level and where K came from."
+    ),
+    why="Compute is spent with no progress: a bug in the loop, a learning rate far off, or frozen weights.",
+    example="Loss stays at 2.30 (= ln 10) for 20 epochs on a 10-class problem.",
+    fix=(
+        "Run the tiny-batch overfit test (trainmedic.torch.overfit_batch); check that the "
+        "optimizer holds the parameters, the labels match the inputs, and the learning rate."
+    ),
+    example_input=_example,
+)
+
+
+def not_learning(record: RunRecord) -> list[Finding]:
+    """TRN003: the training loss never got below its starting level, or below the chance level
+    of its classes, by more than noise."""
+    full = train_loss(record)
+    if full is None or centred_on_zero(full):  # its level says nothing of the fit
+        return []
+    found = _flat(record, full) or _at_chance(record, full)
+    return [found] if found is not None else []
+
+
+RULES: tuple[Rule, ...] = (not_learning,)
+
+
+def _flat(record: RunRecord, full: Curve) -> Finding | None:
+    import numpy as np
+
+    c = _epoch_means(full.finite_prefix(), NOT_LEARNING_MIN_EPOCHS) or reduce(full.finite_prefix())
+    n = len(c)
+    if n < (NOT_LEARNING_MIN_EPOCHS if c.per == "epoch" else NOT_LEARNING_MIN_STEPS):
+        return None
+    k = max(3 if c.per == "step" else 2, n // 10)  # a median over too few step losses is one batch's noise
+    start = float(np.median(c.y[:k]))
+    end = float(np.median(c.y[-k:]))
+    best = _best(c)
+    sigma = noise_sigma(c.y)
+    threshold = max(MIN_REL_DECREASE * abs(start), DECREASE_NOISE * sigma)
+    if start - best >= threshold or end - start > threshold:  # it learned, or it is diverging (TRN002)
+        return None
+    chance = _chance(record, end, sigma)
+    if chance is not None and abs(end - chance.level) > max(threshold, CHANCE_REL * chance.level):
+        chance = None  # flat, but somewhere else than chance
+    return _not_learning(
+        c, full, start=start, best=best, end=end, threshold=threshold, sigma=sigma, chance=chance
+    )
+
+
+def _at_chance(record: RunRecord, full: Curve) -> Finding | None:
+    """The loss fell from its first steps to chance level and stayed there.
+
+    A freshly initialised classifier starts a little above ln K (random logits are not
+    uniform); learning the output bias brings it down to ln K within a few steps, which passes
+    the test against the start. A model that never goes below ln K predicts the same
+    distribution for every input: it learned nothing about the inputs.
+    """
+    import numpy as np
+
+    c = _epoch_means(full.finite_prefix(), CHANCE_MIN_EPOCHS) or reduce(full.finite_prefix())
+    if c.per == "epoch" and len(c) < CHANCE_MIN_EPOCHS:
+        steps = curve(record, full.name, prefer="step")
+        if steps is not None and steps.per == "step":
+            c = reduce(steps.finite_prefix())
+    n = len(c)
+    n_min = CHANCE_MIN_EPOCHS if c.per == "epoch" else CHANCE_MIN_STEPS
+    if n < n_min:
+        return None
+    k = max(2, n // 10)
+    start = float(np.median(c.y[:k]))
+    end = float(np.median(c.y[-k:]))
+    best = _best(c)
+    sigma = noise_sigma(c.y)
+    chance = _chance(record, end, sigma)
+    if chance is None:
+        return None
+    threshold = max(MIN_REL_DECREASE * chance.level, min(DECREASE_NOISE * sigma, CHANCE_REL * chance.level))
+    if best < chance.level - threshold or not _sits_at(c.y, chance.level, threshold, n_min):
+        return None
+    return _not_learning(
+        c, full, start=start, best=best, end=end, threshold=threshold, sigma=sigma, chance=chance
+    )
+
+
+def _sits_at(y: FloatArray, level: float, threshold: float, n_min: int) -> bool:
+    """The smoothed curve's last `n_min` points or more lie within `threshold` of `level`, and
+    fall by less than `threshold` over that stretch.
+
+    A loss that passes through chance level on its way down (a slow learner, a binary loss
+    that starts above ln 2) ends near it too; sitting there means staying, without a trend.
+    """
+    import numpy as np
+
+    smooth = rolling_median(y, smoothing_window(len(y)))
+    outside = np.flatnonzero(np.abs(smooth - level) > threshold)
+    tail = smooth[int(outside[-1]) + 1 :] if len(outside) else smooth
+    if len(tail) < n_min:
+        return False
+    quarter = max(1, len(tail) // 4)
+    return float(np.median(tail[:quarter])) - float(np.median(tail[-quarter:])) < threshold
+
+
+def _best(c: Curve) -> float:
+    """The lowest level of the smoothed curve, over windows that lie inside it: at the padded
+    ends one low first batch would be its own median."""
+    import numpy as np
+
+    n = len(c)
+    half = smoothing_window(n) // 2
+    smooth = rolling_median(c.y, smoothing_window(n))
+    return float(np.min(smooth[half : n - half] if n > 2 * half else smooth))
+
+
+def _not_learning(
+    c: Curve,
+    full: Curve,
+    *,
+    start: float,
+    best: float,
+    end: float,
+    threshold: float,
+    sigma: float,
+    chance: Chance | None,
+) -> Finding:
+    n = len(c)
+    unit = "epochs" if c.per == "epoch" else "logged steps"
+    evidence: dict[str, object] = {
+        "metric": c.name,
+        "start_loss": start,
+        "best_loss": best,
+        "end_loss": end,
+        "decrease": start - best,
+        "threshold": threshold,
+        "noise_sigma": sigma,
+        c.per + "s": n if c.per == "epoch" else int(c.x[-1]),
+        "points": len(full),
+    }
+    span = f"{len(full)} {unit}" if c.per == full.per else f"{n} epochs (means of {len(full)} logged steps)"
+    if c.per == "step" and full.per == "epoch":
+        span = f"{n} {unit}"
+    message = (
+        f"Loss `{c.name}` did not decrease beyond noise over {span}: "
+        f"{start:.4g} at the start, best {best:.4g}, last {end:.4g}"
+    )
+    if chance is not None:
+        evidence.update(chance_level=chance.level, classes=chance.classes, classes_from=chance.source)
+        message = (
+            f"Loss `{c.name}` stayed at chance level over {span}: last {end:.4g}, best {best:.4g}, "
+            f"chance ln {chance.classes} = {chance.level:.4g} for {chance.classes} classes "
+            f"({chance.source}); the model predicts the same distribution for every input"
+        )
+    return SPEC.finding(message, evidence=evidence)
+
+
+@dataclass(frozen=True, slots=True)
+class Chance:
+    """The loss of a classifier that knows nothing about its inputs: ln K for K classes."""
+
+    level: float
+    classes: int
+    source: str
+
+
+def _chance(record: RunRecord, level: float, sigma: float) -> Chance | None:
+    """Chance level from the number of classes the events state, else inferred from the level.
+
+    Inferred only where it cannot be a coincidence: K <= CHANCE_INFER_MAX_CLASSES (above that
+    the ln K lie closer together than any tolerance), the level within CHANCE_INFER_TOL of
+    ln K and the loss as still as that (a collapsed classifier's loss is ln K on every batch,
+    whatever the labels; a regression loss near 2.30 scatters from batch to batch).
+    """
+    import math
+
+    stated = classes_stated(record)
+    if stated is not None:
+        return Chance(math.log(stated[0]), stated[0], stated[1])
+    if not 0 < level < math.log(CHANCE_INFER_MAX_CLASSES + 1):
+        return None
+    k = round(math.exp(level))
+    if not 2 <= k <= CHANCE_INFER_MAX_CLASSES:
+        return None
+    tolerance = CHANCE_INFER_TOL * math.log(k)
+    if abs(level - math.log(k)) > tolerance or sigma > tolerance:
+        return None
+    return Chance(math.log(k), k, "inferred: the loss sits at ln K with no batch-to-batch scatter")
+
+
+def classes_stated(record: RunRecord) -> tuple[int, str] | None:
+    """(classes, where from) of the training loss, from a `loss_function` observation.
+
+    The Keras instrumentation sends one per fit (the compiled loss and the width of the output
+    layer); other integrations send the same check with `classes` and `source`.
+    """
+    for obs in reversed(record.guard_observations):
+        if obs.check != LOSS_FUNCTION_CHECK:
+            continue
+        classes = obs.data.get("classes")
+        if isinstance(classes, int) and not isinstance(classes, bool) and classes >= 2:
+            return classes, str(obs.data.get("source") or "the loss function")
+    return None
+
+
+def _epoch_means(c: Curve, min_epochs: int) -> Curve | None:
+    """A per-step loss as one mean per epoch, when it spans enough whole epochs to judge.
+
+    Step losses of different batches scatter by more than the 2 % a flat run moves (one
+    batch is easy, the next hard), so on steps a flat run's noise dips read as progress;
+    an epoch's mean averages that scatter away, as Keras' epoch loss does.
+    """
+    import numpy as np
+
+    if c.per != "step" or c.epoch is None or not bool(np.all(np.isfinite(c.epoch))):
+        return None
+    whole = np.floor(c.epoch)
+    epochs = np.unique(whole)
+    if len(epochs) < min_epochs:
+        return None
+    means = np.array([float(np.mean(c.y[whole == e])) for e in epochs])
+    return Curve(c.name, epochs, means, "epoch", epochs)

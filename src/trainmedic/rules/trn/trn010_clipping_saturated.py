@@ -1,0 +1,161 @@
+"""TRN010 `clipping-saturated`: gradient clipping engages on nearly every step by a large factor.
+
+Collector: the PyTorch guard (`trainmedic.torch._clipping`) counts the calls of
+`clip_grad_norm_`/`clip_grad_value_` and sends a `clipping` observation (`CHECK`) at every
+read: how many clipping calls there were since the last one, how many engaged, the median
+factor by which clipping shrank the gradient's norm, and the pre-clip norms.
+
+Why these thresholds, on general grounds:
+
+- A clipping threshold is meant to cut rare spikes (Pascanu et al., 2013): set
+  near the typical gradient norm of a healthy run, it engages on some steps, or on
+  most steps by a small factor when it is set tight (the official PyTorch
+  word-language-model example clips at 0.25; HF Trainer's default 1.0 is below the
+  norm of many fine-tuning runs). Such runs clip often by a factor of 1-5.
+- When the norm before clipping is `CLIP_FACTOR` (10) times the threshold or more
+  at `CLIP_ENGAGED_SHARE` (90 %) of the steps or more, the norm is an order of
+  magnitude above what the threshold was chosen for: with SGD every update is the
+  threshold's length whatever the gradient says (the learning rate and its
+  schedule no longer set the step size); with Adam-type optimizers, which undo a
+  steady rescaling, clipping only hides the norm. Step-to-step noise of a steady
+  run's gradient norm is well within 10x, so this is not a tight threshold
+  meeting noise.
+- Early training has the largest gradients and warm-up is where clipping is meant
+  to work: the first `CLIP_WARMUP_SHARE` (20 %) of the clipped steps are not
+  judged, and at least `CLIP_MIN_CALLS` measured calls must follow them.
+"""
+
+from __future__ import annotations
+
+from trainmedic.events import Event, GuardObservation
+from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
+from trainmedic.record import Rule, RunRecord, median
+
+#: The guard's clipping counters, read every few steps.
+CHECK = "clipping"
+CLIP_WARMUP_SHARE = 0.2
+CLIP_MIN_CALLS = 10
+CLIP_ENGAGED_SHARE = 0.9
+CLIP_FACTOR = 10.0
+
+
+def _example() -> list[Event]:
+    """clip_grad_norm_(max_norm=1.0) on gradients of norm ~40: every read of 10 steps clipped
+    them all, by ~40x (the guard reads its counters every 10 steps)."""
+    reads: list[Event] = []
+    for first in range(1, 100, 10):
+        last = first + 9
+        counters = {"calls": 10, "engaged": 10, "factor_median": 40.0, "first_step": first, "last_step": last}
+        norms = {"norm_median": 40.0, "norm_max": 55.0, "threshold": 1.0, "kind": "norm"}
+        reads.append(GuardObservation(t=float(last), pid=100, check=CHECK, data=counters | norms, step=last))
+    return reads
+
+
+SPEC = FindingSpec(
+    code="TRN010",
+    slug="clipping-saturated",
+    severity=Severity.WARNING,
+    title="Gradient clipping engages on nearly every step",
+    what=(
+        "After warm-up, gradient clipping engaged on nearly every step and the gradient norm "
+        "before clipping was many times the threshold: clipping is doing all the work. The "
+        "pre-clip norms, the threshold and how often clipping engaged are given."
+    ),
+    why=(
+        "The norm after clipping is the threshold at every such step, so the gradient norm the "
+        "optimizer applies looks healthy and an explosion stays hidden (exploding-gradients "
+        "reads that norm). With SGD every update has the threshold's length whatever the "
+        "gradient says, so the learning rate no longer sets the step size; Adam-type optimizers "
+        "undo a steady rescaling anyway, so there clipping mostly hides the norm. Either way the "
+        "run is far from where the threshold was chosen for. The usual causes are a learning "
+        "rate far too high (the weights blew up), or a loss or gradient scale that is wrong: a "
+        "sum-reduced loss, unnormalised targets, or AMP gradients clipped while still "
+        "multiplied by the loss scale. Judged after the first 20 % of the clipped steps: "
+        "clipping in early training and warm-up is what it is for."
+    ),
+    example=(
+        "A Transformer LM with clip_grad_norm_(params, 0.8) and lr=1000 (10,000x too high): the "
+        "norm after clipping is 0.8 at every step, the norm before it a median ~950 (~1,200x); "
+        "clipping engaged on 120 of 120 steps after warm-up."
+    ),
+    fix=(
+        "Lower the learning rate (with SGD, the median factor clipping cuts by is a first guess) "
+        "or add warm-up; "
+        "with AMP call scaler.unscale_(optimizer) before clip_grad_norm_; check the loss "
+        "reduction and the scale of inputs and targets. Then set the threshold just above the "
+        "typical pre-clip norm of a healthy run, so that it cuts spikes only."
+    ),
+    example_input=_example,
+)
+
+
+def clipping_saturated(record: RunRecord) -> list[Finding]:
+    """TRN010: per rank, clipping after warm-up engaged on nearly every step by a large factor."""
+    found: list[Finding] = []
+    by_rank: dict[int | None, list[GuardObservation]] = {}
+    for obs in record.guard_observations:
+        if obs.check == CHECK and int(obs.data.get("calls", 0)) > 0:
+            by_rank.setdefault(obs.rank, []).append(obs)
+    for rank, observations in sorted(by_rank.items(), key=lambda item: -1 if item[0] is None else item[0]):
+        judged = _after_warmup(observations)
+        calls = sum(int(o.data["calls"]) for o in judged)
+        if calls < CLIP_MIN_CALLS:
+            continue
+        engaged = sum(int(o.data.get("engaged", 0)) for o in judged)
+        factor = median([float(o.data.get("factor_median", 1.0)) for o in judged])
+        if engaged >= CLIP_ENGAGED_SHARE * calls and factor >= CLIP_FACTOR:
+            found.append(_finding(rank, judged, calls, engaged, factor))
+    return found
+
+
+RULES: tuple[Rule, ...] = (clipping_saturated,)
+
+
+def _after_warmup(observations: list[GuardObservation]) -> list[GuardObservation]:
+    """The reads whose calls all come after the first CLIP_WARMUP_SHARE of the clipped steps."""
+    first = min(int(o.data.get("first_step", 0)) for o in observations)
+    last = max(int(o.data.get("last_step", 0)) for o in observations)
+    boundary = first + CLIP_WARMUP_SHARE * (last - first)
+    return [o for o in observations if int(o.data.get("first_step", 0)) > boundary]
+
+
+def _finding(
+    rank: int | None, judged: list[GuardObservation], calls: int, engaged: int, factor: float
+) -> Finding:
+    first, last = judged[0].data, judged[-1].data
+    norms = [float(o.data["norm_median"]) for o in judged if o.data.get("norm_median") is not None]
+    peaks = [float(o.data["norm_max"]) for o in judged if o.data.get("norm_max") is not None]
+    threshold = last.get("threshold")
+    typical = median(norms) if norms else None
+    kind = "norm" if last.get("kind") == "norm" else "value"
+    message = (
+        f"Gradient clipping engaged on {engaged} of {calls} steps after warm-up (steps "
+        f"{first.get('first_step')}-{last.get('last_step')}) and cut the gradient norm by a median "
+        f"{factor:.3g}x: pre-clip norm median {_num(typical)}, largest {_num(max(peaks) if peaks else None)}, "
+        f"threshold {threshold:g} (clip_grad_{kind}_)"
+    )
+    return SPEC.finding(
+        message,
+        evidence={
+            "clipping": f"clip_grad_{kind}_",
+            "threshold": threshold,
+            "steps": [first.get("first_step"), last.get("last_step")],
+            "calls": calls,
+            "engaged": engaged,
+            "engaged_share": round(engaged / calls, 3),
+            "median_factor": factor,
+            "median_preclip_norm": typical,
+            "max_preclip_norm": max(peaks) if peaks else None,
+            "nonfinite_preclip_norms": sum(int(o.data.get("nonfinite", 0)) for o in judged),
+            "preclip_norms": [(o.step, o.data.get("norm_median")) for o in judged][-20:],
+            "measured": last.get("measured"),
+            "thresholds": {"engaged_share": CLIP_ENGAGED_SHARE, "factor": CLIP_FACTOR},
+        },
+        rank=rank,
+        step=int(first.get("first_step", 0)) or judged[0].step,
+        epoch=epoch_number(judged[0].epoch),
+    )
+
+
+def _num(value: float | None) -> str:
+    return f"{value:.3g}" if value is not None else "unknown"
