@@ -23,6 +23,13 @@ if _WORKER.startswith("gw"):
     os.environ.setdefault("PET_MASTER_PORT", str(29500 + 17 * (1 + int(_WORKER[2:]))))
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files with a `heavy` test first: pytest-xdist hands out whole files in this order, and a
+    long file taken last would leave one worker running it alone."""
+    heavy = {item.path for item in items if item.get_closest_marker("heavy")}
+    items.sort(key=lambda item: item.path not in heavy)
+
+
 def trainmedic_cmd() -> list[str]:
     """The installed console script next to this interpreter (falls back to `-m`)."""
     script = Path(sys.executable).with_name("trainmedic")

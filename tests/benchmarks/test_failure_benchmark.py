@@ -101,6 +101,7 @@ def _problems(cases: list[Case], out: Path) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.timeout(2400)  # ~55 real runs, 2 at a time, on a shared 2-core machine
 def test_gate_every_must_finding_and_quiet_controls(tmp_path: Path) -> None:
     gate = [case for case in MANIFEST.cases if case.gate]

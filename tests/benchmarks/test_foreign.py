@@ -32,6 +32,7 @@ def test_manifest_scripts_exist_and_name_registered_codes() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_fast_subset_detects_every_bug_and_warns_on_no_healthy_script() -> None:
     results = {r.run.name: r for r in run_all([r for r in RUNS if r.fast])}
     assert len(results) >= 5

@@ -24,7 +24,7 @@ from .conftest import LINES, line_env
 REPO = Path(__file__).resolve().parents[2]
 # pytest-timeout counts a module fixture's setup in its first test: here several framework
 # runs of up to 300 s each on a loaded CI machine.
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.heavy]
 EXAMPLES = REPO / "examples" / "keras"
 DRIVER = Path(__file__).with_name("example_driver.py")
 SMALL_EVAL = "--eval-mb=8"  # the spike's shape without its size: memory is the supervisor's to judge

@@ -27,7 +27,7 @@ from .conftest import line_env
 EXAMPLES = REPO / "examples" / "keras"
 # pytest-timeout counts a module fixture's setup in its first test: here several framework
 # runs of up to 300 s each on a loaded CI machine.
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.heavy]
 HUGE = ["--length", "1000000000"]
 RUNS: dict[str, list[str]] = {
     "spike": ["--memory-limit", "1G", "--", sys.executable, str(EXAMPLES / "eval_memory_spike.py")],

@@ -20,7 +20,7 @@ from ..conftest import run_cli
 from ..data.engine_cases import check_options, projection, split_overlap, write_case
 from .conftest import java_missing
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 SPARK = ("--engine", "spark", "--spark-master", "local[2]", "--spark-conf", "spark.sql.shuffle.partitions=2")
 

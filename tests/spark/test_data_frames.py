@@ -11,7 +11,7 @@ from trainmedic.spark._session import quiet_pandas_warnings
 
 from ..data.engine_cases import check_options, duplicates, projection, split_overlap
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 
 def spark_frame(spark, frame: pd.DataFrame):

@@ -11,7 +11,7 @@ from trainmedic.data import check_report
 
 from ..data.engine_cases import CASES, check_options, projection, write_case
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 
 @pytest.mark.parametrize("make", CASES, ids=lambda make: make.__name__)

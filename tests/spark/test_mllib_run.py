@@ -40,6 +40,7 @@ def _java_missing() -> str | None:
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.heavy,
     pytest.mark.timeout(900),  # the module's fixture runs four Spark jobs of up to 300 s each
     pytest.mark.skipif(_java_missing() is not None, reason=str(_java_missing())),
 ]
