@@ -4,7 +4,9 @@ Tables: scikit-learn's bundled data sets (real rows), split as users split them
 (`train_test_split(test_size=0.25, stratify=y, random_state=0)`), plus variants with
 problems planted in them (the planting is synthetic): 5 % of training labels flipped,
 30 training rows copied into test, 60 training rows re-exported into test (numbers to one
-decimal, text upper-cased with a trailing space), identifier columns.
+decimal, text upper-cased with a trailing space), identifier columns, six classes in the
+glass table's proportions (the smallest 7 of 160 training rows). `titanic_like` (sex,
+class, an age in years) is generated in the Titanic table's shape: nothing is downloaded.
 
 Label noise, side by side on the same training split:
 - trainmedic: `trainmedic.data.noise.score_label_noise` (its flagged rows) and whether
@@ -147,6 +149,13 @@ def planted_rows() -> list[str]:
     lines.append(
         f"| case/whitespace variants of 'sex' | diabetes | DAT010 encoding inconsistency | "
         f"{'found' if encoding else 'MISSED'} |"
+    )
+    rare_train, rare_test = user_split(table("digits_rare"))
+    found = check(rare_train, rare_test, label=LABEL, label_noise=False)
+    rare = [f for f in found if f.code == "DAT009" and "rare_classes" in f.evidence]
+    lines.append(
+        "| six classes, the smallest 7 of 160 rows (12 % of the largest) | digits (glass proportions) | "
+        f"DAT009 naming the class | {'found' if rare else 'MISSED'} |"
     )
     train["name"] = [f"Name {i:04d}" for i in range(len(train))]
     test["name"] = [f"Name {i:04d}" for i in range(5_000, 5_000 + len(test))]

@@ -19,6 +19,7 @@ import pandas as pd
 
 from trainmedic.findings import Finding
 
+from .real import titanic_like, user_split
 from .synth import clean_splits, clean_table
 
 N = 1200
@@ -46,6 +47,7 @@ EXACT_KEYS = frozenset(
         "missing_columns",
         "extra_columns",
         "dtype_changes",
+        "text_in_numbers",
         "order_differs",
         "train_order",
         "unseen_categories",
@@ -69,6 +71,7 @@ class Case:
     code: str | None
     splits: dict[str, pd.DataFrame]
     options: dict[str, Any] = field(default_factory=dict)
+    pandas_index: bool = False  # written as pandas writes by default: with the frame's index
 
 
 def _three() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -88,6 +91,13 @@ def near_duplicates() -> Case:
     copies["city"] = " " + copies["city"].str.upper() + "  "
     test.iloc[:23] = copies.to_numpy()
     return Case("near-duplicates", "DAT002", {"train": train, "val": val, "test": test})
+
+
+def coarse_rounded_ages() -> Case:
+    """Sex, class and an age in years, some written 28.5: rows equal up to the rounding of the
+    age are chance (a note), in every engine."""
+    train, test = user_split(titanic_like(seed=1), seed=1)
+    return Case("coarse-rounded-ages", None, {"train": train, "test": test}, {"label": "target"})
 
 
 def group_overlap() -> Case:
@@ -140,6 +150,13 @@ def class_imbalance() -> Case:
     train = clean_table(N, 0)
     train["y"] = np.where(np.arange(len(train)) < 30, "fraud", "ok")
     return Case("class-imbalance", "DAT009", {"train": train})
+
+
+def rare_class() -> Case:
+    """Six classes, the smallest 6 of 149 rows: above the ratio, below a handful."""
+    train = clean_table(149, 0)
+    train["y"] = np.repeat(list("abcdef"), [53, 50, 18, 12, 10, 6])
+    return Case("rare-class", "DAT009", {"train": train})
 
 
 def schema_mismatch() -> Case:
@@ -210,9 +227,38 @@ def clean_with_serving_and_keys() -> Case:
     )
 
 
+def mixed_types() -> Case:
+    """One validation row holds text in a column of numbers ('rotary' among cylinder counts)."""
+    train, val, test = _three()
+    val["count"] = val["count"].astype(str)
+    val.loc[val.index[5], "count"] = "rotary"
+    return Case("mixed-types", "DAT010", {"train": train, "val": val, "test": test})
+
+
+def pandas_index() -> Case:
+    """Splits written by `to_parquet()` from a filtered, a concatenated and an indexed frame:
+    pandas keeps the index as a column (`__index_level_0__`, or its name) that its metadata
+    marks as the index; it is no feature, in any engine."""
+    train, val, test = clean_splits(2 * N)
+    train = train[np.random.default_rng(0).random(len(train)) < 0.5]  # filtered: the kept row labels
+    val = pd.concat([val.iloc[: N // 4], val.iloc[N // 4 : N // 2]])  # concatenated: labels repeat
+    test = test.iloc[: N // 2].sample(frac=1.0, random_state=0).rename_axis("row")  # shuffled, named
+    return Case("pandas-index", None, {"train": train, "val": val, "test": test}, pandas_index=True)
+
+
+def pandas_index_split_overlap() -> Case:
+    """The copied rows keep their training row labels: equal rows, index and all."""
+    train, val, test = _three()
+    val = pd.concat([val.iloc[37:], train.iloc[100:137]])
+    return Case(
+        "pandas-index-overlap", "DAT001", {"train": train, "val": val, "test": test}, pandas_index=True
+    )
+
+
 CASES: list[Callable[[], Case]] = [
     split_overlap,
     near_duplicates,
+    coarse_rounded_ages,
     group_overlap,
     temporal_overlap,
     target_leakage,
@@ -220,6 +266,7 @@ CASES: list[Callable[[], Case]] = [
     duplicates,
     missing_values,
     class_imbalance,
+    rare_class,
     schema_mismatch,
     unseen_categories,
     feature_drift,
@@ -228,6 +275,9 @@ CASES: list[Callable[[], Case]] = [
     identifier_column,
     clean,
     clean_with_serving_and_keys,
+    mixed_types,
+    pandas_index,
+    pandas_index_split_overlap,
 ]
 
 
@@ -239,7 +289,7 @@ def write_case(case: Case, folder: Path, fmt: str = "parquet") -> dict[str, Path
         if fmt == "csv":
             frame.to_csv(path, index=False)
         else:
-            frame.to_parquet(path, index=False)
+            frame.to_parquet(path, index=None if case.pandas_index else False)
         paths[name] = path
     return paths
 

@@ -30,7 +30,9 @@ def table(name: str) -> pd.DataFrame:
 
     `diabetes_binned`: the diabetes progression cut at its terciles (a hard three-class
     problem); `diabetes_bands` and `cancer_bands`: a few columns cut into bands, as survey
-    and census extracts are (sex, age band...): many different people share every row.
+    and census extracts are (sex, age band...): many different people share every row;
+    `titanic_like`: generated in the Titanic table's shape (`titanic_like`); `digits_rare`:
+    real digits in the glass table's six class proportions (`digits_rare`).
     """
     if name == "diabetes_binned":
         frame = _bunch("diabetes")
@@ -59,13 +61,44 @@ def table(name: str) -> pd.DataFrame:
             for c in columns
         }
         return pd.DataFrame({**bands, LABEL: frame[LABEL]})
+    if name == "titanic_like":
+        return titanic_like()
+    if name == "digits_rare":
+        return digits_rare()
     return _bunch(name)
+
+
+def titanic_like(rows: int = 891, seed: int = 0) -> pd.DataFrame:
+    """Generated in the shape of the Titanic passenger table (nothing can be downloaded): sex,
+    passenger class and an age in years, 1 in 25 ages estimated and written as xx.5 and a
+    few infants' in months (0.42, 0.83...): many passengers share every attribute, and rows
+    equal up to the rounding of `age` across a split are chance, not copies."""
+    rng = np.random.default_rng(seed)
+    pclass = rng.choice([1, 2, 3], rows, p=[0.24, 0.21, 0.55])
+    sex = rng.choice(["male", "female"], rows, p=[0.65, 0.35])
+    years = np.round(np.clip(rng.normal(30, 14, rows) - (pclass - 2) * 5, 1, 80))
+    age = np.where(rng.random(rows) < 0.04, years + 0.5, years)
+    age = np.where(rng.random(rows) < 0.01, rng.choice([0.42, 0.67, 0.75, 0.83, 0.92], rows), age)
+    logit = 1.5 * (sex == "female") - 0.8 * (pclass - 2) - 0.02 * age
+    survived = (rng.random(rows) < 1 / (1 + np.exp(-logit))).astype(int)
+    return pd.DataFrame({"pclass": pclass, "sex": sex, "age": age, LABEL: survived})
+
+
+GLASS_CLASSES = (70, 76, 17, 13, 9, 29)  # the glass identification table's six classes, 214 rows
+
+
+def digits_rare(counts: tuple[int, ...] = GLASS_CLASSES) -> pd.DataFrame:
+    """Real digit images, six classes in the glass table's proportions: the smallest class
+    holds 9 of 214 rows (6 or 7 after a split), 13 % of the largest."""
+    frame = _bunch("digits")
+    parts = [frame[frame[LABEL] == digit].head(n) for digit, n in enumerate(counts)]
+    return pd.concat(parts, ignore_index=True)
 
 
 CLASSIFICATION = ("iris", "wine", "breast_cancer", "digits", "diabetes_binned")
 ACCURATE = ("iris", "wine", "breast_cancer", "digits")  # a model reaches >= 95 % out of fold
 HARD = ("diabetes_binned",)
-BANDS = ("diabetes_bands", "cancer_bands")
+BANDS = ("diabetes_bands", "cancer_bands", "titanic_like")
 ALL_CLEAN = (*CLASSIFICATION, "diabetes", "diabetes_text", *BANDS)
 
 

@@ -136,6 +136,23 @@ def test_class_imbalance_reports_ratio_and_metrics() -> None:
     assert "PR-AUC" in imbalance.evidence["metrics"]
 
 
+def test_a_class_with_a_handful_of_rows_is_reported_above_the_ratio() -> None:
+    """Six classes, the smallest 6 of 149 rows (11 % of the largest): a warning naming it."""
+    train = clean_table(149, 0)
+    train["y"] = np.repeat(list("abcdef"), [53, 50, 18, 12, 10, 6])
+    imbalance = only(check(train, label="y", label_noise=False), "DAT009")
+    assert imbalance.severity is Severity.WARNING
+    assert imbalance.evidence["rare_classes"] == {"f": 6}
+    assert imbalance.evidence["min_class_rows"] == 10
+    assert imbalance.message.startswith("Class 'f' has 6 training rows")
+
+
+def test_a_small_balanced_table_is_not_imbalanced() -> None:
+    train = clean_table(24, 0)
+    train["y"] = np.repeat(list("abc"), 8)
+    assert by_code(check(train, label="y", label_noise=False), "DAT009") == []
+
+
 def test_schema_mismatch_missing_extra_dtype_and_order() -> None:
     train, _, _ = clean_splits(2000)
     serving = clean_table(500, 5).drop(columns=["y", "x5"])

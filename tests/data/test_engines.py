@@ -30,7 +30,8 @@ def test_auto_keeps_pandas_within_the_budget_and_streams_beyond(table: Path) -> 
     size = table.stat().st_size
     assert choose_engine("auto", {"train": table}, budget=100 * 2**20) == "pandas"
     assert choose_engine("auto", {"train": table}, budget=size) == "duckdb"  # 3 x size does not fit
-    assert choose_engine("auto", {"train": table.parent}, budget=2**40) == "duckdb"  # a folder of parts
+    assert choose_engine("auto", {"train": table.parent}, budget=100 * 2**20) == "pandas"  # a folder of parts
+    assert choose_engine("auto", {"train": table.parent}, budget=size) == "duckdb"
     assert choose_engine("auto", {"train": pd.DataFrame({"a": [1]})}, budget=1) == "pandas"
     assert choose_engine("duckdb", {"train": table}, budget=2**40) == "duckdb"
 
@@ -71,15 +72,16 @@ def test_a_folder_of_mixed_formats_is_refused(tmp_path: Path) -> None:
         check_report(tmp_path, label="y", engine="duckdb")
 
 
-def test_a_folder_of_parts_is_one_split_with_exact_row_numbers(tmp_path: Path) -> None:
+def test_a_folder_of_parts_is_one_split_with_exact_row_numbers_in_every_engine(tmp_path: Path) -> None:
     frame = clean_table(300, 0)
     parts = tmp_path / "train"
     parts.mkdir()
     frame.iloc[:100].to_parquet(parts / "part-0.parquet", index=False)
     pd.concat([frame.iloc[100:300], frame.iloc[[5, 6]]]).to_parquet(parts / "part-1.parquet", index=False)
-    report = check_report(parts, label="y", label_noise=False, engine="duckdb")
-    duplicate = next(f for f in report.findings if f.code == "DAT007")
-    assert duplicate.evidence["example_rows"] == [300, 301]  # the rows after the first file's 100 and 200
+    for engine in ("duckdb", "pandas"):
+        report = check_report(parts, label="y", label_noise=False, engine=engine)
+        duplicate = next(f for f in report.findings if f.code == "DAT007")
+        assert duplicate.evidence["example_rows"] == [300, 301]  # the rows after the first file's 100 and 200
 
 
 def test_a_dataframe_is_not_for_duckdb() -> None:
@@ -147,3 +149,19 @@ def test_sampled_checks_say_how_many_rows_they_read(tmp_path: Path, monkeypatch:
     assert duplicates.evidence["duplicate_rows"] == 30  # exact: every row counted
     assert "sampled_rows" not in duplicates.evidence
     assert any("seeded samples of 400 rows of train" in note for note in report.summary.notes)
+
+
+def test_a_csv_written_with_its_index_names_the_column_as_pandas_does(tmp_path: Path) -> None:
+    frame = clean_table(600, 0)
+    frame = frame[frame["kind"] != "c"]  # filtered, then `to_csv()` as written by default: index and all
+    frame.iloc[:300].to_csv(tmp_path / "train.csv")
+    frame.iloc[300:].to_csv(tmp_path / "val.csv")
+    reports = [
+        check_report(
+            tmp_path / "train.csv", tmp_path / "val.csv", label="y", label_noise=False, engine=engine
+        )
+        for engine in ("pandas", "duckdb")
+    ]
+    pandas, duckdb = ([f.message for f in r.findings] for r in reports)
+    assert any("'Unnamed: 0'" in m for m in pandas), pandas  # a feature to whoever reads the file back
+    assert duckdb == pandas

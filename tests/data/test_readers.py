@@ -60,8 +60,22 @@ def test_bad_files_name_the_file(tmp_path: Path, name: str, content: str, messag
 def test_missing_file_and_directory(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"nope.csv: no such file"):
         read_table(tmp_path / "nope.csv")
-    with pytest.raises(UsageError, match=r"is a directory"):
+    with pytest.raises(UsageError, match=r"expected a folder of table files of one format \(found: none\)"):
         read_table(tmp_path)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_a_folder_of_part_files_is_one_table_in_file_name_order(tmp_path: Path, fmt: str) -> None:
+    frame = clean_table(300, 0)
+    parts = tmp_path / "train"
+    parts.mkdir()
+    (parts / "_SUCCESS").write_text("")  # what Spark and Hadoop leave beside the parts
+    for number, rows in ((1, slice(100, 300)), (0, slice(0, 100))):
+        part = frame.iloc[rows]
+        path = parts / f"part-{number:05d}.{fmt}"
+        part.to_parquet(path, index=False) if fmt == "parquet" else part.to_csv(path, index=False)
+    read = read_table(parts)
+    pd.testing.assert_frame_equal(read, frame, check_dtype=False)
 
 
 def test_quoted_delimiters_are_not_mixed(tmp_path: Path) -> None:

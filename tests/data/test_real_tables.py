@@ -19,6 +19,7 @@ from .real import (
     flip_labels,
     near_copies,
     table,
+    titanic_like,
     user_split,
 )
 
@@ -119,6 +120,45 @@ def test_identifier_shared_across_splits_is_a_warning() -> None:
     (key,) = codes(check(train, test, label=LABEL, label_noise=False))["DAT015"]
     assert key.severity is Severity.WARNING
     assert key.evidence["shared_values"] == {"train/val": 5}
+
+
+def test_coarse_rows_equal_up_to_the_rounding_of_age_are_chance_not_near_duplicates() -> None:
+    """Sex, passenger class and an age in years (some written 28.5): test rows equal to train
+    rows once the ages are rounded are different passengers; the summary says so. Four draws
+    of the table and its split: some hold no such rows at all."""
+    noted = 0
+    for seed in range(4):
+        train, test = user_split(titanic_like(seed=seed), seed=seed)
+        report = check_report(train, test, label=LABEL, label_noise=False)
+        assert serious(report.findings) == []
+        noted += "up to rounding, case or whitespace, as chance predicts" in " ".join(report.summary.notes)
+    assert noted >= 2
+
+
+def test_near_copies_in_a_coarse_table_with_a_measured_column_are_found() -> None:
+    """The same table with a fare paid (a measured value): 20 train rows re-exported into test
+    with the fares rounded to whole units are near-duplicates beyond chance."""
+    train, test = user_split(table("titanic_like"))
+    rng = np.random.default_rng(1)
+    train["fare"] = rng.lognormal(3, 1, len(train)).round(4)
+    test["fare"] = rng.lognormal(3, 1, len(test)).round(4)
+    copies = train[train["age"] % 1 == 0].iloc[:20].copy()
+    copies["fare"] = copies["fare"].round(0)
+    found = codes(check(train, pd.concat([test, copies], ignore_index=True), label=LABEL, label_noise=False))
+    (near,) = found["DAT002"]
+    assert near.evidence["rows"] == 20
+    assert near.evidence["p_value"] < 1e-3
+
+
+def test_a_class_of_a_handful_of_rows_is_reported_whatever_the_ratio() -> None:
+    """Six classes in the glass table's proportions: the smallest has 7 of 160 training rows,
+    12 % of the largest (above the ratio threshold), too few for 5-fold per-class metrics."""
+    train, test = user_split(table("digits_rare"))
+    (imbalance,) = codes(check(train, test, label=LABEL, label_noise=False))["DAT009"]
+    assert imbalance.severity is Severity.WARNING
+    assert imbalance.evidence["rare_classes"] == {"4": 7}
+    assert imbalance.evidence["ratio"] > 0.1
+    assert "7 training rows" in imbalance.message
 
 
 @pytest.mark.slow

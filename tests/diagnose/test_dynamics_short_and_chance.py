@@ -189,6 +189,44 @@ def test_a_policy_gradient_surrogate_centred_on_zero_is_not_judged_by_its_level(
     assert trn003.not_learning(record) == []
 
 
+def test_a_surrogate_positive_on_short_early_episodes_then_of_both_signs_is_not_judged() -> None:
+    """REINFORCE as published (its running reward 10 -> 475): on the short early episodes the
+    surrogate is small and mostly positive (no centred first half), later it scatters on both
+    sides of zero. Its sign changes over the whole run say it is no learning curve; read as
+    one it 'did not decrease beyond noise' (it did before)."""
+    early = [0.41, 0.33, 0.36, 0.52, 0.29, 0.18, 0.44, 0.31, -0.06, 0.27]
+    early += [0.39, 0.22, 0.13, 0.35, 0.48, 0.26, 0.12, 0.31, 0.21, 0.4]
+    late = [0.95, -1.31, 1.62, -0.44, 2.08, -1.73, 0.71, 1.86, -0.58, 0.12]
+    late += [-2.2, 1.4, 0.3, -0.9, 2.5, 0.88, -1.1, 1.2, 0.62, 0.89]
+    assert trn003.not_learning(sampled(early + late)) == []
+
+
+# One point per 10 episodes of a real REINFORCE run with CartPole-v1's limits (500 steps, solved
+# at a running reward of 475 after 737 episodes), its surrogate mean- rather than sum-reduced:
+# -mean(log pi(a|s) x normalised return) is small, mostly positive, and takes both signs.
+_MEAN_SURROGATE_TEXT = """0.0432 0.0554 0.0056 -0.0302 0.019 0.034 0.1036 0.0405 -0.0318 -0.1102 0.0294 0.011
+        0.0074 -0.0072 0.0341 -0.1887 0.0431 0.0325 0.0436 -0.187 0.104 -0.0085 -0.0151 0.0477
+        0.0325 0.0663 0.0136 0.0129 -0.0149 0.0852 0.1135 0.11 -0.0327 0.0413 0.0279 0.0252
+        0.0211 -0.0227 0.0192 -0.0005 0.0003 -0.0109 0.0663 0.0617 0.0776 0.0988 0.0791 0.0039
+        0.0317 -0.0068 -0.001 0.016 0.0049 0.0459 -0.0223 0.0124 0.0041 0.0009 0.0222 -0.0094
+        0.0033 0.0137 -0.0308 0.0145 0.0082 -0.0019 0.0161 0.0259 0.0075 0.031 -0.0236 0.0032
+        0.0153 0.0138"""
+REINFORCE_MEAN_SURROGATE = [float(v) for v in _MEAN_SURROGATE_TEXT.split()]
+
+
+def test_a_real_mean_reduced_surrogate_of_a_solved_run_is_not_judged() -> None:
+    """Read as a learning curve it 'did not decrease beyond noise: 0.034 at the start, best
+    0.0003, last 0.0138' (it did before)."""
+    assert trn003.not_learning(sampled(REINFORCE_MEAN_SURROGATE)) == []
+
+
+def test_a_loss_that_stays_at_its_level_on_one_side_of_zero_is_still_not_learning() -> None:
+    """A few excursions below zero in a flat positive loss are not a surrogate: still judged."""
+    values = [0.3, 0.31, -0.02, 0.29, 0.3, 0.32, 0.28, 0.3, -0.01, 0.31] * 3
+    [finding] = trn003.not_learning(sampled(values))
+    assert finding.code == "TRN003"
+
+
 def test_a_log_density_that_crosses_zero_once_and_then_explodes_still_diverged() -> None:
     """A continuous likelihood falls below zero as it fits: one crossing is not a centred loss."""
     values = [1.4, 1.1, 0.8, 0.5, 0.2, -0.1, -0.4, -0.6, -0.8, -0.9, -1.0, -1.05]

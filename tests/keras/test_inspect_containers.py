@@ -66,6 +66,70 @@ def test_filenames_under_a_known_name_still_count() -> None:
     assert sequence_hints(Files()) == (300, 10)
 
 
+class Tuples:
+    """`self.shards = [(x, y), ...]`: shards of (inputs, labels) pairs, as a sharded loader keeps them."""
+
+    def __init__(self, shards: list[object], batch_size: int = 32) -> None:
+        self.shards = shards
+        self.batch_size = batch_size
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+
+def test_shards_of_x_y_tuples_add_up() -> None:
+    """Each (x, y) pair counts its rows once; the pairs are shards and add up."""
+    shards = [(np.zeros((512, 20)), np.zeros(512)) for _ in range(8)]
+    assert sequence_hints(Tuples(shards)) == (4096, 32)
+
+
+def test_arrays_nested_in_dicts_and_tuples_are_found() -> None:
+    shards = [({"image": np.zeros((300, 8, 8)), "meta": np.zeros((300, 3))}, np.zeros(300)) for _ in range(4)]
+    shards.append(({"image": np.zeros((100, 8, 8)), "meta": np.zeros((100, 3))}, np.zeros(100)))
+    assert sequence_hints(Tuples(shards))[0] == 1300
+
+
+def test_a_single_pair_of_parallel_arrays_counts_once() -> None:
+    assert sequence_hints(Tuples([(np.zeros((640, 8)), np.zeros(640))]))[0] == 640
+
+
+def test_a_list_of_per_sample_pairs_counts_its_items() -> None:
+    """`self.samples = [(image, label), ...]`: an image's first axis is its height, not a count."""
+
+    class Pairs:
+        def __init__(self) -> None:
+            self.samples = [(np.zeros((32, 32, 3)), i % 10) for i in range(500)]
+            self.batch_size = 50
+
+        def __len__(self) -> int:
+            return 10
+
+    assert sequence_hints(Pairs()) == (500, 50)
+
+
+def test_a_huge_list_is_not_walked() -> None:
+    """Past the count limit the container says nothing, however long it is: reading is cheap."""
+
+    class Counting(list):  # type: ignore[type-arg]
+        visited = 0
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            for item in super().__iter__():
+                Counting.visited += 1
+                yield item
+
+    huge = Counting((np.zeros((2, 4)), np.zeros(2)) for _ in range(200_000))
+    sequence_hints(Tuples(huge))
+    assert Counting.visited <= 10_000
+
+
+def test_arrays_deeper_than_the_depth_limit_are_not_counted() -> None:
+    deep: object = np.zeros((4096, 4))
+    for _ in range(10):
+        deep = [deep]
+    assert sequence_hints(Tuples([deep]))[0] is None
+
+
 @pytest.mark.parametrize(
     ("loss", "units", "classes"),
     [

@@ -192,14 +192,46 @@ def clip_reads(
     ]
 
 
-def test_clipping_that_does_all_the_work_after_warm_up_is_reported_per_rank() -> None:
-    record = RunRecord.of([*clip_reads([400.0] * 10, rank=1), *clip_reads([2.0] * 10, rank=0)])
+def loss_steps(values: list[float]) -> list[Step]:
+    """The guard's sampled training losses: step 1, then one per 10 steps."""
+    return [Step(step=max(1, 10 * i), metrics={"loss": v}, t=float(i)) for i, v in enumerate(values)]
+
+
+def test_saturated_clipping_whose_pre_clip_norm_grows_10x_is_reported_per_rank() -> None:
+    growing = [20.0 * 1.5**i for i in range(10)]  # 20 -> 770: the blow-up compounds past the clip
+    record = RunRecord.of([*clip_reads(growing, rank=1), *clip_reads([2.0] * 10, rank=0)])
     (finding,) = trn010.clipping_saturated(record)
     assert (finding.code, finding.rank) == ("TRN010", 1)
     assert finding.evidence["steps"] == [21, 100]  # steps 1-20 (the first 20 %) are warm-up
     assert finding.evidence["engaged_share"] == 1.0
-    assert finding.evidence["median_factor"] == 400.0
+    assert finding.evidence["shown_by"] == "pre-clip norm growth"
+    assert finding.evidence["preclip_norm_growth"] >= 10
     assert "engaged on 80 of 80 steps after warm-up" in finding.message
+    assert "the pre-clip norm grew" in finding.message
+
+
+def test_saturated_clipping_with_a_loss_far_above_its_start_is_reported() -> None:
+    """lr 10,000x too high: the norm steady at ~1,000x the threshold, the loss 4 -> 1.6e5."""
+    losses = [4.06, 6.5e4, 1.6e5, 1.4e5, 1.7e5, 1.8e5, 1.6e5, 1.8e5, 1.6e5, 1.9e5, 1.5e5]
+    (finding,) = trn010.clipping_saturated(RunRecord.of([*clip_reads([950.0] * 10), *loss_steps(losses)]))
+    assert finding.evidence["shown_by"] == "loss"
+    assert finding.evidence["start_loss"] == 4.06
+    assert "the loss ended at" in finding.message
+
+
+def test_clipping_as_the_normal_operating_mode_of_a_run_that_learns_is_not_reported() -> None:
+    """PPO (max_grad_norm 0.5, value loss on raw returns: factor ~70, norm 16 -> 40 as returns
+    grow, total loss 20 -> 31) and Lightning's Transformer LM (gradient_clip_val 0.25 with SGD:
+    factor ~20 at every step, loss 4.36 -> 2.75). Both learn; both were reported before."""
+    ppo_norms = [16.3, 20.7, 24.0, 26.0, 30.6, 28.6, 34.6, 34.8, 39.7, 37.7, 36.8, 40.4, 39.4]
+    ppo_loss = [20.6, 19.8, 22.0, 25.1, 21.0, 23.8, 25.9, 29.1, 30.6, 34.7, 27.9, 32.8, 27.8, 31.5, 30.2]
+    ppo_loss += [31.3, 31.1, 34.8, 28.2, 33.8, 37.7, 31.2, 27.3, 30.6, 29.8, 33.2, 34.9, 34.2, 31.1, 31.8]
+    ppo = RunRecord.of([*clip_reads([n / 0.5 for n in ppo_norms]), *loss_steps(ppo_loss)])
+    assert trn010.clipping_saturated(ppo) == []
+    lm_loss = [4.36 - 0.054 * i for i in range(31)]
+    lm = RunRecord.of([*clip_reads([22.0] * 30), *loss_steps(lm_loss)])
+    assert trn010.clipping_saturated(lm) == []
+    assert trn010.clipping_saturated(RunRecord.of(clip_reads([400.0] * 10))) == []  # no sign of a blow-up
 
 
 def test_healthy_clipping_is_not_reported() -> None:

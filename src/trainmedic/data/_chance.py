@@ -1,5 +1,5 @@
-"""How many identical feature rows chance alone gives: the yardstick of DAT001, DAT006, DAT007
-(measured here; `trainmedic.rules._helpers.chance` decides and words it).
+"""How many identical feature rows chance alone gives: the yardstick of DAT001, DAT002, DAT006,
+DAT007 (measured here; `trainmedic.rules._helpers.chance` decides and words it).
 
 In a table of a few categorical columns (sex, class, age band) different people share
 every attribute: 2 x 3 x 5 = 30 possible rows, and a random split puts most of them in
@@ -11,11 +11,18 @@ columns their product, corrected for correlation by `rho`, the ratio of the obse
 the independent collision rate over the low-cardinality columns (correlated bands such as
 radius and area collide more often than their product says). For n reference rows the
 row matches with probability 1 - exp(-n q). A measured value (a column of more than
-`COARSE_LEVELS` values, or mostly distinct ones) seen in one other row counts as unique,
+`COARSE_LEVELS` values held by fewer than `BAND_REPEATS` rows each on average, or mostly
+distinct ones) seen in one other row counts as unique,
 so q is 0, so in any table with such a column every identical row is still
 reported; in a table of bands, most are not. Within one split the frequencies leave the
 row itself out. Frequencies come from seeded samples (`REFERENCE_SAMPLE`, `ROW_SAMPLE`),
 so the cost does not grow with the table.
+
+Near-duplicates (DAT002) are rows equal once normalised (floats rounded to the decimals the
+later row is written with, or to ~6 significant digits; text folded) but not exactly. Their
+chance is, per row, the probability of a match in the normalised feature space less that of
+an exact match: rounding an age of 28.5 to 28 merges two values, and different people then
+share every rounded attribute as often as the coarser space says.
 """
 
 from __future__ import annotations
@@ -26,12 +33,16 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from trainmedic.data._hashing import column_hash, row_hashes
+from trainmedic.data._hashing import ROUND_DECIMALS, column_hash, normalise, row_decimals, row_hashes
 from trainmedic.rules._helpers.chance import Chance
 
 REFERENCE_SAMPLE = 20_000
 ROW_SAMPLE = 5_000
 COARSE_LEVELS = 64  # a column with at most this many (repeating) values is a band/category, not a measurement
+# ... and so is one whose values each hold this many rows on average, however many there are
+# (ages in years over a few hundred people): a measurement at its recording precision repeats
+# less, and its one other occurrence is then the copy under test.
+BAND_REPEATS = 3
 _SEED = 0
 
 
@@ -64,6 +75,64 @@ def chance_across(
     return measured(observed, float(probability.mean() * rows_size), combinations)
 
 
+def chance_near(
+    reference: pd.DataFrame,
+    rows: pd.DataFrame,
+    columns: Sequence[str],
+    observed: int,
+    *,
+    sizes: tuple[int, int] | None = None,
+) -> Chance:
+    """Rows of `rows` equal to some `reference` row once normalised, not exactly, by chance
+    (two splits): P(normalised match) - P(exact match) per row. `sizes` as in `chance_across`."""
+    if observed == 0:
+        return measured(0, 0.0, float("inf"))
+    reference_size, rows_size = sizes or (len(reference), len(rows))
+    ref = _sample(reference, REFERENCE_SAMPLE)
+    mine = _sample(rows, ROW_SAMPLE)
+    near = np.zeros(len(mine))
+    exact = np.zeros(len(mine))
+    floats = [c for c in columns if pd.api.types.is_float_dtype(mine[c].dtype)]
+    decimals = row_decimals(mine, floats)
+    decimals[decimals > ROUND_DECIMALS] = -1  # compared at ~6 significant digits
+    combinations, most = float("inf"), 0
+    for d in np.unique(decimals):
+        chosen = decimals == d
+        precision = None if d < 0 else int(d)
+        rounded = normalised_frame(ref, columns, precision)
+        # A value is a band or a measurement as the rounded space sees it, on both sides: an
+        # age of 28 is one band of ages in years whether or not some rows say 28.5.
+        coarse = coarse_columns(rounded, columns)
+        near[chosen], space = _match_probability(
+            rounded,
+            normalised_frame(mine[chosen], columns, precision),
+            columns,
+            reference_size,
+            leave_one_out=False,
+            coarse=coarse,
+        )
+        exact[chosen], _ = _match_probability(
+            ref, mine[chosen], columns, reference_size, leave_one_out=False, coarse=coarse
+        )
+        if int(chosen.sum()) > most:  # the space most rows are compared in
+            combinations, most = space, int(chosen.sum())
+    return measured(observed, float(np.maximum(near - exact, 0.0).mean() * rows_size), combinations)
+
+
+def normalised_frame(frame: pd.DataFrame, columns: Sequence[str], decimals: int | None) -> pd.DataFrame:
+    """`columns` as the near-duplicate hashes see them: floats rounded to `decimals` decimals
+    (None: ~6 significant digits), text stripped and lower-cased."""
+    out = {}
+    for column in columns:
+        series = frame[column]
+        if decimals is not None and pd.api.types.is_float_dtype(series.dtype):
+            values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+            out[column] = pd.Series(np.rint(values * 10.0**decimals), index=series.index)
+        else:
+            out[column] = normalise(series)
+    return pd.DataFrame(out, index=frame.index)
+
+
 def chance_within(
     frame: pd.DataFrame, columns: Sequence[str], observed: int, *, size: int | None = None
 ) -> Chance:
@@ -84,19 +153,20 @@ def _match_probability(
     size: int,
     *,
     leave_one_out: bool,
+    coarse: frozenset[str] | None = None,
 ) -> tuple[npt.NDArray[np.float64], float]:
-    """Per row of `rows`, the probability that one of `size` reference rows equals it."""
+    """Per row of `rows`, the probability that one of `size` reference rows equals it.
+    `coarse`: the band columns (by default those `coarse_columns` finds in `reference`)."""
     m = len(reference) - (1 if leave_one_out else 0)
     if m <= 0 or size <= 0:
         return np.zeros(len(rows)), float("inf")
+    bands = coarse_columns(reference, columns) if coarse is None else coarse
     log_q = np.zeros(len(rows))
-    coarse = []
     independent_collision = 1.0
     for column in columns:
         ref_codes, row_codes, levels = _codes(reference[column], rows[column], leave_one_out)
         counts = np.bincount(ref_codes, minlength=levels).astype(np.float64)
-        levels_seen = np.count_nonzero(counts)
-        is_coarse = levels_seen <= COARSE_LEVELS and levels_seen <= len(reference) / 2  # values repeat
+        is_coarse = column in bands
         # A measured value's one other occurrence is the copy under test, not evidence that
         # the value is common: it counts 0 (besides the row itself within a split).
         hits = counts[row_codes] - (1 if leave_one_out else 0) - (0 if is_coarse else 1)
@@ -104,12 +174,21 @@ def _match_probability(
             log_q += np.log(np.maximum(hits, 0) / m)
         collision = float(np.sum(counts * (counts - 1)) / max(len(reference) * (len(reference) - 1), 1))
         independent_collision *= collision
-        if is_coarse:
-            coarse.append(column)
-    rho = _correlation(reference, coarse)
+    rho = _correlation(reference, [c for c in columns if c in bands])
     q = np.exp(log_q) * rho
     combinations = 1 / (independent_collision * rho) if independent_collision > 0 else float("inf")
     return np.asarray(-np.expm1(-size * np.minimum(q, 1.0)), dtype=np.float64), combinations
+
+
+def coarse_columns(reference: pd.DataFrame, columns: Sequence[str]) -> frozenset[str]:
+    """The columns of `reference` that hold bands: at most `COARSE_LEVELS` values, repeating."""
+    bands = set()
+    for column in columns:
+        levels = int(pd.Series(column_hash(reference[column])).nunique())
+        repeats = len(reference) / max(levels, 1)
+        if (levels <= COARSE_LEVELS and repeats >= 2) or repeats >= BAND_REPEATS:
+            bands.add(column)
+    return frozenset(bands)
 
 
 def _codes(

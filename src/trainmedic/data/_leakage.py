@@ -14,7 +14,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from trainmedic.data._answers import SharedValues
-from trainmedic.data._chance import chance_across
+from trainmedic.data._chance import chance_across, chance_near
 from trainmedic.data._context import Dataset, Split
 from trainmedic.data._hashing import ROUND_DECIMALS, rounded_row_hashes, row_decimals
 from trainmedic.data._predictability import feature_scores
@@ -70,7 +70,8 @@ def judged_overlap(data: Dataset, overlap: dat001.Overlap) -> list[Finding]:
 
 
 def near_duplicate_overlap(data: Dataset) -> list[Finding]:
-    """DAT002: equal after rounding/case/whitespace normalisation, but not exactly equal."""
+    """DAT002: equal after rounding/case/whitespace normalisation, but not exactly equal, beyond
+    what chance gives in the rounded feature space; within chance, a note (in `data.notes`)."""
     found = []
     for earlier, later in split_pairs(data):
         if not later.features:
@@ -82,8 +83,14 @@ def near_duplicate_overlap(data: Dataset) -> list[Finding]:
         if count == 0:
             continue
         pair = (earlier.name, later.name)
-        examples = later.example_rows(near)
-        found.extend(dat002.judge(dat002.NearDuplicates(pair, count, len(later), examples, ROUND_DECIMALS)))
+        chance = chance_near(earlier.frame, later.frame, later.features, count)
+        near_rows = dat002.NearDuplicates(
+            pair, count, len(later), later.example_rows(near), ROUND_DECIMALS, chance
+        )
+        note = dat002.note(near_rows)
+        if note is not None:
+            data.notes.append(note)
+        found.extend(dat002.judge(near_rows))
     return found
 
 

@@ -49,8 +49,15 @@ def schema_mismatch(data: Dataset) -> list[Finding]:
     found = []
     for other in data.evaluation():
         other_kinds = kinds(other.frame)
+        text = {}
+        for column in text_columns(train.features, train_kinds, other_kinds):
+            counts = non_numbers(other.frame[column])
+            if counts:
+                text[column] = dat010.Values(
+                    sum(n for _, n in counts), len(other), [str(v) for v, _ in counts[:5]]
+                )
         columns = dat010.ColumnKinds(
-            other.name, train.features, train_kinds, other_kinds, data.roles.special()
+            other.name, train.features, train_kinds, other_kinds, data.roles.special(), text
         )
         found.extend(dat010.judge(columns))
         variants: dict[str, dat010.Values] = {}
@@ -70,6 +77,24 @@ def schema_mismatch(data: Dataset) -> list[Finding]:
 def kinds(frame: pd.DataFrame) -> dict[str, str]:
     """Each column's dtype family, in the frame's order."""
     return {str(c): kind(frame[c]) for c in frame.columns}
+
+
+def text_columns(features: list[str], train_kinds: dict[str, str], other_kinds: dict[str, str]) -> list[str]:
+    """Columns of numbers in train read as text in the other split, in its order."""
+    return [
+        c
+        for c in other_kinds
+        if c in features and train_kinds[c] == "number" and other_kinds[c] in ("text", "category")
+    ]
+
+
+def non_numbers(values: pd.Series) -> list[tuple[object, int]]:
+    """The values that are not numbers (NaN as text included), with their counts, first
+    appearance first."""
+    present = values[values.notna()]
+    parsed = pd.to_numeric(present.astype(str), errors="coerce")
+    text = present[parsed.isna().to_numpy()]
+    return [(v, int(n)) for v, n in text.value_counts(sort=False).items()]
 
 
 def category_columns(

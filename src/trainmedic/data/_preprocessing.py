@@ -11,6 +11,8 @@ no accident in real data.
 
 from __future__ import annotations
 
+import pandas as pd
+
 from trainmedic.data._answers import moments_of
 from trainmedic.data._context import Dataset
 from trainmedic.data._leakage import EVALUATION_SPLITS
@@ -26,5 +28,12 @@ def preprocessing_before_split(data: Dataset) -> list[Finding]:
         return []
     train = splits[0]
     numeric = [c for c in train.features if kind(train.frame[c]) == "number"]
-    moments = {s.name: {c: moments_of(s.frame[c]) for c in numeric if c in s.frame.columns} for s in splits}
+    # a column numeric in train and text elsewhere is a schema mismatch (DAT010), not a scaling
+    moments = {
+        s.name: {c: moments_of(s.frame[c]) for c in numeric if _numeric_in(s.frame, c)} for s in splits
+    }
     return dat014.judge(dat014.SplitMoments([s.name for s in splits], numeric, moments))
+
+
+def _numeric_in(frame: pd.DataFrame, column: str) -> bool:
+    return column in frame.columns and kind(frame[column]) == "number"

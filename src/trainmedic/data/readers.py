@@ -1,4 +1,5 @@
-"""Read a table file (CSV, TSV, Parquet, JSONL) into a DataFrame, or fail with one line.
+"""Read a table file (CSV, TSV, Parquet, JSONL), or a folder of part files, into a DataFrame,
+or fail with one line.
 
 Everything a user can get wrong about a file becomes a `UsageError` that names the
 file (and the line where it helps): missing, unreadable, empty, an unknown
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -44,16 +46,64 @@ def table_format(path: Path) -> str:
     return fmt
 
 
+def table_files(path: Path) -> tuple[list[Path], str]:
+    """The files of one input (a file, or every table file under a folder, in file name order,
+    without the hidden and `_`-prefixed files writers leave beside the parts) and their format."""
+    if not path.exists():
+        raise UsageError(f"{path}: no such file or folder")
+    if path.is_file():
+        return [path], table_format(path)
+    files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
+    formats = {table_format(p) for p in files if p.suffix}
+    if not files or len(formats) != 1:
+        found = ", ".join(sorted(formats)) or "none"
+        raise UsageError(f"{path}: expected a folder of table files of one format (found: {found})")
+    return files, formats.pop()
+
+
+def pandas_index_columns(files: Iterable[Path]) -> list[str]:
+    """The columns of Parquet files that pandas wrote from its index (`__index_level_0__` for a
+    filtered or concatenated frame, or the index's name), as the files' pandas metadata lists
+    them: `pd.read_parquet` makes them the index, so every engine leaves them out of the
+    table. Only the footers are read; a file without that metadata adds none."""
+    import pyarrow.parquet as pq
+
+    found: list[str] = []
+    for path in files:
+        try:
+            metadata = pq.read_schema(path).pandas_metadata or {}
+        except Exception:  # unreadable: the engine that reads it names the file
+            continue
+        for column in metadata.get("index_columns", []):
+            if isinstance(column, str) and column not in found:  # a RangeIndex is no column
+                found.append(column)
+    return found
+
+
+def header_names(path: Path) -> list[str]:
+    """A delimited file's column names as pandas gives them: an empty header field (the index
+    `to_csv` writes by default) is 'Unnamed: 0', a repeated name 'a.1' (one line read)."""
+    try:
+        return [str(c) for c in pd.read_csv(path, sep=_DELIMITERS[table_format(path)], nrows=0).columns]
+    except Exception:  # unreadable: the engine that reads it names the file
+        return []
+
+
 def read_table(path: str | Path) -> pd.DataFrame:
-    """The file as a DataFrame with a 0-based RangeIndex (row numbers in findings)."""
+    """The file (or folder of part files, one after the other in file name order) as a
+    DataFrame with a 0-based RangeIndex (row numbers in findings)."""
     path = Path(path)
     if not path.exists():
         raise UsageError(f"{path}: no such file")
-    if path.is_dir():
-        raise UsageError(
-            f"{path}: is a directory; expected a table file (--engine duckdb reads a folder of part "
-            "files; --images an image folder)"
-        )
+    files, _ = table_files(path)
+    frames = [_read_file(f) for f in files]
+    frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    if len(frame.columns) == 0 or len(frame) == 0:
+        raise UsageError(f"{path}: has no rows; expected a non-empty {table_format(files[0])} table")
+    return frame.reset_index(drop=True)
+
+
+def _read_file(path: Path) -> pd.DataFrame:
     fmt = table_format(path)
     try:
         if fmt in _DELIMITERS:
@@ -68,9 +118,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
         raise UsageError(f"{path}: cannot read as {fmt}: {_first_line(exc)}") from exc
     except Exception as exc:  # pyarrow raises its own types (ArrowInvalid...): same message
         raise UsageError(f"{path}: cannot read as {fmt}: {_first_line(exc)}") from exc
-    if len(frame.columns) == 0 or len(frame) == 0:
-        raise UsageError(f"{path}: has no rows; expected a non-empty {fmt} table")
-    return frame.reset_index(drop=True)
+    return frame
 
 
 def _read_delimited(path: Path, delimiter: str) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -80,25 +80,62 @@ def _array_rows(x: object) -> int | None:
     return None
 
 
-def _container_rows(value: object, batches: int | None) -> int | None:
-    """Rows held by a list/tuple/dict of arrays: shards add up, parallel arrays count once.
+#: How deep `_container_rows` looks into lists, tuples and dicts (`shards = [({"image": x}, y)]` is 3).
+CONTAINER_DEPTH = 4
+#: How many items `_container_rows` reads in all, per attribute: a list longer than this (a
+#: million file names, a million small shards) says nothing about its rows, and costs nothing.
+CONTAINER_ITEMS = 1024
 
-    Arrays of one trailing shape are shards of one data set when their row counts differ (the
-    last shard is the rest) or when there is one per batch the sequence yields (a `__len__`
-    that counts shards); otherwise they are parallel (x and y, the inputs of a multi-input
-    model, anchor/positive/negative) and share their rows. Counting parallel arrays once
-    can only undercount, which never makes a healthy sequence look short.
+# What a nested container holds: its rows and its layout (the trailing shapes of its arrays),
+# which tells shards of one data set (same layout) from parallel arrays (x and y).
+_Held = tuple[int, object]
+
+
+def _container_rows(value: object, batches: int | None) -> int | None:
+    """Rows held by arrays in lists/tuples/dicts at any depth: shards add up, parallel arrays count once.
+
+    Items of one layout (arrays of one trailing shape, or (x, y) pairs of the same shapes) are
+    shards of one data set when their row counts differ (the last shard is the rest) or when
+    there is one per batch the sequence yields (a `__len__` that counts shards); otherwise they
+    are parallel (x and y, the inputs of a multi-input model, anchor/positive/negative) and
+    share their rows. Counting parallel arrays once can only undercount, which never makes a
+    healthy sequence look short. Other items (strings, numbers, None) are ignored. The walk
+    stops at CONTAINER_DEPTH levels and CONTAINER_ITEMS items: past either, nothing is known.
     """
-    items = list(value.values()) if isinstance(value, Mapping) else value
-    if not isinstance(items, (list, tuple)) or not items:
+    budget = [CONTAINER_ITEMS]
+    held = _walk(value, batches, CONTAINER_DEPTH, budget, top=True)
+    return held[0] if held is not None and budget[0] >= 0 else None
+
+
+def _walk(
+    value: object, batches: int | None, depth: int, budget: list[int], *, top: bool = False
+) -> _Held | None:
+    rows = _array_rows(value)
+    if rows is not None:
+        return rows, tuple(getattr(value, "shape", ()))[1:]
+    if depth <= 0 or budget[0] < 0:
         return None
-    rows = [_array_rows(item) for item in items]
-    if any(r is None for r in rows):
+    items: Collection[object]
+    if isinstance(value, Mapping):
+        items = value.values()
+    elif isinstance(value, (list, tuple)):
+        items = value
+    else:
         return None
-    counts = [r for r in rows if r is not None]
-    trailing = {tuple(getattr(item, "shape", ()))[1:] for item in items}
-    shards = len(trailing) == 1 and len(counts) > 1 and (len(set(counts)) > 1 or len(counts) == batches)
-    return sum(counts) if shards else max(counts)
+    if len(items) > budget[0]:
+        budget[0] = -1
+        return None
+    budget[0] -= len(items)
+    held = [h for item in items if (h := _walk(item, batches, depth - 1, budget)) is not None]
+    if not held or budget[0] < 0:
+        return None
+    counts = [rows for rows, _ in held]
+    layouts = {layout for _, layout in held}
+    per_batch = top and len(counts) == batches
+    shards = len(layouts) == 1 and len(counts) > 1 and (len(set(counts)) > 1 or per_batch)
+    if shards:
+        return sum(counts), ("shards", *layouts)
+    return max(counts), tuple(layout for _, layout in held)
 
 
 def _held_rows(value: object, batches: int | None) -> int | None:
@@ -111,7 +148,7 @@ def sequence_hints(seq: object) -> tuple[int | None, int | None]:
 
     Samples: a count attribute (n_samples ...), else the data under a common name (x,
     filenames ...), else the largest set of arrays any attribute holds, directly or in a
-    list/tuple/dict (shards, named columns).
+    list, tuple or dict at any depth (shards, (x, y) pairs, named columns).
     """
     batch_size = None
     for name in BATCH_ATTRS:
@@ -128,7 +165,9 @@ def sequence_hints(seq: object) -> tuple[int | None, int | None]:
         value = getattr(seq, name, None)
         if value is None or (callable(value) and not hasattr(value, "shape")):
             continue
-        length = _held_rows(value, batches) or _length(value)
+        # A list of per-sample (image, label) pairs holds arrays whose first axis is not the
+        # samples: its own length, never more than its samples, bounds the count from below.
+        length = max(_held_rows(value, batches) or 0, _length(value) or 0)
         if length:
             return length, batch_size
     try:

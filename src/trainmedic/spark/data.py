@@ -32,7 +32,7 @@ import pandas as pd
 
 from trainmedic.data.engines import ROW, SPARK, SqlTableEngine, TableEngine
 from trainmedic.data.engines._choice import is_spark_frame
-from trainmedic.data.readers import table_format
+from trainmedic.data.readers import pandas_index_columns, table_format
 from trainmedic.errors import UsageError
 from trainmedic.spark._session import adopt, arrow_enabled, first_line, quiet_pandas_warnings, spark_session
 
@@ -43,6 +43,7 @@ SparkInput = Any  # str | Path | pyspark.sql.DataFrame (pyspark is imported lazi
 
 _PARTITION_BITS = 33  # monotonically_increasing_id: partition index << 33 | row within the partition
 _DELIMITERS = {"csv": ",", "tsv": "\t"}
+_INDEX_LEVELS = 8  # unnamed index levels of a pandas-written file read from a cluster URL
 
 
 def open_engine(
@@ -102,8 +103,23 @@ def read_spark_table(session: SparkSession, text: str, fmt: str) -> DataFrame:
     if fmt in _DELIMITERS:
         return session.read.csv(text, header=True, inferSchema=True, sep=_DELIMITERS[fmt])
     if fmt == "parquet":
-        return session.read.parquet(text)
+        frame = session.read.parquet(text)
+        index = [c for c in _pandas_index_columns(text) if c in frame.columns]
+        return frame.drop(*index) if index else frame
     return session.read.json(text, multiLine=fmt == "json")
+
+
+def _pandas_index_columns(text: str) -> list[str]:
+    """The columns pandas wrote from a frame's index, which `pd.read_parquet` (the pandas
+    engine) makes the index: from the footers' pandas metadata where the files are local,
+    else by the names pandas gives an unnamed index (`__index_level_0__`)."""
+    local = _local_path(text)
+    if local is None:
+        return [f"__index_level_{level}__" for level in range(_INDEX_LEVELS)]
+    if local.is_file():
+        return pandas_index_columns([local])
+    parts = (p for p in local.rglob("*") if p.suffix.lower() in (".parquet", ".pq") and p.is_file())
+    return pandas_index_columns(p for p in parts if not p.name.startswith((".", "_")))
 
 
 def table_kind(text: str) -> str:

@@ -40,7 +40,7 @@ class BatchLog(list[int]):
     """The step of every batch one loader iterator yielded since the last check (a plain list,
     appended by the loader's `__next__` hook), and the index lists it drew (`drawn`, a tee)."""
 
-    __slots__ = ("at_start", "drawn", "iterator", "lead", "taken")
+    __slots__ = ("at_start", "drawn", "end", "iterator", "lead", "taken")
 
     def __init__(self, iterator: Any, drawn: Any) -> None:
         super().__init__()
@@ -49,6 +49,7 @@ class BatchLog(list[int]):
         self.taken: list[tuple[int, Any]] = []  # (step, indices) already paired
         self.lead: int | None = None  # batches the loop draws ahead (None: not known yet)
         self.at_start = True  # nothing noted was dropped yet: the epoch's first step is in the log
+        self.end = 0  # the latest step noted before the notes were dropped, or the epoch ended at
 
     def find_lead(self) -> None:
         """How many batches the epoch's first step pulled beyond the steady count a step, once a
@@ -63,6 +64,10 @@ class BatchLog(list[int]):
             return  # not known yet: the caller keeps the notes
         self.lead = max(0, runs[0] - runs[1])
         del self[: self.lead]
+
+    def latest(self) -> int:
+        """The step of the last batch it yielded, or of the pull that found its epoch over (0: none)."""
+        return max(self[-1] if self else 0, self.end)
 
     @property
     def done(self) -> bool:
@@ -83,6 +88,7 @@ class BatchLog(list[int]):
         """The iterator's epoch ended at the pull for step `step`: keep what it yielded, release
         the sampler's iterator. A loop that draws ahead trains its last batches from here on."""
         self.find_lead()
+        self.end = max(self.end, step)
         if self.lead and self.drawn is not None:
             self.extend(range(step, step + self.lead))
         self.pair()
@@ -93,6 +99,7 @@ class BatchLog(list[int]):
         """Drop the pairs (and buffered index lists) of all but the last `keep` noted batches
         (all are kept while the lead is not known, up to `MAX_NOTED`)."""
         self.taken.clear()
+        self.end = self.latest()
         self.find_lead()
         if self.lead is None:
             if len(self) < MAX_NOTED:

@@ -17,7 +17,8 @@ import torch
 from trainmedic.events import GuardObservation
 from trainmedic.torch._budget import clock
 from trainmedic.torch._manual import ParameterUpdates
-from trainmedic.torch._reads import floats, norms
+from trainmedic.torch._reads import floats, norms, readable
+from trainmedic.torch._safety import contained
 
 if TYPE_CHECKING:
     from trainmedic.torch._budget import CheckBudget
@@ -58,49 +59,49 @@ class SampledChecks:
         self.names = names
 
     def check(self, optimizer: Any, state: OptState, step: int, primary: bool) -> None:
+        """Each check is `contained`: one that fails costs itself, and the others run."""
         monitor, budget = self.monitor, self.budget
         state.checks += 1
         manual = isinstance(optimizer, ParameterUpdates)  # no optimizer: nothing to be missing from
         if state.checks <= 3 and not manual:  # the membership checks are settled by the 3rd checked step
-            state.checked_steps.append(step)
-            params = [p for g in optimizer.param_groups for p in g["params"]]
-            missing = {id(p) for p in params if p.requires_grad and p.grad is None}
-            state.never_grad = missing if state.never_grad is None else state.never_grad & missing
-            if state.checks == 1:
-                self.hygiene.first_check(optimizer)
-            if state.checks == 3:
-                self.hygiene.check_membership(optimizer, state, step)
+            contained(monitor, "membership", self.membership, optimizer, state, step)
         elif state.checks == 1:
-            self.hygiene.first_check(optimizer)
+            contained(monitor, "first_check", self.hygiene.first_check, optimizer)
         if primary:
             started = clock()
             window = started - budget.check_end  # training time since the last check ended
             steps = max(1, step - budget.full_step)
             if self.forward.is_open:  # the losses' graphs are read only for a watched forward pass
-                self.forward.close(step, self.reads.of_step(step))
+                contained(monitor, "forward_watch", self.forward.close, step, self.reads.of_step(step))
             self.flush(optimizer, step)
             budget.check_end, budget.full_step = clock(), step
             if monitor.adaptive and budget.host_read and not monitor.stop_on_nonfinite:
                 cost = budget.check_end - started - budget.freed_s
                 budget.keep_to_budget(state.checks, step, cost, window / steps)
 
+    def membership(self, optimizer: Any, state: OptState, step: int) -> None:
+        state.checked_steps.append(step)
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        missing = {id(p) for p in params if p.requires_grad and p.grad is None}
+        state.never_grad = missing if state.never_grad is None else state.never_grad & missing
+        if state.checks == 1:
+            self.hygiene.first_check(optimizer)
+        if state.checks == 3:
+            self.hygiene.check_membership(optimizer, state, step)
+
     def flush(self, optimizer: Any, step: int) -> None:
         """One host read: the losses kept since the last check and this step's gradient norms."""
-        grads, params = [], []
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                grad = p.grad
-                if grad is not None and not grad.is_sparse:
-                    grads.append(grad)
-                    params.append(p)
+        monitor = self.monitor
         losses, loss_steps = self.reads.take()
         clips = self.clipping.take()  # pre-clip norms since the last read: read in the same transfer
-        self.budget.host_read = all(t.is_cpu for t in grads) and all(
+        measured = contained(monitor, "grad_norms", self.gradient_norms, optimizer)
+        params, grad_tensors, grads_on_cpu = measured if measured is not None else ([], [], True)
+        self.budget.host_read = grads_on_cpu and all(
             not isinstance(t, torch.Tensor) or t.is_cpu for t in losses
         )
         with torch.no_grad():
-            values = floats([*clips.kept, *losses, *norms(grads)])
-        self.clipping.report(clips, values[: len(clips.kept)])
+            values = floats([*clips.kept, *losses, *grad_tensors])
+        contained(monitor, "clipping", self.clipping.report, clips, values[: len(clips.kept)])
         values = values[len(clips.kept) :]
         freeing = clock()
         # The kept losses are values or detached aliases, except a watched step's, whose graph's nodes go
@@ -111,14 +112,28 @@ class SampledChecks:
         loss_values = self.reads.values(loss_steps, values[: len(loss_steps)])
         grad_norms = values[len(loss_steps) :]
         self.reads.check_nonfinite(loss_values, step)
-        self.monitor.batches.forget()  # every batch so far had its loss read: none is the culprit
-        self.updates.watch(optimizer, loss_values, step)
+        monitor.batches.forget()  # every batch so far had its loss read: none is the culprit
+        contained(monitor, "update_explosion", self.updates.watch, optimizer, loss_values, step)
         self.reads.add_to_epoch(loss_values)
         last: dict[str, float] = {}
         if grad_norms:
             last["grad_norm"] = math.sqrt(sum(n * n for n in grad_norms))
-            self.observe_norms(params, grad_norms, step)
+            contained(monitor, "grad_norms", self.observe_norms, params, grad_norms, step)
         self.curve.send_windows(optimizer, step, [*self.reads.unsent, *loss_values], last)
+
+    @staticmethod
+    def gradient_norms(optimizer: Any) -> tuple[list[Any], list[Any], bool]:
+        """The parameters with a gradient a norm can read (`_reads.readable`), those norms (tensors,
+        not read yet), and whether the gradients are all on the CPU."""
+        params, grads = [], []
+        with torch.no_grad():
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    grad = p.grad
+                    if grad is not None and (grad := readable(grad)) is not None:
+                        grads.append(grad)
+                        params.append(p)
+            return params, norms(grads), all(t.is_cpu for t in grads)
 
     def observe_norms(self, params: list[Any], grad_norms: list[float], step: int) -> None:
         weights = [

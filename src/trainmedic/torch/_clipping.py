@@ -40,8 +40,8 @@ from torch.nn.utils import clip_grad as _clip_grad
 import torch
 from trainmedic.events import Metric
 from trainmedic.record import median
-from trainmedic.torch._reads import floats, kept
-from trainmedic.torch._safety import turn_off
+from trainmedic.torch._reads import floats, kept, readable
+from trainmedic.torch._safety import contained, turn_off
 
 if TYPE_CHECKING:
     from trainmedic.torch._interface import MonitorLike
@@ -85,7 +85,7 @@ class ClipWatch:
 
     def norm_of(self, params: list[Any]) -> Any:
         """The total gradient norm of `params` (a tensor, not read), as `clip_grad_norm_` computes it."""
-        grads = [p.grad for p in params if p.grad is not None and not p.grad.is_sparse]
+        grads = [g for g in (readable(p.grad) for p in params if p.grad is not None) if g is not None]
         if not grads or _get_total_norm is None:
             return None
         with torch.no_grad():
@@ -220,9 +220,5 @@ def _value_clipper(original: Any, active: Active) -> Any:
 
 
 def _safely(monitor: MonitorLike, hook: Callable[..., Any], *args: Any) -> Any:
-    """A failure inside the guard turns the guard off (one line on stderr), never the training."""
-    try:
-        return hook(*args)
-    except Exception as exc:
-        turn_off(monitor, hook.__name__, exc)
-        return None
+    """A sampled measurement: a failure costs it (`_safety.contained`), never the training."""
+    return contained(monitor, hook.__name__, hook, *args)

@@ -9,6 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from torch.utils.data import DistributedSampler
+
+from trainmedic.torch._batches import LOG_ATTR
+
+#: Where a DistributedSampler keeps the log of the loader pass it orders, until the pass starts
+#: drawing from it (`_hygiene.LoopHygiene.on_sampler_iter` takes it: did that pass train?).
+PASS_LOG_ATTR = "_tm_pass_log"
+
 if TYPE_CHECKING:
     from trainmedic.torch._batches import LoaderBatches
     from trainmedic.torch._curve import LossCurve
@@ -35,6 +43,11 @@ class Epochs:
         iterator.__dict__["_tm_start_step"] = monitor.step
         monitor.loaders_seen = True
         self.batches.start(iterator)
+        index = getattr(iterator, "_index_sampler", None)  # a BatchSampler, or the sampler itself
+        sampler = getattr(index, "sampler", index)
+        log = iterator.__dict__.get(LOG_ATTR)
+        if log is not None and isinstance(sampler, DistributedSampler):
+            sampler.__dict__[PASS_LOG_ATTR] = log
 
     def on_loader_exhausted(self, iterator: Any) -> None:
         self.batches.ended(iterator, self.monitor.step + 1)

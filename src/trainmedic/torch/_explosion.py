@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from trainmedic.record import median
-from trainmedic.torch._reads import floats, norms
+from trainmedic.torch._reads import floats, norms, readable
 
 if TYPE_CHECKING:
     from trainmedic.torch._interface import MonitorLike
@@ -88,6 +88,6 @@ class UpdateWatch:
         )
 
     def parameter_norm(self, optimizer: Any) -> float:
-        params = [p for g in optimizer.param_groups for p in g["params"] if not p.is_sparse]
         with torch.no_grad():
-            return math.sqrt(sum(n * n for n in floats(norms(params))))
+            params = [readable(p) for g in optimizer.param_groups for p in g["params"]]
+            return math.sqrt(sum(n * n for n in floats(norms([p for p in params if p is not None]))))

@@ -28,7 +28,6 @@ that checked step's gradients are ready. While on, they learn:
 
 from __future__ import annotations
 
-import sys
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +40,7 @@ from trainmedic.rules.tor import tor002_eval_mode_training as tor002
 from trainmedic.rules.tor import tor004_softmax_into_crossentropy as tor004
 from trainmedic.rules.tor import tor009_single_class_cross_entropy as tor009
 from trainmedic.rules.trn.trn003_not_learning import LOSS_FUNCTION_CHECK
+from trainmedic.torch._safety import check_failed
 
 if TYPE_CHECKING:
     from trainmedic.torch._interface import MonitorLike
@@ -168,9 +168,8 @@ class ForwardWatch:
             return
         try:
             self._learn(module, args, depth)
-        except Exception as exc:  # the guard turns itself off, never the user's forward
-            self.monitor.broken = True
-            sys.stderr.write(f"trainmedic: PyTorch guard turned off by an internal error: {exc!r}\n")
+        except Exception as exc:  # costs this watch, never the user's forward nor the guard
+            check_failed(self.monitor, "forward_watch", exc)
 
     def _learn(self, module: nn.Module, args: Any, depth: int) -> None:
         if depth == 0:

@@ -12,6 +12,7 @@ from trainmedic.instrument import channel
 from trainmedic.record import Rule, RunRecord
 from trainmedic.registry import run_rules
 from trainmedic.rules import tor
+from trainmedic.rules.run import run011_guard_check_failed
 from trainmedic.rules.trn import (
     trn001_nonfinite_loss,
     trn002_loss_divergence,
@@ -32,6 +33,7 @@ log = logging.getLogger("trainmedic")
 # rules only TRN009's eval-set observation, which the HF Trainer's callback sends.
 RULES: tuple[Rule, ...] = (
     *(rule for finding in tor.FAMILY for rule in finding.RULES),
+    *run011_guard_check_failed.RULES,
     trn005_input_bound.input_bound,
     trn006_cannot_overfit_batch.cannot_overfit_batch,
     trn007_exploding_gradients.exploding_gradients,

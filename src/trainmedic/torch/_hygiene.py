@@ -20,6 +20,7 @@ from trainmedic.rules.tor import tor005_sampler_epoch_not_set as tor005
 from trainmedic.rules.tor import tor006_scheduler_before_optimizer as tor006
 from trainmedic.rules.tor import tor007_decay_on_norm_bias as tor007
 from trainmedic.rules.tor import tor008_unseeded_run as tor008
+from trainmedic.torch._epochs import PASS_LOG_ATTR
 from trainmedic.torch._manual import ParameterUpdates
 from trainmedic.torch._reads import int_env
 from trainmedic.torch._safety import part_never_breaks
@@ -28,6 +29,14 @@ from trainmedic.torch._zeroing import GradZeroWatch
 if TYPE_CHECKING:
     from trainmedic.torch._interface import MonitorLike, OptState
     from trainmedic.torch._names import ParamNames
+
+
+def trained(sampler_pass: tuple[Any, int, Any], until: int) -> bool:
+    """Whether optimizer steps were taken during a sampler's pass: from its start to its loader's
+    last batch or end (its log's latest pull, for the step after it), else to `until`."""
+    _, start, log = sampler_pass
+    end = log.latest() - 1 if log is not None and log.latest() else until
+    return end > start
 
 
 class LoopHygiene:
@@ -43,27 +52,34 @@ class LoopHygiene:
     def on_sampler_iter(self, sampler: Any) -> None:
         """Note the sampler's epoch at each pass; judged over the passes that trained.
 
-        A pass during which no step was taken is no training epoch: the DDP tutorial's
-        `next(iter(loader))` that reads the batch size before `set_epoch`, an evaluation
-        pass. Only the epochs of training passes are compared.
+        A pass trained when optimizer steps were taken while it yielded its batches: between
+        its start and its last batch, or the pull that found it empty (the log of the loader's
+        pass, `_batches.BatchLog.latest`). A pass of a sampler iterated outside a DataLoader ends
+        where its next pass starts. A pass without steps is no training epoch, whatever the
+        steps around it: an evaluation loader's pass (run to its end or cut short), the DDP
+        tutorial's `next(iter(loader))` that reads the batch size before `set_epoch`. Its
+        epoch order does not matter and is not judged: only the passes that trained are compared.
         """
         step = self.monitor.step
-        passes = sampler.__dict__.setdefault("_tm_passes", [])  # [(sampler epoch, step at start)]
-        if passes and passes[-1][1] == step:
-            passes.pop()  # the previous pass took no step
-        passes.append((getattr(sampler, "epoch", None), step))
+        passes = sampler.__dict__.setdefault("_tm_passes", [])  # [(sampler epoch, start step, log)]
+        if passes and trained(passes[-1], step):
+            passes[-1] = (*passes[-1][:2], None)  # settled: its loader's log can go
+        elif passes:
+            passes.pop()
+        log = sampler.__dict__.pop(PASS_LOG_ATTR, None)
+        passes.append((getattr(sampler, "epoch", None), step, log))
         self.samplers.add(sampler)
         self.judge_sampler(sampler, passes[:-1])
 
-    def judge_sampler(self, sampler: Any, trained: list[tuple[Any, int]]) -> None:
-        epochs = [epoch for epoch, _ in trained]  # the sampler's epoch at each training pass
+    def judge_sampler(self, sampler: Any, training_passes: list[tuple[Any, int, Any]]) -> None:
+        epochs = [epoch for epoch, _, _ in training_passes]  # the sampler's epoch at each of them
         if not tor005.epoch_not_set(epochs, bool(getattr(sampler, "shuffle", False))):
             return
         self.monitor.observe(
             tor005.CHECK,
             {
-                "iterations": len(trained),
-                "epoch": trained[-1][0],
+                "iterations": len(training_passes),
+                "epoch": training_passes[-1][0],
                 "num_replicas": getattr(sampler, "num_replicas", None),
                 "sampler_rank": getattr(sampler, "rank", None),
                 "local_rank": int_env("LOCAL_RANK"),
@@ -75,8 +91,8 @@ class LoopHygiene:
         """At the end: the last pass of each sampler counts when it took steps."""
         for sampler in list(self.samplers):
             passes = sampler.__dict__.get("_tm_passes", [])
-            trained = passes if passes and passes[-1][1] < self.monitor.step else passes[:-1]
-            self.judge_sampler(sampler, trained)
+            last_trained = bool(passes) and trained(passes[-1], self.monitor.step)
+            self.judge_sampler(sampler, passes if last_trained else passes[:-1])
 
     @part_never_breaks
     def on_scheduler_step(self, scheduler: Any) -> None:

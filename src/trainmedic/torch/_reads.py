@@ -8,6 +8,33 @@ from typing import Any
 import torch
 
 
+def readable(tensor: Any) -> Any:
+    """What a norm of the guard reads of a parameter or a gradient, or None: nothing to read.
+
+    A dense floating or complex tensor as it is; a sparse one's values (a COO gradient, as an
+    `Embedding(sparse=True)` makes, coalesced first: its duplicate indices add up); a 1-byte
+    float (float8) as a float32 copy, which norm kernels take. Integer, bool and quantized
+    tensors (a seed generator's state, a step counter, a quantized weight) are not trained by
+    gradients, and a meta tensor holds no values: no norm reads them. Sampled checks only.
+    """
+    if tensor.is_meta or tensor.is_quantized:
+        return None
+    dtype = tensor.dtype
+    if not (dtype.is_floating_point or dtype.is_complex):
+        return None
+    layout = tensor.layout
+    if layout is torch.sparse_coo:
+        tensor = tensor.coalesce().values()
+    elif layout in _SPARSE_COMPRESSED:
+        tensor = tensor.values()
+    elif layout is not torch.strided:
+        return None
+    return tensor.float() if dtype.itemsize == 1 else tensor
+
+
+_SPARSE_COMPRESSED = (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
+
+
 def norms(tensors: list[Any]) -> list[Any]:
     if not tensors:
         return []

@@ -275,7 +275,12 @@ def schema_mismatch(ctx: EngineData) -> list[Finding]:
     for other in ctx.data.evaluation():
         other_kinds = ctx.kinds[other.name]
         special = ctx.data.roles.special()
-        columns = dat010.ColumnKinds(other.name, train.features, train_kinds, other_kinds, special)
+        text = {}
+        for column in parity.text_columns(train.features, train_kinds, other_kinds):
+            rows, counts = ctx.engine.non_numbers(other.name, column, limit=5)
+            if rows:
+                text[column] = dat010.Values(rows, ctx.rows[other.name], [str(v) for v, _ in counts])
+        columns = dat010.ColumnKinds(other.name, train.features, train_kinds, other_kinds, special, text)
         found.extend(dat010.judge(columns))
         variants: dict[str, dat010.Values] = {}
         unseen: dict[str, dat010.Values] = {}
@@ -297,7 +302,10 @@ def preprocessing_before_split(ctx: EngineData) -> list[Finding]:
         return []
     train_kinds = ctx.kinds[splits[0]]
     numeric = [c for c in ctx.data.train.features if train_kinds[c] == "number"]
-    moments = {s: ctx.engine.moments(s, [c for c in numeric if c in ctx.kinds[s]]) for s in splits}
+    # a column numeric in train and text elsewhere is a schema mismatch (DAT010), not a scaling
+    moments = {
+        s: ctx.engine.moments(s, [c for c in numeric if ctx.kinds[s].get(c) == "number"]) for s in splits
+    }
     return dat014.judge(dat014.SplitMoments(splits, numeric, moments))
 
 

@@ -7,7 +7,7 @@ footers' row counts x columns x 8 bytes or the uncompressed size, whichever is l
 for text formats, the file size (parsed numbers take about as much room as their text).
 pandas holds a table about three times over at its peak (pyarrow's buffers while
 reading, the frame, the per-row hashes and samples), so a table fits when three times
-its size is within the budget; a folder of part files goes to DuckDB. The budget is
+its size is within the budget (a folder of part files: the sum of its files). The budget is
 `--memory-budget`, else the TRAINMEDIC_MEMORY_BUDGET variable, else half the memory
 available now.
 """
@@ -71,8 +71,6 @@ def choose_engine(requested: str, inputs: Mapping[str, object], budget: int) -> 
     paths = [Path(v) for v in inputs.values() if isinstance(v, (str, Path))]
     if len(paths) < len(inputs):
         return "pandas"  # frames already in memory
-    if any(p.is_dir() for p in paths):
-        return "duckdb"  # a folder of part files: the pandas engine reads single files
     needed = PANDAS_WORKING_COPIES * sum(pandas_size(p) for p in paths)
     return "pandas" if needed <= budget else "duckdb"
 

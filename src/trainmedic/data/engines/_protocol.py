@@ -93,6 +93,11 @@ class TableEngine(Protocol):
         first appearance first, at most `limit` of them."""
         ...
 
+    def non_numbers(self, split: str, column: str, *, limit: int) -> tuple[int, list[tuple[object, int]]]:
+        """Rows of a text column whose value is not a number ('NaN' included), and those values
+        with their counts, first appearance first, at most `limit` of them."""
+        ...
+
     def time_bounds(self, split: str, column: str) -> tuple[object, object]:
         """(min, max) of a time column (numbers or timestamps; text parsed as timestamps);
         (None, None) when it holds no value."""

@@ -280,6 +280,21 @@ class SqlTableEngine:
         )
         return [(_plain(v), int(n)) for v, n, _ in rows]
 
+    def non_numbers(self, split: str, column: str, *, limit: int) -> tuple[int, list[tuple[object, int]]]:
+        raw = self.dialect.quote(column)
+        number = f"TRY_CAST({raw} AS DOUBLE)"
+        source = (
+            f"FROM {self.dialect.relation(split)} "
+            f"WHERE {raw} IS NOT NULL AND ({number} IS NULL OR isnan({number}))"
+        )
+        rows = int(self._one(f"SELECT count(*) {source}"))
+        if rows == 0 or limit <= 0:
+            return rows, []
+        values = self.runner.rows(
+            f"SELECT {raw}, count(*), min({ROW}) AS f {source} GROUP BY {raw} ORDER BY f LIMIT {int(limit)}"
+        )
+        return rows, [(_plain(v), int(n)) for v, n, _ in values]
+
     def time_bounds(self, split: str, column: str) -> tuple[object, object]:
         time = self.dialect.time_value(column, self.column_kinds(split)[column])
         sql = f"SELECT min({time}), max({time}) FROM {self.dialect.relation(split)}"

@@ -7,7 +7,9 @@ the peak memory follows the limit, not the table.
 
 Row numbers (`__tm_row`) for Parquet come from each file's own row numbers plus the rows
 of the files before it (from the Parquet footers), so they are exact and the scan stays
-parallel; CSV and JSON are numbered in read order.
+parallel; CSV and JSON are numbered in read order, and CSV columns are named as pandas
+names them ('Unnamed: 0' for the index `to_csv` writes). The columns pandas wrote from a frame's
+index are left out, as `pd.read_parquet` makes them the index (`readers.pandas_index_columns`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from trainmedic.data.engines._sql import DUCKDB, ROW, SqlTableEngine
-from trainmedic.data.readers import table_format
+from trainmedic.data.readers import header_names, pandas_index_columns, table_files
 from trainmedic.errors import UsageError
 
 _READERS = {
@@ -38,20 +40,6 @@ _READERS = {
 # Types as pandas (pyarrow) reads them: from every line, not the first 20,480, and
 # 'yes'/'no' stay text rather than DuckDB's booleans.
 _CSV_TYPING = "sample_size = -1, auto_type_candidates = ['BIGINT', 'DOUBLE', 'TIMESTAMP', 'VARCHAR']"
-
-
-def table_files(path: Path) -> tuple[list[Path], str]:
-    """The files of one input (a file, or every table file under a folder) and their format."""
-    if not path.exists():
-        raise UsageError(f"{path}: no such file or folder")
-    if path.is_file():
-        return [path], table_format(path)
-    files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
-    formats = {table_format(p) for p in files if p.suffix}
-    if not files or len(formats) != 1:
-        found = ", ".join(sorted(formats)) or "none"
-        raise UsageError(f"{path}: expected a folder of table files of one format (found: {found})")
-    return files, formats.pop()
 
 
 class DuckDBRunner:
@@ -138,7 +126,8 @@ def _numbered(runner: DuckDBRunner, files: list[Path], fmt: str) -> str:
     listed = "[" + ", ".join(f"'{_text(str(f))}'" for f in files) + "]"
     source = _READERS[fmt].format(files=listed, typing=_CSV_TYPING)
     if fmt != "parquet":
-        return f"SELECT row_number() OVER () - 1 AS {ROW}, * FROM {source}"
+        columns = _pandas_names(runner, files, fmt, source)
+        return f"SELECT row_number() OVER () - 1 AS {ROW}, {columns} FROM {source}"
     counts = runner.rows(f"SELECT file_name, num_rows FROM parquet_file_metadata({listed})")
     rows_of = {str(name): int(n) for name, n in counts}
     offsets, total = [], 0
@@ -146,10 +135,22 @@ def _numbered(runner: DuckDBRunner, files: list[Path], fmt: str) -> str:
         offsets.append(f"WHEN '{_text(str(f))}' THEN {total}")
         total += rows_of.get(str(f), 0)
     offset = f"(CASE filename {' '.join(offsets)} END)" if len(files) > 1 else "0"
-    return (
-        f"SELECT CAST(file_row_number + {offset} AS BIGINT) AS {ROW}, "
-        f"* EXCLUDE (filename, file_row_number) FROM {source}"
-    )
+    present = {name for name, _ in runner.column_types(f"(SELECT * FROM {source} LIMIT 0)")}
+    index = [c for c in pandas_index_columns(files) if c in present]
+    left_out = ", ".join(["filename", "file_row_number", *(DUCKDB.quote(c) for c in index)])
+    return f"SELECT CAST(file_row_number + {offset} AS BIGINT) AS {ROW}, * EXCLUDE ({left_out}) FROM {source}"
+
+
+def _pandas_names(runner: DuckDBRunner, files: list[Path], fmt: str, source: str) -> str:
+    """The select list that names a delimited file's columns as pandas does ('Unnamed: 0' for
+    the empty header field of a pandas index, where DuckDB says 'column00')."""
+    if fmt not in ("csv", "tsv"):
+        return "*"
+    names = [name for name, _ in runner.column_types(f"(SELECT * FROM {source} LIMIT 0)")]
+    wanted = header_names(files[0])
+    if len(wanted) != len(names) or wanted == names:
+        return "*"
+    return ", ".join(f"{DUCKDB.quote(n)} AS {DUCKDB.quote(w)}" for n, w in zip(names, wanted, strict=True))
 
 
 def _text(value: str) -> str:

@@ -3,7 +3,8 @@
 Collectors:
 - `trainmedic check data` (`trainmedic.data._leakage`) hashes rows again with floats rounded
   and text stripped and lower-cased, and counts the rows of a later split equal to an earlier
-  row that way but not exactly: it sends `NearDuplicates`.
+  row that way but not exactly, and measures what chance gives in the feature space once
+  rounded: it sends `NearDuplicates`. Within chance, `note` says so instead of a finding.
 - the image check (`trainmedic.data.image_checks`) compares 64-bit perceptual hashes (dHash)
   and counts the images of a later split within `NEAR_DUPLICATE_HAMMING` bits of an earlier
   one, pixels not identical: it sends `ImageNearDuplicates`.
@@ -11,9 +12,10 @@ Collectors:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.rules._helpers.chance import Chance
 from trainmedic.rules._helpers.tables import TablesExample, head, joined, rows, tables
 
 NEAR_DUPLICATE_HAMMING = 4  # bits of a 64-bit perceptual hash two near-identical images may differ by
@@ -35,7 +37,9 @@ SPEC = FindingSpec(
     title="Near-duplicates across splits",
     what=(
         "Near-duplicate examples (perceptually identical images, rows equal up to rounding, "
-        "case or whitespace) occur across splits."
+        "case or whitespace) occur across splits, more of them than chance gives: in a table of "
+        "coarse attributes (sex, class, an age in years) different people equal up to the "
+        "rounding of one value are expected, and the report only notes them."
     ),
     why="Like exact overlap, it leaks: the model is scored on what it has practically seen.",
     example=(
@@ -58,6 +62,7 @@ class NearDuplicates:
     total: int
     examples: list[object]  # ids of those rows, read order
     round_decimals: int  # the most decimals a row may be written with to be compared rounded
+    chance: Chance | None = field(default=None)  # near-duplicates chance gives; None: not measured
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,14 +84,34 @@ def message(evidence: NearDuplicates | ImageNearDuplicates) -> str:
             f"{evidence.rows:,} {later} images ({share:.1%}) are perceptual near-duplicates "
             f"of {earlier} images (dHash within {evidence.max_hamming} of 64 bits)"
         )
-    return (
+    text = (
         f"{evidence.rows:,} {later} rows ({share:.1%}) are near-duplicates of "
         f"{earlier} rows (equal up to rounding, case or whitespace)"
+    )
+    if evidence.chance is not None and evidence.chance.expected >= 0.5:
+        text += f" (chance alone gives about {evidence.chance.expected_text})"
+    return text
+
+
+def note(evidence: NearDuplicates) -> str | None:
+    """What the report says of near-duplicates that chance explains (no finding then)."""
+    chance = evidence.chance
+    if evidence.rows == 0 or chance is None or chance.beyond_chance:
+        return None
+    earlier, later = evidence.splits
+    return (
+        f"{evidence.rows:,} {later} rows equal a {earlier} row up to rounding, case or whitespace, "
+        f"as chance predicts (~{chance.expected_text}) in a feature space of "
+        f"~{chance.combinations:,.0f} combinations once rounded: different examples with "
+        "similar attributes, not reported as near-duplicates"
     )
 
 
 def judge(evidence: NearDuplicates | ImageNearDuplicates) -> list[Finding]:
     if evidence.rows == 0:
+        return []
+    chance = evidence.chance if isinstance(evidence, NearDuplicates) else None
+    if chance is not None and not chance.beyond_chance:
         return []
     earlier, later = evidence.splits
     common = {
@@ -103,5 +128,6 @@ def judge(evidence: NearDuplicates | ImageNearDuplicates) -> list[Finding]:
                 "floats to ~6 significant digits, or to the decimals a row is written "
                 f"with (up to {evidence.round_decimals}); text stripped, lower-cased"
             ),
+            **(chance.evidence() if chance is not None else {}),
         }
     return [SPEC.finding(message(evidence), evidence={**common, **details})]

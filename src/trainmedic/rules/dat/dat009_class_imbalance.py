@@ -1,4 +1,5 @@
-"""DAT009 `class-imbalance`: the minority/majority class ratio is below the threshold.
+"""DAT009 `class-imbalance`: the minority/majority class ratio is below the threshold, or a
+class has only a handful of training rows.
 
 Collectors:
 - `trainmedic check data` (`trainmedic.data._quality`, and the engines through
@@ -23,6 +24,14 @@ from trainmedic.record import Rule, RunRecord
 from trainmedic.rules._helpers.tables import TablesExample, rows, tables
 
 CLASS_IMBALANCE_RATIO = 0.1  # minority / majority class count (`check data` and the sklearn audit)
+# `check data`: a class with fewer training rows is reported whatever the ratio (when a larger
+# class has at least as many). Stratified k-fold cross-validation (k = 5, scikit-learn's
+# default) spreads a class over k held-out folds: below 2k rows some fold holds a single
+# example of it, whose per-class recall is then 0 % or 100 % and whose precision is often
+# undefined, and below k some fold holds none (scikit-learn warns). A table in which every
+# class is that small is small, not imbalanced: that is not this finding.
+CV_FOLDS = 5
+MIN_CLASS_ROWS = 2 * CV_FOLDS
 _MAX_LISTED = 20
 # Classes the audit judges: a label with more is not a class label worth counting.
 AUDIT_MIN_CLASSES, AUDIT_MAX_CLASSES = 2, 1000
@@ -64,14 +73,20 @@ SPEC = FindingSpec(
     slug="class-imbalance",
     severity=Severity.WARNING,
     title="Class imbalance",
-    what="The minority/majority class ratio is below the threshold.",
+    what=(
+        "The minority/majority class ratio is below the threshold, or a class has fewer than "
+        "10 training rows while another has at least 10 (too few for per-class metrics in 5-fold "
+        "cross-validation, whatever the ratio)."
+    ),
     why=(
         "Accuracy looks high while the minority class is ignored, and the default 0.5 threshold "
         "of a probabilistic classifier is wrong for the rare class."
     ),
     example=(
         "99% negatives: predicting 'no' everywhere scores 99% accuracy. Reported when the "
-        "minority/majority count ratio of the training labels is below 0.1."
+        "minority/majority count ratio of the training labels is below 0.1. Six classes whose "
+        "smallest has 6 of 149 rows (11% of the largest): each fold of 5-fold stratified "
+        "cross-validation holds one or two of them."
     ),
     fix=(
         "Report PR-AUC, balanced accuracy or F1; use class weights or threshold tuning; "
@@ -95,6 +110,14 @@ class ScoredClasses:
 
     counts: Sequence[tuple[Any, int]]
     scoring: Any
+
+
+def rare_classes(evidence: ClassCounts) -> list[tuple[Any, int]]:
+    """Classes of fewer than `MIN_CLASS_ROWS` rows, fewest first, when a larger class has that many."""
+    counts = evidence.counts
+    if len(counts) < 2 or max(n for _, n in counts) < MIN_CLASS_ROWS:
+        return []
+    return sorted(((c, n) for c, n in counts if n < MIN_CLASS_ROWS), key=lambda cn: cn[1])
 
 
 def _ratio(evidence: ClassCounts | ScoredClasses) -> tuple[tuple[Any, int], tuple[Any, int], float]:
@@ -124,6 +147,9 @@ def suitable(scoring: Any) -> bool:
 def message(evidence: ClassCounts | ScoredClasses) -> str:
     (major, most), (minor, least), ratio = _ratio(evidence)
     if isinstance(evidence, ClassCounts):
+        rare = rare_classes(evidence)
+        if ratio >= CLASS_IMBALANCE_RATIO and rare:
+            return _rare_message(evidence, rare, ratio)
         return (
             f"Minority class {minor!r} has {least:,} training rows, "
             f"{ratio:.1%} of the majority class {major!r} ({most:,})"
@@ -138,8 +164,31 @@ def message(evidence: ClassCounts | ScoredClasses) -> str:
     )
 
 
+def _rare_message(evidence: ClassCounts, rare: list[tuple[Any, int]], ratio: float) -> str:
+    total = sum(n for _, n in evidence.counts)
+    held = "none or one" if rare[0][1] < CV_FOLDS else "one or two"
+    folds = f"stratified {CV_FOLDS}-fold cross-validation holds {held} of them in a held-out fold"
+    if len(rare) == 1:
+        (cls, n), major = rare[0], evidence.counts[0][0]
+        return (
+            f"Class {cls!r} has {n:,} training rows of {total:,} ({ratio:.1%} of the majority class "
+            f"{major!r}): {folds}, too few for its recall or precision"
+        )
+    listed = ", ".join(f"{c!r} ({n})" for c, n in rare[:_MAX_LISTED])
+    return (
+        f"{len(rare)} classes have fewer than {MIN_CLASS_ROWS} training rows of {total:,}: {listed}; "
+        f"{folds}, too few for their recall or precision"
+    )
+
+
 def fix(evidence: ClassCounts | ScoredClasses) -> str:
     if isinstance(evidence, ClassCounts):
+        _, _, ratio = _ratio(evidence)
+        if ratio >= CLASS_IMBALANCE_RATIO and rare_classes(evidence):
+            return (
+                "Collect more rows of the rare class or merge it with a related one; report its "
+                "per-class recall over repeated stratified cross-validation, not one split; use class weights."
+            )
         return SPEC.fix
     return (
         "Score with scoring='average_precision' (PR-AUC), 'balanced_accuracy' or 'f1'; "
@@ -155,7 +204,8 @@ def judge(evidence: ClassCounts | ScoredClasses) -> list[Finding]:
     elif len(counts) < 2:
         return []
     _, _, ratio = _ratio(evidence)
-    if ratio >= CLASS_IMBALANCE_RATIO:
+    rare = rare_classes(evidence) if isinstance(evidence, ClassCounts) else []
+    if ratio >= CLASS_IMBALANCE_RATIO and not rare:
         return []
     if isinstance(evidence, ClassCounts):
         details: dict[str, object] = {
@@ -166,6 +216,9 @@ def judge(evidence: ClassCounts | ScoredClasses) -> list[Finding]:
             "classes": len(counts),
             "metrics": ["PR-AUC", "balanced accuracy", "F1 (per class / macro)"],
         }
+        if rare:
+            details["rare_classes"] = {str(c): int(n) for c, n in rare[:_MAX_LISTED]}
+            details["min_class_rows"] = MIN_CLASS_ROWS
     else:
         if suitable(evidence.scoring):
             return []

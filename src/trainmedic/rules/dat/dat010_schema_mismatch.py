@@ -3,7 +3,9 @@
 Collectors:
 - `trainmedic check data` (`trainmedic.data._parity`, and the engines through
   `trainmedic.data.engines`) reads each split's columns and their dtype families (number,
-  bool, text, category, datetime): it sends a `ColumnKinds` per split after train. For the
+  bool, text, category, datetime): it sends a `ColumnKinds` per split after train, with the
+  values that are not numbers in a column of numbers in train (`'rotary'` among cylinder
+  counts: the split read it as text). For the
   common text columns it collects the values never seen in train, split into spelling
   variants of known categories ('Male ' for 'male') and the rest: it sends `Categories`.
 - the image check (`trainmedic.data.image_checks`) counts the colour modes of each split:
@@ -12,7 +14,7 @@ Collectors:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.rules._helpers.tables import TablesExample, rows, tables
@@ -44,21 +46,9 @@ SPEC = FindingSpec(
 
 
 @dataclass(frozen=True, slots=True)
-class ColumnKinds:
-    """The columns of `split` against the train features `expected`: the dtype family of every
-    column of each split, in its order; `special` are role columns (label, group, time, id,
-    ignored) that a split may add."""
-
-    split: str
-    expected: list[str]
-    train_kinds: dict[str, str]
-    kinds: dict[str, str]
-    special: set[str]
-
-
-@dataclass(frozen=True, slots=True)
 class Values:
-    """Values of one column never seen in train: their rows (of `total`) and the first few."""
+    """Values of one column (never seen in train, or not numbers): their rows (of `total`) and
+    the first few."""
 
     rows: int
     total: int
@@ -66,6 +56,21 @@ class Values:
 
     def evidence(self) -> dict[str, object]:
         return {"rows": self.rows, "fraction": round(self.rows / self.total, 6), "examples": self.examples}
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnKinds:
+    """The columns of `split` against the train features `expected`: the dtype family of every
+    column of each split, in its order; `special` are role columns (label, group, time, id,
+    ignored) that a split may add; `text_values`: per column of numbers in train that is text
+    in the split, its values that are not numbers (none when it holds numbers written as text)."""
+
+    split: str
+    expected: list[str]
+    train_kinds: dict[str, str]
+    kinds: dict[str, str]
+    special: set[str]
+    text_values: dict[str, Values] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +127,15 @@ def message(evidence: ColumnKinds | ImageModes) -> str:
         problems.append(f"{len(changed)} with another dtype")
     if reordered:
         problems.append("columns in another order")
-    return f"{evidence.split} columns differ from train: {', '.join(problems)}"
+    text = ""
+    if evidence.text_values:
+        column, values = next(iter(evidence.text_values.items()))
+        shown = ", ".join(repr(v) for v in values.examples[:3])
+        text = (
+            f" ({column!r} holds text in {values.rows:,} of {values.total:,} rows where train "
+            f"holds numbers: {shown})"
+        )
+    return f"{evidence.split} columns differ from train: {', '.join(problems)}{text}"
 
 
 def variants_message(evidence: Categories) -> str:
@@ -183,6 +196,7 @@ def judge(evidence: ColumnKinds | Categories | ImageModes) -> list[Finding]:
                 "missing_columns": missing,
                 "extra_columns": extra,
                 "dtype_changes": changed,
+                "text_in_numbers": {c: v.evidence() for c, v in evidence.text_values.items()},
                 "order_differs": reordered,
                 "train_order": evidence.expected[:50],
             },

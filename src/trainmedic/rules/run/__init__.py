@@ -16,6 +16,7 @@ from trainmedic.rules.run import run007_hang as run007
 from trainmedic.rules.run import run008_killed_by_signal as run008
 from trainmedic.rules.run import run009_crashed as run009
 from trainmedic.rules.run import run010_orphan_processes as run010
+from trainmedic.rules.run import run011_guard_check_failed as run011
 
 #: The family table: one line a code, in catalogue order.
-FAMILY = (run001, run002, run003, run004, run005, run006, run007, run008, run009, run010)
+FAMILY = (run001, run002, run003, run004, run005, run006, run007, run008, run009, run010, run011)

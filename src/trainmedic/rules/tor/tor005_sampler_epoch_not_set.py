@@ -1,8 +1,9 @@
 """TOR005 `sampler-epoch-not-set`: a DistributedSampler whose epoch is never set.
 
 Collector: the PyTorch guard (`trainmedic.torch._hygiene`, `LoopHygiene.on_sampler_iter`)
-notes a shuffling DistributedSampler's epoch at each pass over it that took training steps,
-asks `epoch_not_set` here, and observes `sampler_epoch_not_set` with the `iterations` (passes
+notes a shuffling DistributedSampler's epoch at each pass over it whose batches were trained
+on (optimizer steps between the pass's start and its loader's last batch: an evaluation loader's
+sampler, whose order does not matter, is never judged), asks `epoch_not_set` here, and observes `sampler_epoch_not_set` with the `iterations` (passes
 that trained), the repeated `epoch`, `num_replicas`, `sampler_rank`, `local_rank` and
 `shuffle`. Every rank of a torchrun job observes its own; the finding lists the ranks.
 """

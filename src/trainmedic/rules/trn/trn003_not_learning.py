@@ -7,6 +7,22 @@ noise. At chance: a classifier's loss stays at ln K, the loss of predicting the 
 distribution for every input; K comes from a `loss_function` observation (`LOSS_FUNCTION_CHECK`,
 sent by the Keras instrumentation and the PyTorch guard's forward hook with the classes and
 where they came from), or is inferred where it cannot be a coincidence.
+
+A loss that takes both signs again and again is not judged at all: its decrease does not
+mean learning. An error measure (cross-entropy, squared error) is never negative; a
+log-density of continuous data crosses zero once, on its way down. A policy-gradient
+surrogate (-log pi x a normalised return, REINFORCE's or PPO's) or a critic's estimate is
+centred by construction: it changes sign from batch to batch, its size follows the episodes'
+length rather than the fit, and a REINFORCE run that solves its task ends with a loss above
+its start. `centred_on_zero` recognises it from the first half of the curve; `_both_signs`
+from the whole curve (a surrogate that starts mostly positive on short early episodes and
+scatters around zero later): at least `BOTH_SIGNS_CHANGES` sign changes, the less frequent
+sign on at least `BOTH_SIGNS_SHARE` of the points (a log-density that crosses zero on its
+way down changes sign a few times around the crossing, then stays below), and the median
+within the interquartile range of zero (a flat loss at 0.3 that dips below zero now and then
+sits many of its spreads away from zero: it is judged). A loss flat near
+zero that takes both signs goes unjudged: a miss, never a false warning on a policy-gradient
+run.
 """
 
 from __future__ import annotations
@@ -53,6 +69,10 @@ LOSS_FUNCTION_CHECK = "loss_function"
 #: DECREASE_NOISE x noise; less than that is "no decrease beyond noise".
 MIN_REL_DECREASE = 0.02
 DECREASE_NOISE = 2.0
+#: A loss that takes both signs (see the module's docstring): this many sign changes over the
+#: whole curve, the less frequent sign on this share of the points.
+BOTH_SIGNS_CHANGES = 6
+BOTH_SIGNS_SHARE = 0.15
 
 
 def _example() -> list[Event]:
@@ -88,13 +108,33 @@ def not_learning(record: RunRecord) -> list[Finding]:
     """TRN003: the training loss never got below its starting level, or below the chance level
     of its classes, by more than noise."""
     full = train_loss(record)
-    if full is None or centred_on_zero(full):  # its level says nothing of the fit
+    if full is None or centred_on_zero(full) or _both_signs(full):  # its level says nothing of the fit
         return []
     found = _flat(record, full) or _at_chance(record, full)
     return [found] if found is not None else []
 
 
 RULES: tuple[Rule, ...] = (not_learning,)
+
+
+def _both_signs(c: Curve) -> bool:
+    """The loss changes sign again and again over its whole curve, each sign on a good share
+    of the points, its median within its interquartile range of zero: a surrogate, not a
+    distance to a target (see the module's docstring)."""
+    import numpy as np
+
+    y = reduce(c).y
+    y = y[np.isfinite(y) & (y != 0)]
+    if len(y) < BOTH_SIGNS_CHANGES:
+        return False
+    negative = float(np.mean(y < 0))
+    changes = int(np.count_nonzero(np.diff(np.sign(y))))
+    q1, middle, q3 = (float(v) for v in np.percentile(y, [25, 50, 75]))
+    return (
+        changes >= BOTH_SIGNS_CHANGES
+        and min(negative, 1.0 - negative) >= BOTH_SIGNS_SHARE
+        and abs(middle) <= q3 - q1
+    )
 
 
 def _flat(record: RunRecord, full: Curve) -> Finding | None:

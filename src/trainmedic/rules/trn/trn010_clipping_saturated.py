@@ -23,13 +23,31 @@ Why these thresholds, on general grounds:
 - Early training has the largest gradients and warm-up is where clipping is meant
   to work: the first `CLIP_WARMUP_SHARE` (20 %) of the clipped steps are not
   judged, and at least `CLIP_MIN_CALLS` measured calls must follow them.
+- Saturation alone is not reported: clipping can be the normal operating mode by design.
+  PPO clips at `max_grad_norm=0.5` while its value loss on raw returns has gradients of
+  norm 10-100 (a factor ~70 on every step, Adam undoes it); Lightning's Transformer LM
+  example clips at 0.25 with SGD (every update then has length lr x 0.25, normalised
+  SGD, and the loss falls steadily). Such runs learn. Saturated clipping hides a
+  blow-up only when the blow-up shows past it, and one of these is then required:
+  the pre-clip norm grew `CLIP_GROWTH` (10x) or more over the judged steps (median of
+  the last quarter of the reads against the first: a steady run's norm drifts by small
+  factors as its loss scale moves, a PPO run's from ~16 to ~40 as returns grow; a
+  blow-up compounds); the pre-clip norm was not finite; or the training loss at the end
+  of the judged steps (median of their last quarter) is `CLIP_LOSS_RISE` (2x) its level
+  at the run's first logged steps or more: the updates threw away what the untrained
+  model had, whatever the loss did in between (a loss that blew up to 2,000 and fell
+  back to 290 from 1.4 is not improving). A loss that stalls near its start is
+  not-learning's (TRN003) case, and a loss whose targets move with the run (PPO's value
+  loss on returns that grow as the policy improves: 1.6x over a run that learns) stays
+  below 2x.
 """
 
 from __future__ import annotations
 
-from trainmedic.events import Event, GuardObservation
+from trainmedic.events import Event, GuardObservation, Step
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord, median
+from trainmedic.rules._helpers.curves import curve, train_loss
 
 #: The guard's clipping counters, read every few steps.
 CHECK = "clipping"
@@ -37,16 +55,22 @@ CLIP_WARMUP_SHARE = 0.2
 CLIP_MIN_CALLS = 10
 CLIP_ENGAGED_SHARE = 0.9
 CLIP_FACTOR = 10.0
+CLIP_GROWTH = 10.0
+CLIP_LOSS_RISE = 2.0
 
 
 def _example() -> list[Event]:
     """clip_grad_norm_(max_norm=1.0) on gradients of norm ~40: every read of 10 steps clipped
-    them all, by ~40x (the guard reads its counters every 10 steps)."""
-    reads: list[Event] = []
+    them all, by ~40x (the guard reads its counters every 10 steps), while the loss rose from
+    2.3 to ~9."""
+    reads: list[Event] = [Step(t=0.0, pid=100, step=1, metrics={"loss": 2.3})]
     for first in range(1, 100, 10):
         last = first + 9
         counters = {"calls": 10, "engaged": 10, "factor_median": 40.0, "first_step": first, "last_step": last}
         norms = {"norm_median": 40.0, "norm_max": 55.0, "threshold": 1.0, "kind": "norm"}
+        reads.append(
+            Step(t=float(last), pid=100, step=last + 1, metrics={"loss": min(9.0, 2.3 + 0.9 * last)})
+        )
         reads.append(GuardObservation(t=float(last), pid=100, check=CHECK, data=counters | norms, step=last))
     return reads
 
@@ -55,11 +79,15 @@ SPEC = FindingSpec(
     code="TRN010",
     slug="clipping-saturated",
     severity=Severity.WARNING,
-    title="Gradient clipping engages on nearly every step",
+    title="Gradient clipping engages on nearly every step and hides a blow-up",
     what=(
-        "After warm-up, gradient clipping engaged on nearly every step and the gradient norm "
-        "before clipping was many times the threshold: clipping is doing all the work. The "
-        "pre-clip norms, the threshold and how often clipping engaged are given."
+        "After warm-up, gradient clipping engaged on nearly every step, the gradient norm "
+        "before clipping was many times the threshold, and the run shows a blow-up past it: "
+        "the pre-clip norm grew tenfold or more over those steps, was not finite, or the "
+        "training loss ended at twice its level at the start or more. The pre-clip norms, the "
+        "threshold, how often clipping engaged and what showed the blow-up are given. Clipping "
+        "on every step while the loss improves and the norm stays put (PPO's max_grad_norm=0.5, "
+        "a language model clipped at 0.25) is clipping by design and is not reported."
     ),
     why=(
         "The norm after clipping is the threshold at every such step, so the gradient norm the "
@@ -67,7 +95,10 @@ SPEC = FindingSpec(
         "reads that norm). With SGD every update has the threshold's length whatever the "
         "gradient says, so the learning rate no longer sets the step size; Adam-type optimizers "
         "undo a steady rescaling anyway, so there clipping mostly hides the norm. Either way the "
-        "run is far from where the threshold was chosen for. The usual causes are a learning "
+        "run is far from where the threshold was chosen for. Many healthy runs clip on every "
+        "step by design, so saturation alone says nothing; a norm that keeps growing past the "
+        "clip, or a loss worse than the untrained model's, says the weights are blowing up "
+        "behind it. The usual causes are a learning "
         "rate far too high (the weights blew up), or a loss or gradient scale that is wrong: a "
         "sum-reduced loss, unnormalised targets, or AMP gradients clipped while still "
         "multiplied by the loss scale. Judged after the first 20 % of the clipped steps: "
@@ -76,14 +107,16 @@ SPEC = FindingSpec(
     example=(
         "A Transformer LM with clip_grad_norm_(params, 0.8) and lr=1000 (10,000x too high): the "
         "norm after clipping is 0.8 at every step, the norm before it a median ~950 (~1,200x); "
-        "clipping engaged on 120 of 120 steps after warm-up."
+        "clipping engaged on 120 of 120 steps after warm-up and the loss went from 4.06 to "
+        "~1.8e5."
     ),
     fix=(
         "Lower the learning rate (with SGD, the median factor clipping cuts by is a first guess) "
         "or add warm-up; "
         "with AMP call scaler.unscale_(optimizer) before clip_grad_norm_; check the loss "
         "reduction and the scale of inputs and targets. Then set the threshold just above the "
-        "typical pre-clip norm of a healthy run, so that it cuts spikes only."
+        "typical pre-clip norm of a healthy run, so that it cuts spikes only, or keep it where "
+        "the algorithm sets it (PPO's max_grad_norm) once the run learns again."
     ),
     example_input=_example,
 )
@@ -104,7 +137,11 @@ def clipping_saturated(record: RunRecord) -> list[Finding]:
         engaged = sum(int(o.data.get("engaged", 0)) for o in judged)
         factor = median([float(o.data.get("factor_median", 1.0)) for o in judged])
         if engaged >= CLIP_ENGAGED_SHARE * calls and factor >= CLIP_FACTOR:
-            found.append(_finding(rank, judged, calls, engaged, factor))
+            shown = _blow_up(record, judged)
+            if shown is not None:
+                found.append(
+                    _finding(rank, judged=judged, calls=calls, engaged=engaged, factor=factor, shown=shown)
+                )
     return found
 
 
@@ -119,8 +156,52 @@ def _after_warmup(observations: list[GuardObservation]) -> list[GuardObservation
     return [o for o in observations if int(o.data.get("first_step", 0)) > boundary]
 
 
+def _blow_up(record: RunRecord, judged: list[GuardObservation]) -> tuple[str, dict[str, object]] | None:
+    """What shows a blow-up past the saturated clipping (a sentence and its evidence), or None
+    when the run goes on as clipping by design does: a steady norm and a loss that improves."""
+    import math
+
+    if sum(int(o.data.get("nonfinite", 0)) for o in judged):
+        return "the pre-clip norm was not finite", {"shown_by": "nonfinite pre-clip norm"}
+    norms = [float(o.data["norm_median"]) for o in judged if o.data.get("norm_median") is not None]
+    quarter = max(1, len(norms) // 4)
+    if len(norms) >= 2:
+        early, late = median(norms[:quarter]), median(norms[-quarter:])
+        if early > 0 and late >= CLIP_GROWTH * early:
+            growth = {"shown_by": "pre-clip norm growth", "preclip_norm_growth": round(late / early, 3)}
+            return (
+                f"the pre-clip norm grew {late / early:.3g}x over these steps ({early:.3g} to {late:.3g})",
+                growth,
+            )
+    named = train_loss(record)
+    loss = curve(record, named.name, prefer="step") if named is not None else None
+    if loss is None or loss.per != "step" or len(loss) < 2:
+        return None
+    first_step, last_step = int(judged[0].data.get("first_step", 0)), int(judged[-1].data.get("last_step", 0))
+    head = loss.y[:3]  # the untrained model's level: its lowest over the first logged steps
+    span = loss.y[(loss.x >= first_step) & (loss.x <= last_step)]
+    start = min([float(v) for v in head if math.isfinite(v)] or [math.nan])
+    if len(span) < 4 or not start > 0:
+        return None
+    after = median(span[-max(2, len(span) // 4) :].tolist())
+    if after < CLIP_LOSS_RISE * start:  # nan compares False: a non-finite loss is a blow-up
+        return None
+    evidence = {"shown_by": "loss", "start_loss": start, "loss_at_end": after}
+    return (
+        f"the loss ended at {after / start:.3g}x its level at the start "
+        f"({start:.4g} at the start, {after:.4g} at the end)",
+        evidence,
+    )
+
+
 def _finding(
-    rank: int | None, judged: list[GuardObservation], calls: int, engaged: int, factor: float
+    rank: int | None,
+    *,
+    judged: list[GuardObservation],
+    calls: int,
+    engaged: int,
+    factor: float,
+    shown: tuple[str, dict[str, object]],
 ) -> Finding:
     first, last = judged[0].data, judged[-1].data
     norms = [float(o.data["norm_median"]) for o in judged if o.data.get("norm_median") is not None]
@@ -132,7 +213,7 @@ def _finding(
         f"Gradient clipping engaged on {engaged} of {calls} steps after warm-up (steps "
         f"{first.get('first_step')}-{last.get('last_step')}) and cut the gradient norm by a median "
         f"{factor:.3g}x: pre-clip norm median {_num(typical)}, largest {_num(max(peaks) if peaks else None)}, "
-        f"threshold {threshold:g} (clip_grad_{kind}_)"
+        f"threshold {threshold:g} (clip_grad_{kind}_); {shown[0]}: clipping hides a blow-up"
     )
     return SPEC.finding(
         message,
@@ -149,7 +230,13 @@ def _finding(
             "nonfinite_preclip_norms": sum(int(o.data.get("nonfinite", 0)) for o in judged),
             "preclip_norms": [(o.step, o.data.get("norm_median")) for o in judged][-20:],
             "measured": last.get("measured"),
-            "thresholds": {"engaged_share": CLIP_ENGAGED_SHARE, "factor": CLIP_FACTOR},
+            "thresholds": {
+                "engaged_share": CLIP_ENGAGED_SHARE,
+                "factor": CLIP_FACTOR,
+                "norm_growth": CLIP_GROWTH,
+                "loss_rise": CLIP_LOSS_RISE,
+            },
+            **shown[1],
         },
         rank=rank,
         step=int(first.get("first_step", 0)) or judged[0].step,
