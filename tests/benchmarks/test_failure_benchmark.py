@@ -22,10 +22,15 @@ GROUPS = ("RUN", "KER", "TOR", "TRN", "DAT")
 MANIFEST = load()
 
 
+# Codes that report on trainmedic itself, not on a training failure: no case reproduces them.
+NOT_A_TRAINING_FAILURE = {"RUN011": "a guard check that failed inside trainmedic (guard-check-failed)"}
+
+
 def test_every_landed_code_of_the_five_groups_has_a_case() -> None:
     landed = {spec.code for spec in registry.all_specs() if spec.code[:3] in GROUPS}
     covered = {code for case in MANIFEST.cases for code in case.must}
-    assert sorted(landed - covered) == []
+    assert sorted(landed - covered - set(NOT_A_TRAINING_FAILURE)) == []
+    assert set(NOT_A_TRAINING_FAILURE) <= landed
     assert sum(not case.control for case in MANIFEST.cases if case.category in GROUPS) >= 30
 
 

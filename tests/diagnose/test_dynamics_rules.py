@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from trainmedic.events import Epoch, Event, GuardObservation, MetricSeries, Step
+from trainmedic.events import Epoch, Event, MetricSeries, Step
 from trainmedic.record import RunRecord
 from trainmedic.rules.trn import trn001_nonfinite_loss as trn001
 from trainmedic.rules.trn import trn002_loss_divergence as trn002
@@ -104,90 +104,10 @@ def test_a_single_spike_is_not_divergence() -> None:
     assert trn002.loss_divergence(steps(values)) == []
 
 
-def gpt_at_lr_one(seed: int = 0) -> np.ndarray:
-    """A GPT at learning rate 1.0: 4.16 -> 3.38 in warm-up, 12.4 at iteration 64, 10-24 until 150,
-    back to 3.3 as the cosine schedule lowers the rate (300 iterations, one point each)."""
-    rng = np.random.default_rng(seed)
-    warm = np.linspace(4.16, 3.38, 64)
-    blown = rng.uniform(10.0, 24.0, 86)
-    blown[0] = 12.4
-    back = 3.3 + 3.0 * np.exp(-np.arange(150) / 10)
-    return np.concatenate([warm, blown, back]) * (1 + 0.02 * rng.standard_normal(300))
-
-
-def test_a_blow_up_that_recovers_is_an_episode_with_its_steps() -> None:
-    [found] = trn002.loss_divergence(steps(gpt_at_lr_one()))
-    ev = found.evidence
-    assert found.code == "TRN002"
-    assert (ev["episode_start_step"], ev["episode_end_step"]) == (64, 149)
-    assert 64 <= ev["peak_step"] <= 149
-    assert 20.0 < ev["peak_loss"] < 25.0
-    assert 3.2 < ev["min_before"] < 3.6
-    assert ev["recovered"] is True
-    assert found.step == 64
-    assert "blew up" in found.message
-    assert codes(steps(gpt_at_lr_one())) == ["TRN002"]
-
-
-def test_a_fine_tune_blow_up_is_an_episode() -> None:
-    """7.9 -> 6.0 by step 29, 20.7 at step 30, above 12 until step 45, 7 by step 60, 100 steps.
-    The episode ends where the loss falls back below twice its best before it."""
-    values = np.concatenate(
-        [
-            np.linspace(7.9, 6.0, 30),
-            [20.7, 19.0, 18.2, 17.5, 16.8, 16.0, 15.1, 14.7, 14.0, 13.5, 13.1, 12.8, 12.6, 12.4, 12.2, 12.1],
-            np.linspace(11.0, 7.0, 14),
-            np.linspace(7.0, 6.5, 40),
-        ]
-    )
-    [found] = trn002.loss_divergence(steps(values))
-    assert (found.evidence["episode_start_step"], found.evidence["peak_step"]) == (30, 30)
-    assert 40 <= found.evidence["episode_end_step"] <= 45
-
-
-def test_the_old_divergence_that_recovers_is_now_an_episode() -> None:
-    """A rise to 6x the best over a quarter of the run is a blow-up, even when the loss comes back."""
+def test_divergence_that_recovers_is_not_reported() -> None:
     down = np.linspace(2.0, 0.5, 200)
     bump = np.concatenate([np.linspace(0.5, 3.0, 100), np.linspace(3.0, 0.4, 100)])
-    [found] = trn002.loss_divergence(steps(np.concatenate([down, bump])))
-    assert found.evidence["recovered"] is True
-
-
-def test_a_second_training_after_an_optimizer_handover_is_not_an_episode() -> None:
-    """A teacher trained first (cross-entropy down to 0.5), then a student taught by it (a
-    distillation loss starting at 2.9): the epoch curve runs through both, the step curve starts
-    at the handover."""
-    teacher = np.linspace(1.5, 0.5, 80)
-    student = 0.5 + 2.5 * np.exp(-np.arange(120) / 40)
-    values = np.concatenate([teacher, student])
-    events: list[Event] = [
-        Step(step=i, epoch=i // 10, metrics={"loss": float(v)}, t=float(i)) for i, v in enumerate(values)
-    ]
-    events += [
-        Epoch(epoch=e, metrics={"loss": float(values[10 * e : 10 * e + 10].mean())}, t=10.0 * e)
-        for e in range(20)
-    ]
-    events.append(GuardObservation(check="optimizer_handover", data={}, step=80, t=80.0))
-    assert trn002.loss_divergence(RunRecord.of(events)) == []
-
-
-@pytest.mark.parametrize("seed", RNG_SEEDS)
-def test_spikes_of_one_or_two_steps_are_not_episodes(seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    values = healthy_steps(seed)
-    for at in rng.choice(np.arange(50, 590), 12, replace=False):
-        values[at : at + int(rng.integers(1, 3))] *= 20.0
-    assert trn002.loss_divergence(steps(values)) == []
-
-
-@pytest.mark.parametrize("seed", RNG_SEEDS)
-def test_a_warm_up_bump_and_heavy_tailed_noise_are_not_episodes(seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    bump = 2.3 + 0.6 * np.sin(np.linspace(0, np.pi, 40))  # Adam's first steps at a rising rate
-    values = np.concatenate([bump, 0.3 + 2.0 * np.exp(-np.arange(560) / 100)])
-    assert trn002.loss_divergence(steps(values * (1 + 0.1 * rng.standard_normal(600)))) == []
-    noisy = (0.5 + np.exp(-np.arange(600) / 200)) * rng.lognormal(0.0, 0.6, 600)  # an RL-style loss
-    assert trn002.loss_divergence(steps(noisy)) == []
+    assert trn002.loss_divergence(steps(np.concatenate([down, bump]))) == []
 
 
 def test_flat_loss_is_not_learning() -> None:
