@@ -43,21 +43,15 @@ def part_never_breaks(method: Callable[P, R]) -> Callable[P, R | None]:
         monitor = args[0].monitor  # type: ignore[attr-defined]
         if getattr(monitor, "broken", False):
             return None
-        try:
-            return method(*args, **kwargs)
-        except NonFiniteLossError:
-            raise
-        except Exception as exc:
-            check_failed(monitor, method.__name__, exc)
-            return None
+        return contained(monitor, method.__name__, method, *args, **kwargs)
 
     return safe
 
 
-def contained(monitor: Any, where: str, call: Callable[..., R], *args: Any) -> R | None:
-    """`call(*args)`, one check of a sampled step: a failure costs it (`check_failed`), None."""
+def contained(monitor: Any, where: str, call: Callable[..., R], *args: Any, **kwargs: Any) -> R | None:
+    """`call(...)`, one check of a sampled step: a failure costs it (`check_failed`), None."""
     try:
-        return call(*args)
+        return call(*args, **kwargs)
     except NonFiniteLossError:
         raise
     except Exception as exc:
