@@ -15,6 +15,12 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install -q -c constraints.txt -e '.[all,dev]'
 	# legacy Keras 2 beside Keras 3 (its declared dependency is the full tensorflow wheel)
 	$(BIN)/pip install -q --no-deps tf-keras==2.21.0
+	# MLflow 3.18 with its server: mlflow declares mlflow-tracing==3.18.0, which this package index
+	# lacks and whose modules mlflow-skinny 3.18.0 already ships; so its other dependencies are
+	# installed by name (pinned in constraints.txt) and mlflow itself without its declared ones.
+	$(BIN)/pip install -q -c constraints.txt mlflow-skinny aiohttp alembic cryptography docker \
+		Flask Flask-CORS graphene gunicorn huey skops sqlalchemy
+	$(BIN)/pip install -q --no-deps mlflow==3.18.0
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -8,6 +8,20 @@ decimal, text upper-cased with a trailing space), identifier columns, six classe
 glass table's proportions (the smallest 7 of 160 training rows). `titanic_like` (sex,
 class, an age in years) is generated in the Titanic table's shape: nothing is downloaded.
 
+Target leaks (`tests/data/leaks.py`, DAT005): a label cut from a feature at a threshold
+(birth weight < 2,500 g, synthetic in the birth-weight table's shape; bmi >= 30 on the real
+diabetes rows), a code recorded with the outcome (injury severity 4 = killed, synthetic in
+the 26,217-row crash table's shape), a numeric label that is the mean of two features
+(minimum and maximum price, synthetic in the 93-car table's shape; a planted range on the
+real diabetes rows), and the healthy twins without the leaking columns. Last, a column
+numeric in train with one text value in val (DAT010, never a traceback).
+
+Hard, honest labels (`tests/data/hard_labels.py`, synthetic tables in the shapes of public
+ones, every label drawn from a known distribution, so none is wrong): a 6-class glass table
+of 214 rows with overlapping classes, a 3-class survival status of 418 rows, a churn table
+of 5,000 rows (3,500 for training) with a few risk regions over a base rate. Healthy: no
+label-noise warning expected.
+
 Label noise, side by side on the same training split:
 - trainmedic: `trainmedic.data.noise.score_label_noise` (its flagged rows) and whether
   `check` warns (DAT012 warning) or says labels cannot be judged (info);
@@ -34,6 +48,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.data.real: the table builders
 
+from tests.data.hard_labels import HARD_LABELS
+from tests.data.leaks import birthweight_like, cars_like, crashes_like, diabetes_obese, diabetes_range
 from tests.data.real import (
     ACCURATE,
     ALL_CLEAN,
@@ -104,9 +120,9 @@ def clean_rows(with_cleanlab: bool) -> list[str]:
     return lines
 
 
-def flip_rows(seeds: int, with_cleanlab: bool) -> list[str]:
+def flip_rows(seeds: int, with_cleanlab: bool, rate: float = 0.05) -> list[str]:
     lines = [
-        "| table (5 % flips) | trainmedic verdict | trainmedic recall / precision | "
+        f"| table ({rate:.0%} flips) | trainmedic verdict | trainmedic recall / precision | "
         "cleanlab (HGB 3-fold) recall / precision |",
         "|---|---|---|---|",
     ]
@@ -115,7 +131,7 @@ def flip_rows(seeds: int, with_cleanlab: bool) -> list[str]:
         totals = {"ours": [0, 0, 0], "theirs": [0, 0, 0]}  # hits, flagged, planted
         verdicts = []
         for seed in range(seeds):
-            noisy, flipped = flip_labels(train, 0.05, seed=seed)
+            noisy, flipped = flip_labels(train, rate, seed=seed)
             verdicts.append(summary([f for f in check(noisy, test, label=LABEL) if f.code == "DAT012"]))
             runs = {"ours": trainmedic_flags(noisy)}
             if with_cleanlab:
@@ -128,6 +144,36 @@ def flip_rows(seeds: int, with_cleanlab: bool) -> list[str]:
         ours, theirs = _rates(totals["ours"]), _rates(totals["theirs"])
         tally = "; ".join(f"{verdict} ({n} of {seeds})" for verdict, n in Counter(verdicts).most_common())
         lines.append(f"| {name} | {tally} | {ours} | {theirs} |")
+    return lines
+
+
+HARD_SPLITS = {"glass_like": 0.375, "survival_like": 0.3, "churn_like": 0.3}  # 133, 292, 3,500 rows
+
+
+def hard_label_rows(seeds: int) -> list[str]:
+    """The hard-label shapes over `seeds` draws of the table: DAT012's verdict and its counts."""
+    lines = [
+        "| table (synthetic shape) | train rows | DAT012 verdict | flagged (median) | refitted / first-pass "
+        "expectation (median) | normalised accuracy (range) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, build in HARD_LABELS.items():
+        verdicts, flagged, refitted, first, accuracy, rows = [], [], [], [], [], 0
+        for seed in range(seeds):
+            train, test = user_split(build(seed=seed), test_size=HARD_SPLITS[name])
+            verdicts.append(summary([f for f in check(train, test, label=LABEL) if f.code == "DAT012"]))
+            scores = score_label_noise(train, [c for c in train.columns if c != LABEL], LABEL)
+            assert scores is not None
+            rows = len(train)
+            flagged.append(int(scores.suspicious.sum()))
+            refitted.append(scores.expected)
+            first.append(scores.expected_honest)
+            accuracy.append(scores.informativeness)
+        tally = "; ".join(f"{verdict} ({n} of {seeds})" for verdict, n in Counter(verdicts).most_common())
+        lines.append(
+            f"| {name} | {rows:,} | {tally} | {np.median(flagged):.0f} | {np.median(refitted):.1f} / "
+            f"{np.median(first):.1f} | {min(accuracy):.2f}-{max(accuracy):.2f} |"
+        )
     return lines
 
 
@@ -175,6 +221,55 @@ def _planted(what: str, name: str, expected: str, found: list[Finding], code: st
     return f"| {what} | {name} | {expected} | {'found' if got == rows else f'MISSED ({got})'} |"
 
 
+BIRTH = "birth weight (synthetic shape, 189 rows)"
+CRASHES = "crashes (synthetic shape, 26,217 rows)"
+CARS = "cars (synthetic shape, 93 rows)"
+RANGE = {"progression_low", "progression_high"}
+LEAKS = (  # what, table, builder, the features DAT005 must name (none: a healthy twin)
+    ("label `low` = birth weight < 2,500 g", BIRTH, birthweight_like, {"bwt"}),
+    ("label `obese` = bmi >= 30", "diabetes (real rows)", diabetes_obese, {"bmi"}),
+    ("injury severity 4 = killed => `dead`", CRASHES, crashes_like, {"injSeverity"}),
+    ("price = mean of min and max price", CARS, cars_like, {"Min.Price", "Max.Price"}),
+    ("progression = mean of a planted range", "diabetes (real rows)", diabetes_range, RANGE),
+    ("healthy twin: no severity code", CRASHES, lambda: crashes_like(with_severity=False), set()),
+    ("healthy twin: no price range", CARS, lambda: cars_like(with_range=False), set()),
+)
+
+
+def leak_rows() -> list[str]:
+    """DAT005 on the target-leak shapes (tests/data/leaks.py), every check on (label noise too)."""
+    lines = ["| planted leak | table | expected | DAT005 | all warnings/errors |", "|---|---|---|---|---|"]
+    for what, name, build, expected in LEAKS:
+        train, test = user_split(build())
+        found = check(train, test, label=LABEL)
+        leaks = [f for f in found if f.code == "DAT005"]
+        named = {str(x) for f in leaks for x in f.evidence.get("features", [f.evidence["feature"]])}
+        verdict = "found" if named == expected else f"MISSED ({', '.join(sorted(named)) or 'nothing'})"
+        if not expected:
+            verdict = "quiet" if not named else f"FALSE ({', '.join(sorted(named))})"
+        want = f"names {', '.join(sorted(expected))}" if expected else "none"
+        lines.append(f"| {what} | {name} | {want} | {verdict} | {summary(found)} |")
+    return lines
+
+
+def mixed_type_rows() -> list[str]:
+    """A column numeric in train with one text value in val (issue #41 item 13): DAT010, no traceback."""
+    train, val = user_split(table("wine"))
+    val["magnesium"] = val["magnesium"].astype(object)
+    val.loc[5, "magnesium"] = "rotary"
+    try:
+        found = check(train, val, label=LABEL)
+    except Exception as exc:  # the benchmark reports a traceback as a miss
+        return [f"| one text value in a numeric column | wine | DAT010 | MISSED ({exc!r}) |"]
+    changed = [f for f in found if f.code == "DAT010" and "magnesium" in f.evidence.get("dtype_changes", {})]
+    return [
+        "| planted problem | table | expected | found |",
+        "|---|---|---|---|",
+        "| `magnesium` numeric in train, 'rotary' in one val row | wine | DAT010 schema-mismatch, "
+        f"no traceback | {'found' if changed else 'MISSED'} ({summary(found)}) |",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=8, help="flip draws per table (iris: 6 a draw)")
@@ -182,7 +277,15 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     with_cleanlab = not args.skip_cleanlab
-    for block in (clean_rows(with_cleanlab), flip_rows(args.seeds, with_cleanlab), planted_rows()):
+    for block in (
+        clean_rows(with_cleanlab),
+        flip_rows(args.seeds, with_cleanlab),
+        flip_rows(args.seeds, with_cleanlab, rate=0.10),
+        hard_label_rows(args.seeds),
+        planted_rows(),
+        leak_rows(),
+        mixed_type_rows(),
+    ):
         print("\n".join(block) + "\n", flush=True)
 
 

@@ -1,13 +1,21 @@
 """A trainer that floods its output: bare (to a file) vs `tee` vs `trainmedic run`, interleaved.
 
-The trainer is a Python process that writes records as fast as it can, of four kinds:
+With `--end-to-end`: the wall-clock time of the whole command, from its start
+to the exit of its last process, per line, for a Python `print` loop of 1,000,000 short lines
+and for the same lines in 8 KiB `os.write` calls, `trainer | tee log` vs `trainmedic run --
+trainer`, each minus the same command writing no line (the fixed start-up), medians over
+rounds (the order rotates). Output to a file, and to a terminal (a pty that this process
+drains): there also the trainer alone. Every command runs without PYTHONUNBUFFERED, as users
+have it (a shell that exports it makes the `| tee` baseline unbuffered too).
+
+Without it, the throughput for each kind of record (every command without
+PYTHONUNBUFFERED too): the trainer is a Python process that writes records as fast as it can, of four kinds:
 short log lines (~45 B), long lines (~900 B: a dict of 40 metrics), tqdm-style `\\r`
 progress updates (a `\\n` every 1,000 updates) and binary garbage (100-byte random
 records). Two writers:
-`print` (one `write` call per record on `sys.stdout`: block-buffered when the output is
-a file or a pipe, unbuffered under `run`, which sets PYTHONUNBUFFERED so that lines
-arrive when they are printed) and `block` (8 KiB `os.write` calls everywhere, a
-buffered writer whatever the environment).
+`print` (one `write` call per record on `sys.stdout.buffer`: block-buffered when the output
+is a file or a pipe, under `run` as under `tee`) and `block` (8 KiB `os.write` calls
+everywhere, a buffered writer whatever the environment).
 
 For each kind, writer and variant, per round (the variants' order rotates, so drift on
 a shared machine hits all alike), medians over rounds:
@@ -21,6 +29,7 @@ a shared machine hits all alike), medians over rounds:
   the findings and the report, cancels out) and all in (only a `run` whose trainer
   writes nothing subtracted). Runs of the same round.
 
+    python benchmarks/supervise_output.py --end-to-end --rounds 3
     python benchmarks/supervise_output.py --rounds 5
     python benchmarks/supervise_output.py --rounds 3 --kinds short --writers print --no-paced
     python benchmarks/supervise_output.py --parsing-only
@@ -108,6 +117,17 @@ with open(report, "w") as f:
 """
 )
 RECORDS = {"short": 400_000, "long": 40_000, "bars": 400_000, "binary": 200_000}
+E2E_TRAINER = """
+import os, sys
+writer, n = sys.argv[1], int(sys.argv[2])
+if writer == "print":  # a trainer's log: a print per line
+    for i in range(n):
+        print(f"step {i} loss 0.693147 lr 3.0e-04 grad 1.23")
+else:  # the same lines in 8 KiB writes
+    data = "".join(f"step {i} loss 0.693147 lr 3.0e-04 grad 1.23\\n" for i in range(n)).encode()
+    for start in range(0, len(data), 8192):
+        os.write(1, data[start : start + 8192])
+"""
 
 
 def wait_cpu(proc: subprocess.Popen[bytes]) -> float:
@@ -124,19 +144,20 @@ def trainer_cmd(tmp: Path, kind: str, writer: str, n: int) -> list[str]:
 def run_variant(variant: str, tmp: Path, kind: str, writer: str, n: int) -> tuple[float, float]:
     """(the trainer's writing seconds, the consumer's CPU seconds)."""
     trainer = trainer_cmd(tmp, kind, writer, n)
+    env = users_env()
     with (tmp / "echo.out").open("wb") as echo:
         if variant == "bare":
-            subprocess.run(trainer, stdout=echo, check=True)
+            subprocess.run(trainer, stdout=echo, env=env, check=True)
             cpu = 0.0
         elif variant == "tee":
-            producer = subprocess.Popen(trainer, stdout=subprocess.PIPE)
+            producer = subprocess.Popen(trainer, stdout=subprocess.PIPE, env=env)
             assert producer.stdout is not None
             tee = subprocess.Popen(["tee", str(tmp / "tee.log")], stdin=producer.stdout, stdout=echo)
             producer.stdout.close()
             cpu = wait_cpu(tee)
             producer.wait()
         else:
-            env = dict(os.environ, SUPERVISOR_CPU_FILE=str(tmp / "supervisor.txt"))
+            env.update(SUPERVISOR_CPU_FILE=str(tmp / "supervisor.txt"))
             env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
             cmd = [sys.executable, str(tmp / "wrapper.py"), "run", "--quiet", "--out", str(tmp / "run")]
             subprocess.run(
@@ -146,6 +167,107 @@ def run_variant(variant: str, tmp: Path, kind: str, writer: str, n: int) -> tupl
             subprocess.run(["rm", "-rf", str(tmp / "run")], check=True)
     seconds = float((tmp / "trainer.txt").read_text())
     return seconds, cpu
+
+
+def users_env() -> dict[str, str]:
+    """The environment as users have it: without PYTHONUNBUFFERED."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+
+
+class Terminal:
+    """A pty standing in for the user's terminal: a thread drains it as fast as it can."""
+
+    def __init__(self) -> None:
+        import pty
+        import threading
+
+        self.ours, self.fd = pty.openpty()
+        self.seen = 0
+        self._drain = threading.Thread(target=self._read, daemon=True)
+        self._drain.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.ours, 1 << 16)
+            except OSError:  # EIO: closed
+                return
+            if not chunk:
+                return
+            self.seen += len(chunk)
+
+    def close(self) -> None:
+        os.close(self.fd)
+        self._drain.join(timeout=10)
+        os.close(self.ours)
+
+
+def end_to_end_once(variant: str, where: str, tmp: Path, writer: str, n: int) -> tuple[float, float]:
+    """(wall seconds of the whole command, the supervisor's CPU seconds) for one command."""
+    trainer = [sys.executable, str(tmp / "e2e.py"), writer, str(n)]
+    env = users_env()
+    terminal = Terminal() if where == "terminal" else None
+    with (tmp / "echo.out").open("wb") as file:
+        out = terminal.fd if terminal is not None else file.fileno()
+        start = time.perf_counter()
+        cpu = 0.0
+        if variant == "bare":
+            subprocess.run(trainer, stdout=out, env=env, check=True)
+        elif variant == "tee":
+            producer = subprocess.Popen(trainer, stdout=subprocess.PIPE, env=env)
+            assert producer.stdout is not None
+            tee = subprocess.Popen(["tee", str(tmp / "tee.log")], stdin=producer.stdout, stdout=out, env=env)
+            producer.stdout.close()
+            tee.wait()
+            producer.wait()
+        else:
+            env.update(SUPERVISOR_CPU_FILE=str(tmp / "supervisor.txt"))
+            env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
+            cmd = [sys.executable, str(tmp / "wrapper.py"), "run", "--quiet", "--out", str(tmp / "run")]
+            subprocess.run(
+                [*cmd, "--", *trainer], stdout=out, stderr=subprocess.DEVNULL, env=env, check=True, cwd=tmp
+            )
+            cpu = float((tmp / "supervisor.txt").read_text())
+        wall = time.perf_counter() - start
+    if terminal is not None:
+        terminal.close()
+    subprocess.run(["rm", "-rf", str(tmp / "run")], check=True)
+    return wall, cpu
+
+
+def end_to_end(tmp: Path, rounds: int, lines: int, writers: list[str]) -> None:
+    """Per line, end to end, fixed start-up removed: `| tee` vs `run`, to a file and to a terminal."""
+    (tmp / "e2e.py").write_text(E2E_TRAINER)
+    if "PYTHONUNBUFFERED" in os.environ:
+        print("(PYTHONUNBUFFERED is set here: removed for every command measured)", file=sys.stderr)
+    cases = [(where, variant) for where in ("file", "terminal") for variant in ("bare", "tee", "run")]
+    cases = [c for c in cases if c != ("file", "bare")]
+    wall: dict[tuple[str, str, str], list[float]] = {}
+    cpu: dict[tuple[str, str, str], list[float]] = {}
+    for r in range(rounds):
+        for writer in writers:
+            for where, variant in cases[r % len(cases) :] + cases[: r % len(cases)]:
+                fixed, fixed_cpu = end_to_end_once(variant, where, tmp, writer, 0)
+                seconds, used = end_to_end_once(variant, where, tmp, writer, lines)
+                wall.setdefault((writer, where, variant), []).append((seconds - fixed) / lines)
+                cpu.setdefault((writer, where, variant), []).append((used - fixed_cpu) / lines)
+        got = ", ".join(f"{' '.join(k)} {v[-1] * 1e6:.2f}" for k, v in wall.items())
+        print(f"end to end: round {r + 1}/{rounds}, µs a line: {got}", file=sys.stderr)
+    print(
+        f"\n| {lines:,} lines, end to end | output to | trainer alone | `\\| tee` | `run` | run / tee "
+        "| run / alone | supervisor CPU |\n|---|---|---|---|---|---|---|---|"
+    )
+    for writer in writers:
+        for where in ("file", "terminal"):
+            per = {v: statistics.median(wall[(writer, where, v)]) * 1e6 for w, v in cases if w == where}
+            run_cpu = statistics.median(cpu[(writer, where, "run")]) * 1e6
+            alone = f"{per['bare']:.2f} µs" if "bare" in per else "-"
+            ratio = f"{per['run'] / per['bare']:.2f}" if "bare" in per else "-"
+            label = "print loop" if writer == "print" else "8 KiB writes"
+            print(
+                f"| {label} | {where} | {alone} | {per['tee']:.2f} µs | {per['run']:.2f} µs "
+                f"| {per['run'] / per['tee']:.2f} | {ratio} | {run_cpu:.2f} µs |"
+            )
 
 
 def paced(tmp: Path, rounds: int) -> None:
@@ -207,9 +329,16 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the record counts")
     parser.add_argument("--no-paced", dest="paced", action="store_false", help="skip the 1 ms step trainer")
     parser.add_argument("--parsing-only", action="store_true", help="only the line parsing, in this process")
+    parser.add_argument("--end-to-end", action="store_true", help="only the end-to-end time per line")
+    parser.add_argument("--lines", type=int, default=1_000_000, help="lines of the end-to-end trainer")
     args = parser.parse_args()
     if args.parsing_only:
         parsing(args.kinds)
+        return
+    if args.end_to_end:
+        with tempfile.TemporaryDirectory() as name:
+            (Path(name) / "wrapper.py").write_text(WRAPPER)
+            end_to_end(Path(name), args.rounds, args.lines, args.writers)
         return
     variants = ["bare", "tee", "run"]
     rates: dict[tuple[str, str, str], list[float]] = {}

@@ -9,6 +9,7 @@ the OOM killer ends it during the evaluation of epoch 3:
 """
 
 import argparse
+import sys
 import time
 
 import numpy as np
@@ -42,6 +43,8 @@ def main() -> None:
     parser.add_argument("--train-mb", type=int, default=80)
     parser.add_argument("--eval-mb", type=int, default=130, help="evaluation memory per epoch number")
     args = parser.parse_args()
+    # each line as printed: the OOM killer's SIGKILL would lose what a block buffer holds
+    sys.stdout.reconfigure(line_buffering=True)
     weights = np.full(args.train_mb * MB // 8, 0.5)
     for epoch in range(1, args.epochs + 1):
         print(f"Epoch {epoch}/{args.epochs}")

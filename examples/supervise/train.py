@@ -32,6 +32,7 @@ def main() -> None:
     parser.add_argument("--checkpoint", default="checkpoint.npz")
     parser.add_argument("--fail-first-attempt", action="store_true", help="crash on the first attempt")
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # progress as printed, as Keras and tqdm flush theirs
     signal.signal(signal.SIGTERM, on_sigterm)
     weights = np.full(1 << 18, 0.5)
     start_epoch = 1

@@ -16,17 +16,13 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 Phase = Literal["train", "eval", "epoch_end", "checkpoint", "predict", "idle"]
 PHASES: tuple[str, ...] = ("train", "eval", "epoch_end", "checkpoint", "predict", "idle")
-
-
-def _now() -> float:
-    return time.time()
 
 
 @dataclass(kw_only=True, eq=False, repr=False, slots=True)
@@ -39,7 +35,7 @@ class Event:
     """
 
     kind: ClassVar[str] = "event"
-    t: float = field(default_factory=_now)
+    t: float = field(default_factory=time.time)
     pid: int = field(default_factory=os.getpid)
     rank: int | None = None
     node: str | None = None
@@ -49,6 +45,8 @@ class Event:
         itself; `dataclasses.asdict` deep-copies every list and dict first (for every event,
         a line of output being one)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
+        if data.get("summary", 0) is None:  # a point of a bucketed curve only (curvelog, samplelog)
+            del data["summary"]
         data["kind"] = self.kind
         return data
 
@@ -151,6 +149,9 @@ class Step(Event):
     metrics: dict[str, float] = field(default_factory=dict)
     duration_s: float | None = None
     data_wait_s: float | None = None
+    # A point that stands for several steps (their means in `metrics`), or a step kept apart as
+    # an anomaly: see `curvelog`. Absent from a plain step's line.
+    summary: dict[str, Any] | None = None
 
 
 @dataclass(kw_only=True, eq=False, repr=False, slots=True)
@@ -225,6 +226,7 @@ class MemorySample(Event):
     gpu_bytes: int | None = None
     gpu_processes: dict[str, int] = field(default_factory=dict)
     cpu_percent: float | None = None
+    summary: dict[str, Any] | None = None  # several samples' maxima, their count and means: samplelog
 
 
 @dataclass(kw_only=True, eq=False, repr=False, slots=True)
@@ -415,28 +417,39 @@ def decode(line: str) -> Event:
 class EventWriter:
     """Appends events to a JSONL file, one `os.write` per line, so each line lands whole.
 
-    Safe to share between threads, and between processes appending to the same
-    file. Each write goes straight to the kernel: a SIGKILL after `emit`
-    returns loses nothing.
+    Safe to share between threads, and between processes appending to the same file. Each
+    write goes straight to the kernel: a SIGKILL after `emit` returns loses nothing but the
+    open bucket of step events, which `curvelog.CurveLog` merges (bounding a fast loop's file).
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        from trainmedic.curvelog import CurveLog  # it imports this module
+
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._lock = threading.Lock()
+        self._curve = CurveLog()
         # A fork while another thread holds the lock would deadlock the child's first emit.
         ref = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: _reset_lock(ref))
 
     def emit(self, event: Event) -> None:
-        data = (encode(event) + "\n").encode("utf-8")
         with self._lock:
-            if self._fd is None:
-                return
-            os.write(self._fd, data)
+            self._write(self._curve.feed(event))
+
+    def flush(self) -> None:
+        """Write the open buckets of step events, and merge no more: the process is ending."""
+        with self._lock:
+            self._write(self._curve.flush(end=True))
+
+    def _write(self, events: list[Event]) -> None:
+        if self._fd is not None:
+            for event in events:
+                os.write(self._fd, (encode(event) + "\n").encode("utf-8"))
 
     def close(self) -> None:
+        self.flush()
         with self._lock:
             if self._fd is not None:
                 os.close(self._fd)
@@ -453,6 +466,7 @@ def _reset_lock(ref: weakref.ref[EventWriter]) -> None:
     writer = ref()
     if writer is not None:
         writer._lock = threading.Lock()
+        writer._curve = type(writer._curve)()  # the parent's open buckets are the parent's to write
 
 
 @dataclass(slots=True)
@@ -481,12 +495,3 @@ def read_events(path: str | os.PathLike[str]) -> ReadResult:
             else:
                 result.skipped_lines.append(number)
     return result
-
-
-def iter_events(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Event]:
-    """Events of several files (ranks, nodes, restarts) merged in time order."""
-    merged: list[Event] = []
-    for path in paths:
-        merged.extend(read_events(path).events)
-    merged.sort(key=lambda e: e.t)
-    return iter(merged)

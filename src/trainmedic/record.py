@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TypeVar
 
+from trainmedic.curvelog import even_out
 from trainmedic.events import (
     CellEnd,
     CellStart,
@@ -119,9 +120,11 @@ class RunRecord:
             per_rank.setdefault(e.rank, set()).add(e.epoch)
         return max((len(v) for v in per_rank.values()), default=0)
 
-    @property
+    @cached_property
     def steps(self) -> list[Step]:
-        return self.of_type(Step)
+        """The step events; where a writer merged them into buckets (`curvelog`), evened out to
+        points of equal width in steps, so every part of the run weighs the same in a curve."""
+        return even_out(self.of_type(Step))
 
     def metric_series(self, name: str) -> list[tuple[int, float]]:
         """(x, value) for a metric: per epoch when epochs carry it, else per step."""
@@ -245,3 +248,19 @@ def median(values: Sequence[float]) -> float:
         return math.nan
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def weighted_median(points: Sequence[tuple[float, int]]) -> float:
+    """The median of values each standing for `n` samples, as `median` of the samples would be
+    (a bucket of samples the writer merged counts for all of them)."""
+    ordered = sorted(points)
+    total = sum(n for _, n in ordered)
+    values: list[float] = []
+    for wanted in sorted({(total - 1) // 2, total // 2}) if total else ():  # the middle one(s)
+        seen = 0
+        for value, n in ordered:
+            seen += n
+            if seen > wanted:
+                values.append(value)
+                break
+    return sum(values) / len(values) if values else math.nan

@@ -36,10 +36,10 @@ def test_auto_keeps_pandas_within_the_budget_and_streams_beyond(table: Path) -> 
     assert choose_engine("duckdb", {"train": table}, budget=2**40) == "duckdb"
 
 
-def test_auto_over_budget_reports_the_same_as_pandas(table: Path) -> None:
-    small = check_report(table, label="y", label_noise=False, memory_budget="100MiB")
-    streamed = check_report(table, label="y", label_noise=False, memory_budget=1024)
-    assert [f.code for f in streamed.findings] == [f.code for f in small.findings]
+def test_the_smallest_budget_streams_and_reports_the_same_as_pandas(table: Path) -> None:
+    loaded = check_report(table, label="y", label_noise=False, memory_budget="512MiB")
+    streamed = check_report(table, label="y", label_noise=False, memory_budget="512MiB", engine="duckdb")
+    assert [f.code for f in streamed.findings] == [f.code for f in loaded.findings]
     assert streamed.summary.rows == {"train": 500}
 
 
@@ -48,9 +48,12 @@ def test_sizes_and_budget() -> None:
     assert parse_size("512MB") == 512 * 2**20
     assert parse_size("1.5g") == int(1.5 * 2**30)
     assert parse_size("1000") == 1000
-    assert memory_budget("1k") == 1024
+    assert memory_budget("1GiB") == 2**30
+    assert memory_budget(512 * 2**20) == 512 * 2**20
     with pytest.raises(UsageError, match=r"--memory-budget 'lots': expected a size"):
         parse_size("lots")
+    with pytest.raises(UsageError, match=r"--memory-budget '100MiB': expected at least 512MiB"):
+        memory_budget("100MiB")
 
 
 def test_a_missing_file_names_it(tmp_path: Path) -> None:
@@ -110,6 +113,10 @@ def test_cli_bad_input_is_one_line_and_exit_2(table: Path, tmp_path: Path) -> No
         ((str(broken), "--label", "y", "--engine", "duckdb"), "broken.parquet: cannot read"),
         ((str(table), "--label", "y", "--spark-conf", "nokey"), "--spark-conf 'nokey': expected KEY=VALUE"),
         ((str(table), "--label", "y", "--memory-budget", "x"), "--memory-budget 'x': expected a size"),
+        (
+            (str(table), "--label", "y", "--memory-budget", "100MiB"),
+            "--memory-budget '100MiB': expected at least 512MiB",
+        ),
     ]:
         done = _cli(*args)
         assert done.returncode == 2, done.stderr

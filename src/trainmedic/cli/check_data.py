@@ -41,8 +41,8 @@ from trainmedic.report.text import make_console, render_text
 @click.option(
     "--memory-budget",
     metavar="SIZE",
-    help="Memory the check may use (2GiB, 512MB); default: $TRAINMEDIC_MEMORY_BUDGET, "
-    "else half the available memory.",
+    help="Memory the check may use, at least 512MiB (2GiB, 512MB); default: "
+    "$TRAINMEDIC_MEMORY_BUDGET, else half the available memory.",
 )
 @click.option("--spark-master", metavar="URL", help="With --engine spark: the master (default local[*]).")
 @click.option(

@@ -26,18 +26,33 @@ from trainmedic.findings import Finding
     default=False,
     help="The run used early stopping: fewer epochs than requested is then expected.",
 )
+@click.option(
+    "--tracking-uri",
+    metavar="URI",
+    default=None,
+    help="MLflow store of mlflow://RUN_ID paths (default: $MLFLOW_TRACKING_URI).",
+)
 @format_option
 @fail_on_option
 def command(
-    paths: tuple[str, ...], expect_epochs: int | None, early_stopping: bool, fmt: str, fail_on: str
+    *,
+    paths: tuple[str, ...],
+    expect_epochs: int | None,
+    early_stopping: bool,
+    tracking_uri: str | None,
+    fmt: str,
+    fail_on: str,
 ) -> int:
     """Diagnose existing logs: Keras history JSON / CSVLogger CSV, Lightning metrics.csv,
-    HF trainer_state.json, TensorBoard event files, trainmedic run folders. Several paths
-    (ranks, restarts) are merged in time order."""
+    HF trainer_state.json, TensorBoard event files, W&B run folders, MLflow runs
+    (mlflow://RUN_ID), trainmedic run folders. Several paths (ranks, restarts) are merged
+    in time order."""
     from trainmedic.diagnose import load
     from trainmedic.registry import run_rules
 
-    loaded = load(paths, expect_epochs=expect_epochs, early_stopping=early_stopping)
+    loaded = load(
+        paths, expect_epochs=expect_epochs, early_stopping=early_stopping, tracking_uri=tracking_uri
+    )
     if not any(r.events for r in loaded.reads):
         notes = "; ".join(loaded.skipped) or "no events"
         raise UsageError(f"nothing readable in {', '.join(paths)} ({notes})")
@@ -64,12 +79,16 @@ def _json(findings: list[Finding], sources: list[dict[str, object]]) -> None:
 def _text(findings: list[Finding], loaded: object) -> None:
     from trainmedic.diagnose import Loaded
     from trainmedic.report.text import render_text
+    from trainmedic.rules._helpers.curves import train_loss
 
     assert isinstance(loaded, Loaded)
     lines = [
-        f"read {r.path} ({r.format}): {r.points} values"
+        f"read {r.name} ({r.format}): {r.points} values"
         + (f", {len(r.skipped)} part(s) skipped" if r.skipped else "")
         for r in loaded.reads
     ]
+    loss = train_loss(loaded.record)
+    if loss is not None:
+        lines.append(f"loss: {loss.name} ({len(loss)} points, per {loss.per})")
     sys.stdout.write("\n".join(lines) + "\n")
     render_text(findings, sys.stdout, title="trainmedic diagnose")

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 ON_HANG = ("wait", "stop")
 FORMATS = ("text", "json")
+TRACKERS = ("auto", "mlflow", "wandb", "none")  # trackers.attach.CHOICES, kept import-free here
 USAGE = "trainmedic run [OPTIONS] -- CMD ARGS..."
 SUMMARY = (
     "Run CMD under supervision: the real trainer behind any launcher, memory by phase, how it "
@@ -93,6 +94,12 @@ SUMMARY = (
 @click.option(
     "--format", "fmt", type=click.Choice(FORMATS), default="text", help="Output format. Default text."
 )
+@click.option(
+    "--tracker",
+    type=click.Choice(TRACKERS),
+    default="auto",
+    help="Attach the diagnosis to the script's own MLflow / W&B run (auto: each one it opened).",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="CMD ARGS...")
 def command(
     *,
@@ -108,6 +115,7 @@ def command(
     quiet: bool,
     no_instrument: bool,
     fmt: str,
+    tracker: str,
     command: tuple[str, ...],
 ) -> int:
     from trainmedic.diagnosis import LiveDiagnosis
@@ -134,6 +142,7 @@ def command(
         quiet=quiet,
         instrument=not no_instrument and os.environ.get("TRAINMEDIC_INSTRUMENT", "1") != "0",
         runs_base=runfolder.runs_base(),
+        tracker=tracker,
     )
     try:
         supervisor = Supervisor(options, diagnosis=functools.partial(LiveDiagnosis, render=write_report))

@@ -1,4 +1,4 @@
-"""Leakage between splits (DAT001-DAT004) and from a single feature into the label (DAT005).
+"""Leakage between splits (DAT001-DAT004) and from features into the label (DAT005).
 
 Overlap checks compare 64-bit row hashes with pandas' hash-table `isin`, so each
 pair of splits costs O(rows). Serving data is not an evaluation split: it is
@@ -17,7 +17,7 @@ from trainmedic.data._answers import SharedValues
 from trainmedic.data._chance import chance_across, chance_near
 from trainmedic.data._context import Dataset, Split
 from trainmedic.data._hashing import ROUND_DECIMALS, rounded_row_hashes, row_decimals
-from trainmedic.data._predictability import feature_scores
+from trainmedic.data._predictability import predictability
 from trainmedic.errors import UsageError
 from trainmedic.findings import Finding
 from trainmedic.rules.dat import dat001_split_overlap as dat001
@@ -191,12 +191,13 @@ def as_time(series: pd.Series, *, column: str, split: str) -> pd.Series:
 
 
 def target_leakage(data: Dataset) -> list[Finding]:
-    """DAT005: a feature that alone predicts the label on held-out train rows."""
+    """DAT005: a feature that alone gives the label away on held-out train rows, or a few numeric
+    features that reconstruct a numeric label."""
     train = data.train
     label = data.roles.label
     if label is None or not train.features:
         return []
-    return dat005.judge(dat005.Predictability(label, feature_scores(train.frame, train.features, label)))
+    return dat005.judge(predictability(train.frame, train.features, label))
 
 
 def _plain(value: object) -> object:

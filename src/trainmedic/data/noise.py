@@ -23,9 +23,16 @@ gets wrong. Three things separate them here:
    boundaries overlap, the class a wrong label hides in is rarely confident, but the given
    label is plainly not it. The model's own probabilities, temperature-scaled on the
    rows it trusts (an under-confident model spreads mass into the tails and would excuse
-   real errors), then say how many rows it would flag if every label were drawn from them
-   (`expected_from_uncertainty`): a warning needs the flagged rows to exceed 1 % of the
-   table *and* that expectation by `dat012.UNCERTAINTY_MARGIN` times.
+   real errors), then say how many rows it would flag if every label were drawn from them.
+   That count underestimates hard, honest labels: the refit leaves out the rows it flags,
+   so it no longer knows how often a label like theirs occurs. The first-pass model, fitted
+   on every label and temperature-scaled on every judged row, does know, but it absorbs
+   planted errors as well. The yardstick (`expected_from_uncertainty`) is the refitted
+   count where the model is strong (normalised accuracy from `dat012.STRONG_MODEL`: clean
+   labels of a real table are near-deterministic, and 5 % flips leave such a model there)
+   and moves to the first-pass count as it weakens to `dat012.WEAK_MODEL`: a
+   warning needs the flagged rows to exceed 1 % of the table *and* that yardstick by
+   `dat012.UNCERTAINTY_MARGIN` times.
 4. **Only rows a model could tell apart.** A row whose feature values, as the model sees
    them, also occur with another label is left out of both counts: on a table of a few
    banded or categorical columns, whole groups of people share one feature row, and no
@@ -76,6 +83,7 @@ class NoiseScores:
     expected: float  # rows flagged if every label were drawn from the model's probabilities
     model: str
     ambiguous: int = 0  # rows whose features, as the model sees them, also carry another label
+    expected_honest: float = 0.0  # the same, from the first-pass model (fitted on every label)
 
     @property
     def informativeness(self) -> float:
@@ -121,6 +129,7 @@ def noise_score(scores: NoiseScores, train: Split) -> dat012.NoiseScore:
         scored=len(scores.positions),
         total_rows=len(train),
         expected=scores.expected,
+        expected_honest=scores.expected_honest,
         ambiguous=scores.ambiguous,
         most_suspicious=examples,
     )
@@ -140,11 +149,12 @@ def score_label_noise(frame: pd.DataFrame, features: list[str], label: str) -> N
     known, subset = known[judged], subset[judged]
     classes, uniques = pd.factorize(subset[label])
     matrix = model_matrix(subset, features)
-    probs, model = out_of_fold_probabilities(matrix, classes, folds)
+    probs, first_pass, model = out_of_fold_probabilities(matrix, classes, folds)
     suspicious, suspected, self_conf = confident_learning(probs, classes)
     ambiguous = _ambiguous(matrix, classes)
     suspicious &= ~ambiguous
     calibrated_probs = calibrated(probs, classes, trusted=~suspicious & ~ambiguous)
+    honest_probs = calibrated(first_pass, classes, trusted=~ambiguous)
     labels = np.asarray(uniques, dtype=object)
     return NoiseScores(
         positions=known,
@@ -155,6 +165,7 @@ def score_label_noise(frame: pd.DataFrame, features: list[str], label: str) -> N
         oof_accuracy=float(np.mean(np.argmax(probs, axis=1) == classes)),
         baseline=float(np.bincount(classes).max() / len(classes)),
         expected=expected_flags(calibrated_probs, classes, judged=~ambiguous),
+        expected_honest=expected_flags(honest_probs, classes, judged=~ambiguous),
         model=model,
         ambiguous=int(ambiguous.sum()),
     )
@@ -169,9 +180,9 @@ def _folds(rows: int) -> int:
 
 def out_of_fold_probabilities(
     matrix: pd.DataFrame, classes: npt.NDArray[np.intp], folds: int
-) -> tuple[npt.NDArray[np.float64], str]:
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], str]:
     """Out-of-fold probabilities of the better calibrated candidate (lower log loss), refitted
-    once without the rows it flagged.
+    once without the rows it flagged; and the first pass's (fitted on every label).
 
     The refit matters: a model fitted on wrong labels learns to hedge everywhere (a 5 %
     flip rate puts ~5 % probability on the other class in every confident region), which
@@ -187,11 +198,12 @@ def out_of_fold_probabilities(
         if best is None or loss < best[0]:
             best = (loss, probs, name)
     assert best is not None
-    _, probs, name = best
-    suspicious, _, _ = confident_learning(probs, classes)
+    _, first_pass, name = best
+    suspicious, _, _ = confident_learning(first_pass, classes)
+    probs = first_pass
     if suspicious.any():
         probs = _cross_val_probs(candidates[name], matrix, classes, folds, ~suspicious)
-    return probs, f"{name}, {folds}-fold out-of-fold, refitted without flagged rows"
+    return probs, first_pass, f"{name}, {folds}-fold out-of-fold, refitted without flagged rows"
 
 
 def _cross_val_probs(

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainmedic import runfolder
-from trainmedic.diagnose import hf_state, keras_logs, lightning_csv, tensorboard
+from trainmedic.diagnose import hf_state, keras_logs, lightning_csv, mlflow_runs, tensorboard, wandb_runs
 from trainmedic.diagnose.source import LOG_PID, LogRead
 from trainmedic.errors import UsageError
 from trainmedic.events import Epoch, Event, MetricSeries, RunStart, Step, TrainingPlan
@@ -25,7 +25,7 @@ from trainmedic.record import RunRecord
 
 KNOWN_FORMATS = (
     "a Keras history .json, a Keras CSVLogger .csv, a Lightning metrics.csv, an HF trainer_state.json, "
-    "TensorBoard event files (or their folder), or a trainmedic run folder"
+    "TensorBoard event files (or their folder), a W&B run folder, mlflow://RUN_ID, or a trainmedic run folder"
 )
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
 _MAX_FILES_SCANNED = 20000
@@ -44,12 +44,17 @@ class Loaded:
 
 
 def load(
-    paths: Sequence[str | Path], *, expect_epochs: int | None = None, early_stopping: bool = False
+    paths: Sequence[str | Path],
+    *,
+    expect_epochs: int | None = None,
+    early_stopping: bool = False,
+    tracking_uri: str | None = None,
 ) -> Loaded:
-    """Read every path; `expect_epochs` states the epochs requested when the logs do not."""
+    """Read every path; `expect_epochs` states the epochs requested when the logs do not;
+    `tracking_uri` is the MLflow store of `mlflow://RUN_ID` sources."""
     if not paths:
         raise UsageError("diagnose needs at least one PATH: " + KNOWN_FORMATS)
-    reads = [read for raw in paths for read in read_path(Path(raw))]
+    reads = [read for raw in paths for read in _read_source(raw, tracking_uri)]
     events: list[Event] = [e for r in reads for e in r.events]
     plan = _plan(reads, expect_epochs, early_stopping, events)
     if plan is not None:
@@ -73,6 +78,13 @@ def _plan(
     )
 
 
+def _read_source(raw: str | Path, tracking_uri: str | None) -> list[LogRead]:
+    """A path, or `mlflow://RUN_ID` (checked on the raw text: a Path would fold its `//`)."""
+    if isinstance(raw, str) and mlflow_runs.is_mlflow_source(raw):
+        return [mlflow_runs.read_mlflow_run(raw, tracking_uri)]
+    return read_path(Path(raw))
+
+
 def read_path(path: Path) -> list[LogRead]:
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
@@ -84,6 +96,8 @@ def read_path(path: Path) -> list[LogRead]:
 def _read_folder(path: Path) -> list[LogRead]:
     if runfolder.is_run_folder(path):
         return [_read_run_folder(path)]
+    if wandb_runs.is_wandb_source(path):
+        return [wandb_runs.read_wandb_run(path)]
     state = _latest_trainer_state(path)
     if state is not None:
         return [hf_state.read_trainer_state(state)]
@@ -153,6 +167,8 @@ def _read_file(path: Path) -> LogRead:
         return _read_run_folder(path)
     if tensorboard.is_event_file(path):
         return tensorboard.read_tensorboard(path)
+    if wandb_runs.is_wandb_source(path):
+        return wandb_runs.read_wandb_run(path)
     if path.suffix.lower() == ".json":
         return _read_json(path)
     if path.suffix.lower() == ".csv":

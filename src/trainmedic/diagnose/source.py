@@ -31,10 +31,15 @@ class LogRead:
     epochs: int | None = None  # epochs requested, when the log states it
     finished: bool = False  # the log itself records that the training loop returned
     notes: list[str] = field(default_factory=list)  # what a reader must know (a run that did not end)
+    label: str = ""  # how to name a source that is no file (mlflow://RUN_ID); default: the path
+
+    @property
+    def name(self) -> str:
+        return self.label or str(self.path)
 
     def summary(self) -> dict[str, object]:
         return {
-            "path": str(self.path),
+            "path": self.name,
             "format": self.format,
             "framework": self.framework,
             "events": len(self.events),

@@ -37,6 +37,9 @@ FRAMEWORK_HOOKS: dict[str, str] = {
     "catboost": "trainmedic.catboost:install",
     "ray.train": "trainmedic.ray:install",
     "pyspark.ml": "trainmedic.spark._mllib:install",
+    # experiment trackers: which run the script opened, so the diagnosis can be attached to it
+    "mlflow": "trainmedic.trackers.inprocess:install_mlflow",
+    "wandb": "trainmedic.trackers.inprocess:install_wandb",
 }
 
 _started = False

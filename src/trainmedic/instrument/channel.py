@@ -15,6 +15,7 @@ trainmedic itself lives for interpreters of other virtual environments.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import threading
@@ -96,9 +97,19 @@ def _get_writer() -> EventWriter | None:
         return None
     with _lock:
         if _writer is None or _writer_pid != pid:
+            if _writer_pid is None:
+                atexit.register(_flush_at_exit)
             _writer = EventWriter(path)
             _writer_pid = pid
     return _writer
+
+
+def _flush_at_exit() -> None:
+    """The open bucket of step events (`curvelog`), written when this process ends."""
+    writer = _writer
+    if writer is not None and _writer_pid == os.getpid():
+        with contextlib.suppress(OSError):
+            writer.flush()
 
 
 def emit(event: Event) -> None:

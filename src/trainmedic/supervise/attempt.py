@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 import psutil
 
@@ -34,7 +34,7 @@ from trainmedic.supervise import platform, tree
 from trainmedic.supervise.cgroup import LimitedCgroup
 from trainmedic.supervise.eventtail import EventTail
 from trainmedic.supervise.loginterp import LogInterpreter
-from trainmedic.supervise.logstream import OutputLog, StreamTee
+from trainmedic.supervise.logstream import OutputLog, StreamTee, start_child
 from trainmedic.supervise.proctable import ProcessTable
 from trainmedic.supervise.sampler import HangWatch, TreeSampler
 from trainmedic.supervise.signals import stop_processes
@@ -122,16 +122,16 @@ class Attempt:
         cgroup = self.cfg.cgroup
         preexec = cgroup.join_self if cgroup is not None else None
         # preexec runs before our threads start; in the child it only joins the memory cgroup.
-        self.popen = subprocess.Popen(
+        terminal = self.cfg.terminal
+        self.popen, stdout = start_child(
             self.cfg.command,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            terminal_fd=terminal.out_fd if terminal is not None else None,
             env=self.cfg.env,
-            **platform.child_start_kwargs(preexec),  # type: ignore[call-overload]
+            **platform.child_start_kwargs(preexec),
         )
         self.started = time.monotonic()
         self.table.root = self.popen.pid
-        self.tees = _tees(self.popen, self.cfg.terminal, self.output, self.logs)
+        self.tees = _tees(self.popen, stdout, terminal, self.output, self.logs)
         for tee in self.tees:
             tee.start()
         threading.Thread(target=self._wait_root, name="trainmedic-wait", daemon=True).start()
@@ -323,17 +323,20 @@ class Attempt:
 
 
 def _tees(
-    popen: subprocess.Popen[bytes], terminal: Terminal | None, output: OutputLog, logs: LogInterpreter
+    popen: subprocess.Popen[bytes],
+    stdout: IO[bytes],
+    terminal: Terminal | None,
+    output: OutputLog,
+    logs: LogInterpreter,
 ) -> list[StreamTee]:
     """The readers of the child's stdout and stderr: each copies its stream to output.log and
     the log interpreter, and echoes it to our own stream of the same name when there is a terminal."""
-    assert popen.stdout is not None
     assert popen.stderr is not None
     echo_out = echo_err = None
     if terminal is not None:
         echo_out = functools.partial(terminal.echo, terminal.out_fd)
         echo_err = functools.partial(terminal.echo, terminal.err_fd)
     return [
-        StreamTee("stdout", popen.stdout, echo_out, output, logs),
+        StreamTee("stdout", stdout, echo_out, output, logs),
         StreamTee("stderr", popen.stderr, echo_err, output, logs),
     ]

@@ -9,10 +9,17 @@ log pattern hits (memchr for the pieces' rare bytes, one test per line start), a
 those are decoded and parsed. The last lines of each stream are kept raw and handed over
 when the stream ends, so the rules still see how a run ended.
 
+The child's stdout is a pty where ours is a terminal, else a pipe (`start_child`): it
+buffers its output as it would without us (no PYTHONUNBUFFERED forced), line by line on a
+terminal, in blocks elsewhere, so a chatty trainer costs a write per block, not per line.
+
 The reader lets a trickle of output gather: after a read that did not fill its buffer it
 waits 10 ms before the next, so a trainer that prints a line per step costs one read per
-10 ms, not one per line. The pipe is widened to 1 MiB (Linux) so that the trainer never
-waits on it meanwhile; where it cannot be widened the reader does not wait.
+10 ms, not one per line. The pipe is widened to 1 MiB (Linux), and a flood shortens the
+wait to half the time the pipe takes to fill at its rate, so that the trainer never waits
+on it meanwhile; where it cannot be widened the reader does not wait. A pty holds ~18 KiB
+and gives ~4 KiB a read: what it holds is read on into one chunk, and the wait is at most
+1 ms.
 
 For parsing, a line ends at `\\n`, and of a run of `\\r` updates only the last one
 counts, so a tqdm bar is one line, not thousands. A line that does not end (a bar
@@ -22,20 +29,24 @@ without `\\n`, a binary dump) is held to its last update and at most 8 KiB.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import subprocess
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from trainmedic.rules._helpers.logtext import lines_that_may_matter
+from trainmedic.supervise import platform
 from trainmedic.supervise.loginterp import LogInterpreter
 
 _CHUNK = 65536
 _PIPE_SIZE = 1 << 20
-_GATHER_S = 0.010  # a 1 MiB pipe fills in 10 ms only above 100 MB/s, when reads come full
+_GATHER_S = 0.010  # the longest wait for a trickle to gather (a line per step: one read per 10 ms)
+_PTY_GATHER = (16384, 0.001)  # a pty holds ~18 KiB: a trickle waits at most 1 ms there
 _MAX_LINE = 8192
 _RECENT_LINES = 80  # raw lines kept per stream for the tail (2 x the interpreter's, for its events)
 
@@ -140,16 +151,22 @@ class StreamTee(threading.Thread):
         self._echo = echo
         self._log = log
         self._lines = LineScanner(name, logs)
-        self._gather = _widen(self._fd)
+        self._pty = platform.IS_POSIX and os.isatty(self._fd)
+        # (how much the stream holds, the longest wait for a trickle) where the reader may wait
+        self._gather = _PTY_GATHER if self._pty else (_PIPE_SIZE, _GATHER_S) if _widen(self._fd) else None
         self._unfinished = b""  # the end of the last chunk after its last newline, not logged yet
         self.last_output = time.monotonic()
         self.bytes_seen = 0
 
     def run(self) -> None:
+        cycle_start, got = time.monotonic(), 0  # the bytes read since the last wait began
         try:
-            while chunk := os.read(self._fd, _CHUNK):
+            while chunk := _read(self._fd):
+                if self._pty:
+                    chunk = _read_on(self._fd, chunk)
                 self.last_output = time.monotonic()
                 self.bytes_seen += len(chunk)
+                got += len(chunk)
                 if self._echo is not None:
                     self._echo(chunk)
                 self._write_lines(chunk)
@@ -157,8 +174,10 @@ class StreamTee(threading.Thread):
                     self._lines.feed(chunk)
                 except Exception as exc:  # parsing must never stop the tee
                     _parsing_failed(exc)
-                if self._gather and len(chunk) < _CHUNK:
-                    time.sleep(_GATHER_S)  # a trickle: let it gather, one read for many lines
+                if self._gather and len(chunk) < _CHUNK:  # the pipe is empty: let output gather
+                    now = time.monotonic()
+                    time.sleep(_gather_time(got, now - cycle_start, *self._gather))
+                    cycle_start, got = now, 0
             if self._unfinished:
                 self._log.write(self._unfinished)
             try:
@@ -180,6 +199,67 @@ class StreamTee(threading.Thread):
         if cut:
             self._log.write(data[:cut])
         self._unfinished = data[cut:]
+
+
+def start_child(
+    command: list[str], *, terminal_fd: int | None, **start: Any
+) -> tuple[subprocess.Popen[bytes], IO[bytes]]:
+    """Start `command` with its stdout and stderr coming to us, and return its stdout.
+
+    Its stdout is buffered as it would be without us: a pty where `terminal_fd` (the stream
+    we echo it to) is a terminal, so it line-buffers and sizes its output to that terminal,
+    else a pipe, so it block-buffers (the inherited PYTHONUNBUFFERED decides, as it would).
+    Its stderr is a pipe: Python line-buffers stderr anyway, and C's stdio never buffers it."""
+    pair = platform.terminal_for_child(terminal_fd) if terminal_fd is not None else None
+    if pair is None:
+        popen = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **start)
+        assert popen.stdout is not None
+        return popen, popen.stdout
+    ours, child = pair
+    try:
+        popen = subprocess.Popen(command, stdout=child, stderr=subprocess.PIPE, **start)
+    except BaseException:
+        os.close(ours)
+        raise
+    finally:
+        os.close(child)  # the child has its copy: the pty ends (EIO) when the last one closes
+    return popen, os.fdopen(ours, "rb", buffering=0)  # closed by its StreamTee
+
+
+def _read(fd: int) -> bytes:
+    """The next chunk of a pipe or a pty; b"" at the end (a pty says EIO when no writer is left)."""
+    try:
+        return os.read(fd, _CHUNK)
+    except OSError as exc:
+        if exc.errno == errno.EIO:
+            return b""
+        raise
+
+
+def _read_on(fd: int, chunk: bytes) -> bytes:
+    """A pty gives at most ~4 KiB a read: what it holds after `chunk` joins it, up to
+    `_CHUNK`, so that a flood is echoed, logged and scanned in large chunks."""
+    import select  # POSIX: a pty is
+
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    parts, size = [chunk], len(chunk)
+    while size < _CHUNK and poller.poll(0):
+        more = _read(fd)
+        if not more:  # the end: the next read says so again
+            break
+        parts.append(more)
+        size += len(more)
+    return b"".join(parts) if len(parts) > 1 else chunk
+
+
+def _gather_time(got: int, elapsed: float, holds: int = _PIPE_SIZE, longest: float = _GATHER_S) -> float:
+    """How long to let output gather once the pipe (or pty) is empty, after `got` bytes in
+    `elapsed` seconds: `longest` for a trickle; for a flood, the time it takes to fill half
+    of what the stream `holds` at that rate, so the trainer does not wait on a full pipe (a
+    rate held down by a full pipe halves the wait each time, until it no longer fills)."""
+    half_full = elapsed * (holds // 2) / got if got else longest
+    return min(longest, half_full)
 
 
 def _widen(fd: int) -> bool:

@@ -3,7 +3,7 @@
 Everything else in `supervise/` uses psutil and works on Windows too. What
 only POSIX (or only Linux) has lives here, with a no-op or a portable fallback:
 child subreaper (Linux), process groups, signal names, the 128+N exit-status
-convention.
+convention, the pty that stands in for the user's terminal.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 IS_LINUX = sys.platform.startswith("linux")
 IS_WINDOWS = sys.platform == "win32"
+IS_POSIX = os.name == "posix"
 _PR_SET_CHILD_SUBREAPER = 36
 
 # The graceful stop sequence: interrupt (KeyboardInterrupt in Python), terminate, kill.
@@ -95,3 +96,34 @@ def forwardable_signals() -> list[int]:
     """Signals a scheduler or a user sends to stop a job; the supervisor forwards them."""
     names = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
     return [int(getattr(signal, n)) for n in names if hasattr(signal, n)]
+
+
+def terminal_for_child(fd: int) -> tuple[int, int] | None:
+    """A pty (our end, the child's end) to stand in for `fd` when it is a terminal, else None.
+
+    A trainer whose stdout is a terminal line-buffers it; behind a pipe it block-buffers.
+    Its output passes through us either way, so where ours goes to a terminal the child
+    gets a terminal too: of the same size, and without output processing (the bytes reach
+    output.log as written; the user's terminal still translates `\\n` when we echo them).
+    POSIX only; None where `fd` is not a terminal or no pty can be had."""
+    if IS_WINDOWS or not os.isatty(fd):
+        return None
+    try:
+        import fcntl
+        import termios
+
+        ours, child = os.openpty()
+    except (ImportError, OSError):
+        return None
+    try:
+        attrs = termios.tcgetattr(child)
+        attrs[1] &= ~termios.OPOST
+        termios.tcsetattr(child, termios.TCSANOW, attrs)
+        with contextlib.suppress(OSError):
+            size = fcntl.ioctl(fd, termios.TIOCGWINSZ, b"\0" * 8)
+            fcntl.ioctl(child, termios.TIOCSWINSZ, size)
+    except (OSError, termios.error):
+        os.close(ours)
+        os.close(child)
+        return None
+    return ours, child

@@ -4,7 +4,9 @@ One sample reads RSS and CPU times of the processes already known (a few
 /proc reads each); the tree itself is re-walked only every
 few seconds, because walking it reads every process on the machine. While
 memory is flat the interval stretches up to 4x `--sample-interval`; any change
-of more than 5 % snaps it back, so a spike at epoch end is sampled densely.
+of more than 5 % snaps it back, so a spike at epoch end is sampled densely. The first
+sample after `densely` is marked as opening a stretch (`samplelog.OPENS`): the writer, which
+merges a long run's samples into buckets, never merges it with the samples before it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from trainmedic.events import MemorySample
+from trainmedic.samplelog import OPENS
 from trainmedic.supervise.cgroup import CgroupInfo
 from trainmedic.supervise.gpu import GpuProbe, NullProbe
 from trainmedic.supervise.tree import Proc
@@ -38,6 +41,7 @@ class TreeSampler:
     _last_t: float | None = None
     _last_rss: int | None = None
     gpu_percent: float | None = None  # utilization of the tree's GPUs at the last sample
+    _opens: bool = True  # the next sample opens a stretch (a phase, a process): never merged back
 
     def __post_init__(self) -> None:
         self.interval = self.base_interval
@@ -56,6 +60,7 @@ class TreeSampler:
         self.gpu_percent = self.gpu.utilization(set(procs)) if gpu else None
         total = sum(rss.values())
         self._adapt(total)
+        opens, self._opens = self._opens, False
         return MemorySample(
             rss_bytes=total,
             processes=rss,
@@ -64,6 +69,7 @@ class TreeSampler:
             gpu_bytes=sum(gpu.values()) if gpu else None,
             gpu_processes={str(k): v for k, v in gpu.items()},
             cpu_percent=cpu_percent,
+            summary={OPENS: True} if opens else None,
         )
 
     def _cpu_percent(self, cpu_now: dict[int, float], now: float) -> float | None:
@@ -81,6 +87,7 @@ class TreeSampler:
         next sample: that one only sets the reference, so it cannot stretch the interval at once."""
         self.interval = self.base_interval
         self._last_rss = None
+        self._opens = True  # the writer's bucket of samples (samplelog) ends before it
 
     def _adapt(self, total: int) -> None:
         last, self._last_rss = self._last_rss, total

@@ -78,6 +78,7 @@ class RunOptions:
     instrument: bool = True
     echo: bool = True
     runs_base: Path = Path("runs")
+    tracker: str = "auto"  # auto | mlflow | wandb | none: where the diagnosis is attached (trackers/)
 
 
 @dataclass(slots=True)
@@ -184,6 +185,9 @@ class Supervisor:
                     (run_dir / runfolder.STOP_REQUEST).unlink()
             status = platform.exit_status(result.returncode)
             ended = time.time()
+            from trainmedic.trackers.attach import curves_from_trackers, to_trackers  # MLflow / W&B runs
+
+            curves_from_trackers(run_dir, choice=opts.tracker, say=self._say)
             manifest_extra.update(attempts=attempt_no + 1, trainer_pids=result.trainer_pids)
             findings = self._finish(
                 run_dir,
@@ -199,6 +203,10 @@ class Supervisor:
                     signal=platform.signal_of(result.returncode),
                     extra=manifest_extra,
                 ),
+            )
+            stopped = result.stopped_by is not None
+            to_trackers(
+                run_dir, findings, exit_status=status, stopped=stopped, choice=opts.tracker, say=self._say
             )
         return RunOutcome(status, run_dir, findings, attempt_no + 1)
 
@@ -241,7 +249,8 @@ class Supervisor:
         opts = self.opts
         events_path = run_dir / runfolder.EVENTS
         env = child_env(events_path, instrument=opts.instrument)
-        env.update(PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
+        # No PYTHONUNBUFFERED: the trainer buffers its output as it would without us (logstream)
+        env.update(PYTHONFAULTHANDLER="1")
         env[runfolder.RUN_DIR_ENV] = str(run_dir.resolve())
         env["TRAINMEDIC_RESTART"] = str(number)
         if self._logs is not None and self._logs.checkpoint:

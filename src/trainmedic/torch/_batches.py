@@ -18,6 +18,12 @@ after it. That surplus is the lead: measured at the first check that has seen tw
 the epoch, it shifts the pairing (the first `lead` notes are dropped, and the end of the
 epoch notes the step of the last batch).
 
+When the loss of a step is the first non-finite one, `inputs_of` reads that batch's samples
+again from the loader's dataset (`dataset[i]` for its indices: no per-step cost, and once
+per run) and says which rows and columns hold NaN/Inf, so that TRN001 can name the data as
+the cause. The re-read runs with the random generators' states saved and restored (a
+random transform must not change the rest of the run) and within `REREAD_BUDGET_S`.
+
 At every check all losses so far have been read, so no earlier batch can be the
 culprit: `forget` drops what was noted. A loader that yields for long without
 any check (an evaluation pass with no optimizer step) is trimmed to its last
@@ -27,24 +33,38 @@ checks (a process that only evaluates has no check at all).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import random
+import sys
+import time
 import weakref
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
+
+import torch
+from trainmedic.rules.trn.trn001_nonfinite_loss import BatchInputs, NonfiniteField
 
 MAX_NOTED = 4096  # batches noted per loader between two checks: a NaN is read at most `every` steps late
 LOG_ATTR = "_tm_batches"  # where a DataLoader iterator keeps its log
+# Reading a batch again (a NaN loss's, once per run) stops after this long or this many
+# samples: a dataset that decodes images from disk still answers within seconds.
+REREAD_BUDGET_S = 2.0
+REREAD_MAX_ROWS = 1024
+_DEPTH = 4  # nesting of tuples, lists and dicts searched in a sample
 
 
 class BatchLog(list[int]):
     """The step of every batch one loader iterator yielded since the last check (a plain list,
     appended by the loader's `__next__` hook), and the index lists it drew (`drawn`, a tee)."""
 
-    __slots__ = ("at_start", "drawn", "end", "iterator", "lead", "taken")
+    __slots__ = ("at_start", "dataset", "drawn", "end", "iterator", "lead", "taken")
 
     def __init__(self, iterator: Any, drawn: Any) -> None:
         super().__init__()
         self.iterator = weakref.ref(iterator)
+        self.dataset: Any = getattr(iterator, "_dataset", None)  # what the indices index
         self.drawn: Any = drawn  # the tee branch the loader does not read; None once settled
         self.taken: list[tuple[int, Any]] = []  # (step, indices) already paired
         self.lead: int | None = None  # batches the loop draws ahead (None: not known yet)
@@ -150,17 +170,149 @@ class LoaderBatches:
         if log is not None:
             log.settle(step)
 
-    def of_step(self, step: int) -> list[int]:
-        """The dataset indices of the batches that step `step` trained on (integers only)."""
-        found: list[int] = []
+    def _drawn(self, step: int) -> Iterator[tuple[BatchLog, list[int]]]:
+        """Each batch that step `step` trained on, with the log of its loader (integer indices only)."""
         for log in self.logs:
             for noted, index in log.pair():
                 if noted == step and type(index) is list and index and isinstance(index[0], int):
-                    found.extend(index)
-        return found
+                    yield log, index
+
+    def of_step(self, step: int) -> list[int]:
+        """The dataset indices of the batches that step `step` trained on (integers only)."""
+        return [i for _, index in self._drawn(step) for i in index]
+
+    def inputs_of(self, step: int) -> BatchInputs | None:
+        """What the samples of step `step`'s batches hold, read again from their datasets:
+        the rows and columns with NaN/Inf. None when they cannot be read again (no loader
+        with a map-style dataset, a dataset that fails or runs out of time)."""
+        batches = [(log.dataset, index) for log, index in self._drawn(step) if log.dataset is not None]
+        if not batches:
+            return None
+        try:
+            with _generators_kept(), torch.no_grad():
+                return _read_again(batches)
+        except Exception:  # a dataset that cannot be read again: the finding goes without it
+            return None
 
     def forget(self) -> None:
         """A check read every loss so far: no batch noted up to now is a culprit."""
         for log in self.logs:
             log.forget()
         self.logs = [log for log in self.logs if not log.done]
+
+
+def _read_again(batches: list[tuple[Any, list[int]]]) -> BatchInputs | None:
+    deadline = time.perf_counter() + REREAD_BUDGET_S
+    fields: dict[str, tuple[list[int], set[int], set[str]]] = {}
+    positions: list[int] = []
+    read = 0
+    offset = 0
+    for dataset, index in batches:
+        for position, row in enumerate(index, start=offset):
+            if read >= REREAD_MAX_ROWS or time.perf_counter() > deadline:
+                return (
+                    None if read == 0 else _inputs(fields, positions, read, sum(len(i) for _, i in batches))
+                )
+            read += 1
+            bad = False
+            for name, leaf in _leaves(dataset[row], "sample", _DEPTH):
+                found = _nonfinite(leaf)
+                if found is None:
+                    continue
+                columns, values = found
+                rows, cols, kinds = fields.setdefault(name, ([], set(), set()))
+                rows.append(row)
+                cols.update(columns)
+                kinds.update(values)
+                bad = True
+            if bad:
+                positions.append(position)
+        offset += len(index)
+    return _inputs(fields, positions, read, offset)
+
+
+def _inputs(
+    fields: dict[str, tuple[list[int], set[int], set[str]]], positions: list[int], read: int, total: int
+) -> BatchInputs:
+    order = ("nan", "+inf", "-inf")
+    return BatchInputs(
+        rows_read=read,
+        rows_in_batch=total,
+        fields=tuple(
+            NonfiniteField(
+                field=name,
+                rows=tuple(rows),
+                columns=tuple(sorted(columns)),
+                values=tuple(v for v in order if v in values),
+            )
+            for name, (rows, columns, values) in fields.items()
+        ),
+        positions=tuple(positions),
+    )
+
+
+def _leaves(sample: Any, name: str, depth: int) -> Iterator[tuple[str, Any]]:
+    """The values of a sample that can hold NaN/Inf, each with where it sits in the sample."""
+    if isinstance(sample, (tuple, list)) and depth > 0 and not _is_numbers(sample):
+        for i, part in enumerate(sample):
+            yield from _leaves(part, f"{name}[{i}]", depth - 1)
+    elif isinstance(sample, dict) and depth > 0:
+        for key, part in sample.items():
+            yield from _leaves(part, f"{name}[{key!r}]", depth - 1)
+    else:
+        yield name, sample
+
+
+def _is_numbers(values: Any) -> bool:
+    """A flat list of numbers is one feature row (a `[1.0, nan, 3.0]` sample), not its parts."""
+    return bool(values) and all(isinstance(v, (int, float)) for v in values)
+
+
+def _nonfinite(value: Any) -> tuple[list[int], set[str]] | None:
+    """(the columns, the kinds) of NaN/Inf in one part of a sample; None when it is finite
+    or holds no floating-point numbers. Columns are the last axis of a 1-D or 2-D part."""
+    if isinstance(value, torch.Tensor):
+        tensor = value.detach()
+    elif isinstance(value, (float, list)) or hasattr(value, "__array__"):
+        try:
+            tensor = torch.as_tensor(value)
+        except (TypeError, ValueError, RuntimeError):  # strings, objects: nothing numeric to judge
+            return None
+    else:
+        return None
+    if not (tensor.is_floating_point() or tensor.is_complex()) or tensor.is_sparse:
+        return None
+    tensor = tensor.cpu()
+    if tensor.is_complex():
+        tensor = torch.view_as_real(tensor).sum(-1)  # non-finite when either part is
+    bad = ~torch.isfinite(tensor)
+    if not bool(bad.any()):
+        return None
+    values = {
+        kind
+        for kind, mask in (
+            ("nan", torch.isnan(tensor)),
+            ("+inf", torch.isposinf(tensor)),
+            ("-inf", torch.isneginf(tensor)),
+        )
+        if bool(mask.any())
+    }
+    columns: list[int] = []
+    if tensor.dim() in (1, 2):
+        columns = torch.nonzero(bad.reshape(-1, tensor.shape[-1]).any(dim=0)).flatten().tolist()
+    return columns, values
+
+
+@contextlib.contextmanager
+def _generators_kept() -> Iterator[None]:
+    """A dataset's random transforms draw from the global generators: give them back as they were."""
+    python = random.getstate()
+    numpy = sys.modules.get("numpy")
+    numpy_state = numpy.random.get_state() if numpy is not None else None
+    try:
+        with torch.random.fork_rng(devices=[]):
+            yield
+    finally:
+        random.setstate(python)
+        if numpy is not None:
+            numpy.random.set_state(numpy_state)

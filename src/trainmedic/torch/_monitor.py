@@ -180,7 +180,10 @@ class Monitor:
         self.on_sampler_iter = self.hygiene.on_sampler_iter
         self.on_scheduler_step = self.hygiene.on_scheduler_step
         self.take_epoch_loss = self.reads.take_epoch_loss
-        self.settle, self.close = self.endings.settle, self.endings.close
+        self.settle, self.close = (
+            self.reads.after_targets(self.endings.settle),
+            self.reads.after_targets(self.endings.close),
+        )
         self.set_primary = self.optimizers.set_primary
         self._new_state = self.optimizers.new_state
         self._decide_manual, self._drop_manual = self.optimizers.decide_manual, self.optimizers.drop_manual
@@ -211,6 +214,9 @@ class Monitor:
                 watch.before_backward()
         if self.forward.is_open:  # a watched step: its graph's saved outputs live until backward
             self.forward.note_loss(tensors)
+            self.reads.targets.note(tensors, self.step + 1)  # a regression's yardstick
+        elif (self.step + 1) % self.every == 0:  # a checked step: the yardstick too
+            self.reads.targets.note(tensors, self.step + 1)
         if isinstance(tensors, torch.Tensor) and tensors.numel() == 1:
             # Its value or a detached alias (`kept`), not the loss: even after backward freed
             # the saved tensors, the loss holds its step's chain of autograd nodes and what

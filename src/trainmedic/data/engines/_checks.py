@@ -7,8 +7,9 @@ the evidence the pandas check sends, so codes, slugs, evidence and messages cann
 
 The checks that fit a model or a test statistic (near-duplicates, target leakage by
 single-feature scores, drift, label noise) and the yardsticks of chance run the pandas
-code on a seeded sample of each split (`SAMPLE_ROWS`); the report's notes say so when a
-split is larger than the sample.
+code on a seeded sample of each split (`SAMPLE_ROWS`, fewer where the memory budget is
+small: `_budget.Shares.sample_rows`); the report's notes say so when a split is larger than
+the sample.
 """
 
 from __future__ import annotations
@@ -69,13 +70,14 @@ def sampled_dataset(
     names = engine.splits()
     rows = {name: engine.row_count(name) for name in names}
     kinds = {name: engine.column_kinds(name) for name in names}
-    frames = [(name, engine.sample(name, SAMPLE_ROWS, SAMPLE_SEED)) for name in names]
+    size = min(SAMPLE_ROWS, engine.sample_rows)
+    frames = [(name, engine.sample(name, size, SAMPLE_SEED)) for name in names]
     data = data_of(frames)
-    sampled = [name for name in names if rows[name] > SAMPLE_ROWS]
+    sampled = [name for name in names if rows[name] > size]
     if sampled:
         data.notes.append(
             f"{engine.name} engine: near-duplicates, target leakage, drift and label noise ran on "
-            f"seeded samples of {SAMPLE_ROWS:,} rows of {', '.join(sampled)}; every other check counts "
+            f"seeded samples of {size:,} rows of {', '.join(sampled)}; every other check counts "
             "all rows"
         )
     return EngineData(engine, data, rows, kinds)

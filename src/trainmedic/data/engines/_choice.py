@@ -9,7 +9,9 @@ pandas holds a table about three times over at its peak (pyarrow's buffers while
 reading, the frame, the per-row hashes and samples), so a table fits when three times
 its size is within the budget (a folder of part files: the sum of its files). The budget is
 `--memory-budget`, else the TRAINMEDIC_MEMORY_BUDGET variable, else half the memory
-available now.
+available now (at least `_budget.FLOOR`); a budget given below `_budget.FLOOR` (512 MiB) is
+a usage error, as the interpreter and its libraries alone take half of it. `_budget` shares
+the budget between DuckDB and Python.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from trainmedic.data.engines._budget import FLOOR
 from trainmedic.errors import UsageError
 
 ENGINES = ("auto", "pandas", "duckdb", "spark")
 BUDGET_VARIABLE = "TRAINMEDIC_MEMORY_BUDGET"
 PANDAS_WORKING_COPIES = 3
-RESERVED_FOR_PYTHON = 768 * 2**20  # interpreter, pandas, the samples and the models fitted on them
 _UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 
@@ -40,14 +42,24 @@ def parse_size(text: str, *, option: str = "--memory-budget") -> int:
 def memory_budget(explicit: str | int | None) -> int:
     """The bytes the check may use (see the module docstring)."""
     if isinstance(explicit, int):
-        return explicit
+        return _at_least_floor(explicit, "--memory-budget", f"{explicit} bytes")
     if explicit is not None:
-        return parse_size(explicit)
+        return _at_least_floor(parse_size(explicit), "--memory-budget", repr(explicit))
     if os.environ.get(BUDGET_VARIABLE):
-        return parse_size(os.environ[BUDGET_VARIABLE], option=BUDGET_VARIABLE)
+        text = os.environ[BUDGET_VARIABLE]
+        return _at_least_floor(parse_size(text, option=BUDGET_VARIABLE), BUDGET_VARIABLE, repr(text))
     import psutil
 
-    return int(psutil.virtual_memory().available // 2)
+    return max(int(psutil.virtual_memory().available // 2), FLOOR)
+
+
+def _at_least_floor(budget: int, option: str, given: str) -> int:
+    if budget < FLOOR:
+        raise UsageError(
+            f"{option} {given}: expected at least 512MiB (the interpreter and its libraries "
+            "alone take about 250 MiB)"
+        )
+    return budget
 
 
 def is_spark_frame(value: object) -> bool:

@@ -6,11 +6,9 @@ import importlib.util
 from collections.abc import Mapping
 from pathlib import Path
 
-from trainmedic.data.engines._choice import RESERVED_FOR_PYTHON
+from trainmedic.data.engines._budget import shares
 from trainmedic.data.engines._protocol import TableEngine
 from trainmedic.errors import UsageError
-
-MIN_DUCKDB_MEMORY = 256 * 2**20
 
 
 def open_table_engine(
@@ -41,7 +39,7 @@ def _open_duckdb(inputs: Mapping[str, object], budget: int) -> TableEngine:
         raise UsageError("--engine duckdb needs duckdb: pip install 'trainmedic[bigdata]'")
     from trainmedic.data.engines.duckdb_engine import open_duckdb
 
-    return open_duckdb(paths, memory_limit=max(budget - RESERVED_FOR_PYTHON, MIN_DUCKDB_MEMORY))
+    return open_duckdb(paths, memory=shares(budget))
 
 
 def _open_spark(inputs: Mapping[str, object], master: str | None, conf: dict[str, str]) -> TableEngine:

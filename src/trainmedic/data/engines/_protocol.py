@@ -38,6 +38,7 @@ class TableEngine(Protocol):
     """What the aggregate checks ask. `columns` arguments are lists of column names of the split."""
 
     name: str  # "duckdb", "spark": said in the report's notes
+    sample_rows: int  # the most rows a seeded sample of one split may hold (the memory budget's)
 
     def splits(self) -> list[str]:
         """The split names given, in the order train, val, test, serving."""

@@ -19,9 +19,11 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from trainmedic.data.engines._budget import MAX_SAMPLE_ROWS
 from trainmedic.data.engines._protocol import Conflicts, Duplicates, Matches, Moments, SharedValues
 
 ROW = "__tm_row"
+_OVERSAMPLE = 1.25  # rows passed to a sample's top-n per row sampled (see `sample`)
 _ID = "__tm_id"
 SPLIT_ORDER = ("train", "val", "test", "serving")
 _NUMBER_TYPES = (
@@ -41,6 +43,7 @@ class Dialect:
     hash_skips_nulls: bool  # Spark's xxhash64 ignores NULL arguments: hash a null flag beside each value
     timestamp_parse: str  # '{}' is the text expression: CAST({} AS TIMESTAMPTZ) / to_timestamp({})
     random_order: str  # '{seed}': orders rows randomly, reproducibly: hash(__tm_row + {seed})
+    hash_low: int  # the least value of hash_function: 0 (DuckDB's UBIGINT) / -2**63 (Spark's LONG)
 
     def quote(self, name: str) -> str:
         q = self.quote_char
@@ -96,6 +99,7 @@ DUCKDB = Dialect(
     hash_skips_nulls=False,
     timestamp_parse="CAST({} AS TIMESTAMPTZ)",
     random_order=f"hash({ROW} + {{seed}})",
+    hash_low=0,
 )
 SPARK = Dialect(
     name="spark",
@@ -105,6 +109,7 @@ SPARK = Dialect(
     hash_skips_nulls=True,
     timestamp_parse="to_timestamp({})",
     random_order=f"xxhash64({ROW}, {{seed}})",
+    hash_low=-(2**63),
 )
 
 
@@ -138,6 +143,7 @@ class SqlTableEngine:
         self._kinds: dict[str, dict[str, str]] = {}
         self._hashed: dict[tuple[str, tuple[str, ...], str | None], str] = {}
         self._counts: dict[str, int] = {}
+        self.sample_rows = MAX_SAMPLE_ROWS
 
     def splits(self) -> list[str]:
         return list(self._splits)
@@ -314,16 +320,23 @@ class SqlTableEngine:
         return Matches(rows, rows, self._ids(f"SELECT {self._id_expr(split)}, {ROW} {source}", limit))
 
     def sample(self, split: str, n: int, seed: int) -> pd.DataFrame:
+        """The `n` rows of the smallest random-order hashes, in read order. A filter on the
+        hash passes about `_OVERSAMPLE` x `n` rows to the top-n, so the scan streams and
+        only those rows are held; in the rare case fewer pass, the top-n runs on every row."""
         relation = self.dialect.relation(split)
-        if self.row_count(split) <= n:
-            sql = f"SELECT * FROM {relation} ORDER BY {ROW}"
-        else:
-            order = self.dialect.random_order.format(seed=int(seed))
-            chosen = f"SELECT * FROM {relation} ORDER BY {order} LIMIT {int(n)}"
-            sql = f"SELECT * FROM ({chosen}) AS s ORDER BY {ROW}"
-        frame = self.runner.frame(sql)
-        index = pd.Index(frame.pop(ROW).to_numpy())
-        return frame.set_axis(index, axis=0)
+        total = self.row_count(split)
+        if total <= n:
+            return _indexed(self.runner.frame(f"SELECT * FROM {relation} ORDER BY {ROW}"))
+        order = self.dialect.random_order.format(seed=int(seed))
+        share = min(_OVERSAMPLE * n / total + 64 / total, 1.0)
+        below = self.dialect.hash_low + int(share * 2**64)
+        frame = pd.DataFrame()
+        for where in (f" WHERE {order} < {below}" if share < 1.0 else "", ""):
+            chosen = f"SELECT * FROM {relation}{where} ORDER BY {order} LIMIT {int(n)}"
+            frame = _indexed(self.runner.frame(f"SELECT * FROM ({chosen}) AS s ORDER BY {ROW}"))
+            if len(frame) == n:
+                break
+        return frame
 
     def close(self) -> None:
         self.runner.close()
@@ -365,6 +378,12 @@ class SqlTableEngine:
 
     def _one(self, sql: str) -> Any:
         return self.runner.rows(sql)[0][0]
+
+
+def _indexed(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame indexed by its `__tm_row` column (the row numbers in read order)."""
+    index = pd.Index(frame.pop(ROW).to_numpy())
+    return frame.set_axis(index, axis=0)
 
 
 def _plain(value: object) -> object:

@@ -1,9 +1,13 @@
 """DuckDB on one machine: Parquet/CSV/JSONL files or folders read lazily, spilled to disk.
 
-Nothing is loaded up front: each split is a view over `read_parquet`/`read_csv`, and the
-row hashes the checks share are written once to a database file in a temporary folder,
-which is also where DuckDB spills when a join or aggregate outgrows `memory_limit`. So
-the peak memory follows the limit, not the table.
+Nothing is loaded into memory up front: each Parquet split is a view over `read_parquet`,
+each text split a table in a database file in a temporary folder, where the row hashes the
+checks share are written once too, and where DuckDB spills when a join or aggregate
+outgrows `memory_limit`. So the peak memory follows the limit, not the table. The limit,
+the threads and whether a Parquet row group is read at once come from the budget's
+`Shares` (`_budget`). Insertion order is kept only while CSV/JSON files are numbered in
+read order, as they are parsed once into the database file (every check then reads that,
+not the text).
 
 Row numbers (`__tm_row`) for Parquet come from each file's own row numbers plus the rows
 of the files before it (from the Parquet footers), so they are exact and the scan stays
@@ -14,7 +18,6 @@ index are left out, as `pd.read_parquet` makes them the index (`readers.pandas_i
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import tempfile
@@ -24,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from trainmedic.data.engines._budget import Shares
 from trainmedic.data.engines._sql import DUCKDB, ROW, SqlTableEngine
 from trainmedic.data.readers import header_names, pandas_index_columns, table_files
 from trainmedic.errors import UsageError
@@ -45,7 +49,7 @@ _CSV_TYPING = "sample_size = -1, auto_type_candidates = ['BIGINT', 'DOUBLE', 'TI
 class DuckDBRunner:
     """Executes the engine's SQL on one DuckDB connection; every DuckDB error becomes one line."""
 
-    def __init__(self, memory_limit: int, workdir: Path) -> None:
+    def __init__(self, memory: Shares, workdir: Path) -> None:
         import duckdb
 
         self._error = duckdb.Error
@@ -53,10 +57,10 @@ class DuckDBRunner:
         self.con = duckdb.connect(str(workdir / "trainmedic.duckdb"))
         spill = workdir / "spill"
         spill.mkdir(exist_ok=True)
-        self.con.execute(f"SET memory_limit = '{max(memory_limit // 2**20, 128)}MB'")
+        self.con.execute(f"SET memory_limit = '{memory.duckdb // 2**20}MiB'")
         self.con.execute(f"SET temp_directory = '{_text(str(spill))}'")
-        self.con.execute(f"SET threads = {os.cpu_count() or 1}")
-        self.memory_limit = memory_limit
+        self.con.execute(f"SET threads = {memory.threads}")
+        self.memory = memory
         self.context = ""
 
     def execute(self, sql: str) -> Any:
@@ -68,8 +72,8 @@ class DuckDBRunner:
     def _usage_error(self, exc: Exception) -> UsageError:
         if "Out of Memory" in str(exc):
             return UsageError(
-                f"duckdb ran out of its memory limit ({self.memory_limit / 2**30:.1f} GiB) "
-                "and could not spill; raise --memory-budget"
+                f"duckdb ran out of its memory limit ({self.memory.duckdb / 2**20:,.0f} MiB of a "
+                f"{self.memory.budget / 2**20:,.0f} MiB budget) and could not spill; raise --memory-budget"
             )
         named = re.search(r"^\s*file = (.+)$", str(exc), re.MULTILINE)
         context = f"{named.group(1).strip()}: " if named and not self.context else self.context
@@ -98,27 +102,49 @@ class DuckDBRunner:
 
 
 def open_duckdb(
-    inputs: Mapping[str, str | Path], *, memory_limit: int, temp_dir: str | None = None
+    inputs: Mapping[str, str | Path], *, memory: Shares, temp_dir: str | None = None
 ) -> SqlTableEngine:
-    """A `TableEngine` over these files; bad input raises `UsageError` naming the file."""
+    """A `TableEngine` over these files within `memory`; bad input raises `UsageError`
+    naming the file."""
     workdir = Path(tempfile.mkdtemp(prefix="trainmedic-duckdb-", dir=temp_dir))
-    runner = DuckDBRunner(memory_limit, workdir)
+    runner = DuckDBRunner(memory, workdir)
     try:
         found = {split: table_files(Path(source)) for split, source in inputs.items()}
-        # row numbers of text formats follow the scan order; Parquet carries its own
-        ordered = any(fmt != "parquet" for _, fmt in found.values())
-        runner.execute(f"SET preserve_insertion_order = {str(ordered).lower()}")
+        runner.execute("SET preserve_insertion_order = false")
+        runner.execute("SET disable_parquet_prefetching = true")  # until the row groups are known
+        largest = 0
         for split, source in inputs.items():
             files, fmt = found[split]
             runner.context = f"{source}: "
-            runner.execute(f'CREATE VIEW "tm_{split}" AS {_numbered(runner, files, fmt)}')
+            if fmt == "parquet":  # Parquet carries its own row numbers: read where it lies
+                largest = max(largest, _largest_row_group(runner, files))
+                runner.execute(f'CREATE VIEW "tm_{split}" AS {_numbered(runner, files, fmt)}')
+            else:  # text rows are numbered in read order: parsed once, in order, to the database
+                runner.execute("SET preserve_insertion_order = true")
+                runner.execute(f'CREATE TABLE "tm_{split}" AS {_numbered(runner, files, fmt)}')
+                runner.execute("SET preserve_insertion_order = false")
             if not runner.rows(f'SELECT 1 FROM "tm_{split}" LIMIT 1'):
                 raise UsageError(f"{source}: has no rows; expected a non-empty {fmt} table")
         runner.context = ""
+        prefetch = memory.prefetch_row_groups(largest)
+        runner.execute(f"SET disable_parquet_prefetching = {str(not prefetch).lower()}")
+        columns = max(len(runner.column_types(f'"tm_{split}"')) for split in inputs)
     except BaseException:
         runner.close()
         raise
-    return SqlTableEngine("duckdb", DUCKDB, runner, list(inputs))
+    engine = SqlTableEngine("duckdb", DUCKDB, runner, list(inputs))
+    engine.sample_rows = memory.sample_rows(columns, len(inputs))
+    return engine
+
+
+def _largest_row_group(runner: DuckDBRunner, files: list[Path]) -> int:
+    """Bytes of the largest row group of these Parquet files, as stored."""
+    listed = "[" + ", ".join(f"'{_text(str(f))}'" for f in files) + "]"
+    sizes = (
+        f"SELECT sum(total_compressed_size) AS s FROM parquet_metadata({listed}) "
+        "GROUP BY file_name, row_group_id"
+    )
+    return int(runner.rows(f"SELECT coalesce(max(s), 0) FROM ({sizes}) AS g")[0][0])
 
 
 def _numbered(runner: DuckDBRunner, files: list[Path], fmt: str) -> str:

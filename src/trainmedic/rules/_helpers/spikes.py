@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trainmedic.events import MemorySample
-from trainmedic.record import RunRecord, median
+from trainmedic.record import RunRecord, weighted_median
+from trainmedic.samplelog import mean_of, weight_of
 
 #: Phases that are the training itself; every other named phase is a non-training phase.
 TRAINING_PHASES = frozenset({"train"})
@@ -32,12 +33,16 @@ class Episode:
     phase: str  # the phase of the highest sample
     peak: int
     samples: int
-    baseline: list[int]
+    baseline: list[tuple[float, int]]  # (value, how many samples it stands for: samplelog buckets)
     killed: bool = False  # the OOM killer ended the run inside this episode
 
     @property
+    def baseline_samples(self) -> int:
+        return sum(n for _, n in self.baseline)
+
+    @property
     def steady(self) -> float:
-        return median(self.baseline)
+        return weighted_median(self.baseline)
 
     @property
     def ratio(self) -> float:
@@ -54,33 +59,36 @@ def episodes(
     baseline and a peak are only compared in the same unit.
     """
     found: list[Episode] = []
-    before: list[int] = []  # every training sample so far
-    since: list[int] = []  # training samples since the last episode
+    before: list[tuple[float, int]] = []  # every training sample so far
+    since: list[tuple[float, int]] = []  # training samples since the last episode
     current: Episode | None = None
     for sample in record.memory_samples:
-        value = measure(sample)
+        value = measure(sample)  # a bucket of samples (samplelog) holds their maxima
         if value is None:
             continue
         phase = record.phase_at(sample.t)
         if phase is None:
             continue  # start-up and shutdown: neither training nor a phase of it
+        weight = weight_of(sample)
         if phase in TRAINING_PHASES:
             if current is not None:
                 found.append(current)
                 current = None
-            before.append(value)
-            since.append(value)
+            steady = measure(mean_of(sample))  # the steady state: a bucket's mean, for its samples
+            point = (value if steady is None else steady, weight)
+            before.append(point)
+            since.append(point)
             continue
         if current is None:
-            baseline = since if len(since) >= min_baseline else before
+            baseline = since if sum(n for _, n in since) >= min_baseline else before
             current = Episode(phase=phase, peak=value, samples=0, baseline=list(baseline))
             since = []
-        current.samples += 1
+        current.samples += weight
         if value > current.peak:
             current.peak, current.phase = value, phase
     if current is not None:
         found.append(current)
-    return [e for e in found if len(e.baseline) >= min_baseline]
+    return [e for e in found if e.baseline_samples >= min_baseline]
 
 
 def open_at_end(record: RunRecord, episode: Episode) -> bool:

@@ -1,19 +1,46 @@
-"""DAT005 `target-leakage`: a single feature predicts the label almost perfectly.
+"""DAT005 `target-leakage`: a feature, or a few numeric features together, give the label away.
 
 Collector: `trainmedic check data` (`trainmedic.data._predictability`, called by
 `trainmedic.data._leakage`) fits a histogram "tree" per feature on half of the training rows
 and scores it on the other half; it sends the label and every feature's `FeatureScore`,
-best first, as `Predictability`.
+best first, the near-deterministic features measured against the rest of the table
+(`AgainstRest`, classes) and the least-squares fits of a few numeric features (`LinearFit`,
+regression), as `Predictability`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.rules._helpers.tables import TablesExample, rows, tables
 
-TARGET_LEAKAGE_SCORE = 0.95  # held-out normalised accuracy (or R²) of one feature alone
+# One feature alone: held-out normalised accuracy (classes) or R² (numbers). At COPY_SCORE
+# (classes) or COPY_R2 (numbers, binned or linear: residuals 1 % of the label's spread, where
+# a quarterly series that trends with the label stays near 0.999), a copy or a code of the
+# label, whatever the rest of the table says.
+COPY_SCORE = 0.99
+COPY_R2 = 0.9999
+TARGET_LEAKAGE_SCORE = 0.95
+# A feature from TARGET_LEAKAGE_SCORE up, or one that ranks the classes almost without error
+# (a threshold rule, a code that implies the outcome), is reported when the rest of the table
+# does far worse: at most REST_CEILING (AUC, or the best other feature's R²) and
+# REST_ERROR_RATIO times its errors or more. A relation nothing else in the table
+# corroborates is a definition, not a finding; a legitimately strong feature has company:
+# iris' petal width (accuracy 0.96 on 56 held-out rows, AUC 0.995) is matched by its petal
+# length (AUC 0.988), a trending series (GDP against consumption, R² 0.99) by every other.
+NEAR_DETERMINISTIC_AUC = 0.975
+REST_CEILING = 0.95
+REST_ERROR_RATIO = 4.0
+# A few numeric features whose least-squares fit leaves under 1 % of the label's variance
+# (residuals a tenth of its spread) on held-out rows: the label is computed from them (a
+# mean, a sum, a difference). A measured quantity carries its own noise: scikit-learn's
+# diabetes table reaches 0.53 with three features (benchmarks/data_real_tables.py). And
+# together they leave a LINEAR_GAIN-th or less of what the best feature alone leaves: series
+# that trend together (GDP against consumption and population, 0.9993, consumption alone
+# 0.998) fit each other closely without one being computed from the others.
+LINEAR_R2 = 0.99
+LINEAR_GAIN = 10.0
 
 
 def _example() -> TablesExample:
@@ -27,17 +54,31 @@ SPEC = FindingSpec(
     code="DAT005",
     slug="target-leakage",
     severity=Severity.ERROR,
-    title="A single feature predicts the label",
-    what="A single feature predicts the label almost perfectly.",
+    title="A feature gives the label away",
+    what=(
+        "A single feature predicts the label almost perfectly, or a few numeric features "
+        "reconstruct a numeric label."
+    ),
     why=(
-        "Such a feature usually encodes the label (a post-outcome field, a label-derived code) and "
-        "will not exist, or not mean the same, at serving time: the validation score is a mirage."
+        "Such a feature usually encodes the label (a post-outcome field, a label-derived code, "
+        "the quantity the label was cut from, the parts the label was summed from) and will not "
+        "exist, or not mean the same, at serving time: the validation score is a mirage."
     ),
     example=(
         "A 'refund_issued' column in a churn data set. Measured per feature with a histogram "
-        "'tree' (up to 128 bins) fitted on half of the training rows and scored on the other "
-        "half: normalised accuracy (acc - majority) / (1 - majority) for classes, R² for "
-        "numbers; 0.95 or more is reported. A unique ID column scores 0 on the held-out half."
+        "'tree' (up to 128 ordered bins for numbers, at least 5 fit rows a bin; a bin per value "
+        "for text and codes) fitted on half of the training rows and scored on the other half: "
+        "normalised accuracy (acc - majority) / (1 - majority) and the ranking AUC of the bins' "
+        "class rates (or of the number itself) for classes, R² for numbers. A unique ID scores "
+        "0. Reported: a copy or a code of the label (normalised accuracy 0.99 or more, R² 0.9999 "
+        "or more); a feature at 0.95 or more, or a class feature at AUC 0.975 or more, when the "
+        "rest of the table does far worse (a naive Bayes over every other feature or the best "
+        "other feature: AUC or R² 0.95 at most, and 4 times the feature's errors or more): a "
+        "label cut from the feature at a threshold (birth weight < 2,500 g => 'low'), a code "
+        "recorded with the outcome (injury severity 'killed' => 'dead'); for a numeric label, "
+        "up to three numeric features chosen by orthogonal matching pursuit whose least-squares "
+        "fit reaches a held-out R² of 0.99 and leaves a tenth or less of what the best single "
+        "feature leaves (minimum and maximum price => price)."
     ),
     fix="Remove the feature, or confirm it is available at prediction time before keeping it.",
     example_input=_example,
@@ -54,14 +95,37 @@ class FeatureScore:
     value: float
     baseline: float
     rows: int
+    auc: float | None = None  # classes: held-out ranking AUC of the bins' class rates
+
+
+@dataclass(frozen=True, slots=True)
+class AgainstRest:
+    """A feature's held-out AUC beside that of a naive Bayes over every other feature."""
+
+    feature: str
+    auc: float
+    rest_auc: float
+    rest_features: int
+    rows: int
+
+
+@dataclass(frozen=True, slots=True)
+class LinearFit:
+    """Held-out R² of a least-squares fit of the label on `features`."""
+
+    features: tuple[str, ...]
+    r2: float
+    rows: int
 
 
 @dataclass(frozen=True, slots=True)
 class Predictability:
-    """Every feature's held-out score against `label`, best first."""
+    """Every feature's held-out score against `label`, best first, and the joint measurements."""
 
     label: str
     scores: list[FeatureScore]
+    alone: list[AgainstRest] = field(default_factory=list)
+    linear: list[LinearFit] = field(default_factory=list)
 
 
 def message(label: str, score: FeatureScore) -> str:
@@ -71,24 +135,145 @@ def message(label: str, score: FeatureScore) -> str:
     )
 
 
+def alone_message(label: str, alone: AgainstRest) -> str:
+    return (
+        f"Feature {alone.feature!r} ranks {label!r} almost without error on held-out rows "
+        f"(AUC {alone.auc:.4f}) while the {alone.rest_features} other features together reach "
+        f"AUC {alone.rest_auc:.4f}: the label looks defined from it (a threshold, or a code "
+        "recorded with the outcome)"
+    )
+
+
+def linear_message(label: str, fit: LinearFit) -> str:
+    names = " and ".join(repr(f) for f in fit.features)
+    return (
+        f"{'Features' if len(fit.features) > 1 else 'Feature'} {names} reconstruct {label!r} "
+        f"linearly on held-out rows (R² {fit.r2:.5f}): the label looks computed from them "
+        "(a mean, a sum or a difference)"
+    )
+
+
+def needs_the_rest(score: FeatureScore) -> bool:
+    """A class feature reported only if the rest of the table does far worse (`AgainstRest`)."""
+    if score.auc is None or score.score >= COPY_SCORE:
+        return False
+    return score.score >= TARGET_LEAKAGE_SCORE or score.auc >= NEAR_DETERMINISTIC_AUC
+
+
+def far_worse(own: float, rest: float) -> bool:
+    """The rest of the table (AUC or R²) does far worse than the feature alone (`own`)."""
+    return rest <= REST_CEILING and 1 - rest >= REST_ERROR_RATIO * (1 - own)
+
+
+def alone_reported(score: FeatureScore) -> bool:
+    """Reported on its own score: a copy or a code of the label."""
+    return score.score >= (COPY_R2 if score.auc is None else COPY_SCORE)
+
+
+def regression_rest(score: FeatureScore, scores: list[FeatureScore]) -> float | None:
+    """A numeric label's feature from TARGET_LEAKAGE_SCORE up: the best other feature's R²."""
+    if score.auc is not None or score.score < TARGET_LEAKAGE_SCORE or alone_reported(score):
+        return None
+    return max((s.score for s in scores if s.feature != score.feature), default=0.0)
+
+
+def reconstructing(fits: list[LinearFit], scores: list[FeatureScore]) -> LinearFit | None:
+    """The smallest set of features whose fit reaches `LINEAR_R2` and leaves a `LINEAR_GAIN`-th
+    of what the best single feature leaves (one feature: `COPY_R2`, an affine copy); the best
+    R² among equals."""
+    alone = max([s.score for s in scores] + [f.r2 for f in fits if len(f.features) == 1], default=0.0)
+    passing = [
+        f
+        for f in fits
+        if (len(f.features) == 1 and f.r2 >= COPY_R2)
+        or (f.r2 >= LINEAR_R2 and LINEAR_GAIN * (1 - f.r2) <= 1 - alone)
+    ]
+    return min(passing, key=lambda f: (len(f.features), -f.r2)) if passing else None
+
+
+def _score_evidence(
+    score: FeatureScore, top: list[dict[str, object]], threshold: float = TARGET_LEAKAGE_SCORE
+) -> dict[str, object]:
+    return {
+        "feature": score.feature,
+        "score": round(score.score, 6),
+        "metric": score.metric,
+        "value": round(score.value, 6),
+        "baseline": round(score.baseline, 6),
+        "threshold": threshold,
+        "rows_scored": score.rows,
+        "top_features": top,
+    }
+
+
 def judge(evidence: Predictability) -> list[Finding]:
-    """One finding per feature at or above the threshold."""
-    top = [{"feature": s.feature, "score": round(s.score, 4)} for s in evidence.scores[:5]]
+    """One finding per feature at or above a threshold, and one for a reconstructing set."""
+    top: list[dict[str, object]] = [
+        {"feature": s.feature, "score": round(s.score, 4)} for s in evidence.scores[:5]
+    ]
     found = []
     for score in evidence.scores:
-        if score.score < TARGET_LEAKAGE_SCORE:
-            break
+        if not alone_reported(score):
+            continue
+        copy = COPY_R2 if score.auc is None else COPY_SCORE
+        found.append(SPEC.finding(message(evidence.label, score), evidence=_score_evidence(score, top, copy)))
+    for score in evidence.scores:
+        rest = regression_rest(score, evidence.scores)
+        if rest is not None and far_worse(score.score, rest):
+            found.append(
+                SPEC.finding(
+                    message(evidence.label, score) + f"; no other feature reaches R² {rest:.4f}",
+                    evidence={**_score_evidence(score, top), "rest_r2": round(rest, 6)},
+                )
+            )
+    named = {f.evidence["feature"] for f in found}
+    scores = {s.feature: s for s in evidence.scores}
+    for alone in evidence.alone:
+        if alone.feature in named or not far_worse(alone.auc, alone.rest_auc):
+            continue
+        own = scores.get(alone.feature)
+        if own is not None and own.score >= TARGET_LEAKAGE_SCORE:
+            found.append(  # right on almost every row, and nothing else in the table says so
+                SPEC.finding(
+                    message(evidence.label, own)
+                    + f"; the rest of the table reaches AUC {alone.rest_auc:.4f}",
+                    evidence={
+                        **_score_evidence(own, top),
+                        "auc": round(alone.auc, 6),
+                        "rest_auc": round(alone.rest_auc, 6),
+                        "rest_features": alone.rest_features,
+                    },
+                )
+            )
+            continue
         found.append(
             SPEC.finding(
-                message(evidence.label, score),
+                alone_message(evidence.label, alone),
                 evidence={
-                    "feature": score.feature,
-                    "score": round(score.score, 6),
-                    "metric": score.metric,
-                    "value": round(score.value, 6),
-                    "baseline": round(score.baseline, 6),
-                    "threshold": TARGET_LEAKAGE_SCORE,
-                    "rows_scored": score.rows,
+                    "feature": alone.feature,
+                    "metric": "held-out AUC",
+                    "auc": round(alone.auc, 6),
+                    "rest_auc": round(alone.rest_auc, 6),
+                    "rest_features": alone.rest_features,
+                    "threshold": NEAR_DETERMINISTIC_AUC,
+                    "rest_error_ratio": REST_ERROR_RATIO,
+                    "rows_scored": alone.rows,
+                    "top_features": top,
+                },
+            )
+        )
+    fit = reconstructing(evidence.linear, evidence.scores)
+    if fit is not None and not (len(fit.features) == 1 and fit.features[0] in named):
+        found.append(
+            SPEC.finding(
+                linear_message(evidence.label, fit),
+                evidence={
+                    "feature": fit.features[0],
+                    "features": list(fit.features),
+                    "metric": "held-out R² of a least-squares fit",
+                    "r2": round(fit.r2, 6),
+                    "threshold": LINEAR_R2,
+                    "rows_scored": fit.rows,
                     "top_features": top,
                 },
             )

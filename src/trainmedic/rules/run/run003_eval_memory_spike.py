@@ -85,7 +85,7 @@ class Spike:
             "train_median_bytes": int(worst.steady),
             "peak_bytes": worst.peak,
             "ratio": round(worst.ratio, 2),
-            "train_samples": len(worst.baseline),
+            "train_samples": worst.baseline_samples,
             "spike_samples": worst.samples,
             "killed_at_limit": worst.killed,
             "spikes": self.spikes,

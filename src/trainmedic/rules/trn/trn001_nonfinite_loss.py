@@ -5,7 +5,10 @@ Keras history, the guards' sampled steps, a TensorBoard or HF log read by `diagn
 `nonfinite_loss` finds its first non-finite point (see `_helpers/curves.py` for which metric
 is "the loss"). Two guards decide it live, at the step, and raise the finding in process:
 the PyTorch guard (`trainmedic.torch._losses`) reads back every kept loss and hands the
-first non-finite one to `judge_guard` (with `on_nonfinite="stop"` before the update); the
+first non-finite one to `judge_guard` (with `on_nonfinite="stop"` before the update), with
+what that step's batch held (`trainmedic.torch._batches` reads its samples again from the
+dataset, by the batch's indices, only then): a NaN/Inf in the data is named as the cause,
+rows and columns, and TRN007 leaves the non-finite gradient it caused to this finding. The
 JAX guard (`trainmedic.jax`) hands each reported step's loss to `judge_jax`.
 """
 
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from trainmedic.events import Epoch, Event
 from trainmedic.findings import Finding, FindingSpec, Severity
@@ -38,7 +41,10 @@ SPEC = FindingSpec(
     title="Loss became NaN or Inf",
     what=(
         "The loss (or a metric used as the loss, training or validation) became NaN or Inf; the "
-        "first step and epoch are given, with the last finite value before it."
+        "first step and epoch are given, with the last finite value before it. The PyTorch "
+        "guard reads that step's samples again from the DataLoader's dataset: when they hold "
+        "NaN/Inf, the data is named as the cause (dataset rows, index in the batch, feature "
+        "columns) and the non-finite gradient it caused is not also reported as TRN007."
     ),
     why=(
         "Every update after that step is garbage: the weights are NaN and the run is lost. Keras "
@@ -53,6 +59,18 @@ SPEC = FindingSpec(
         "batch for NaN/Inf, use bf16 instead of fp16 or a loss scaler."
     ),
     example_input=_example,
+)
+#: The cause named in the evidence when the batch's own data held NaN/Inf.
+INPUT_CAUSE = "non-finite inputs"
+INPUT_FIX = (
+    "The data is the cause, not the learning rate: drop or impute the rows with NaN/Inf before "
+    "training (pandas `dropna`/`fillna`, scikit-learn `SimpleImputer` fitted on the training "
+    "split), or fix the transform that produces them; `trainmedic check data TRAIN.csv` lists "
+    "the columns with missing values of a table."
+)
+FINITE_INPUTS_FIX = (
+    "Lower the learning rate or add warm-up, clip gradients, use bf16 instead of fp16 or a "
+    "loss scaler (the batch's samples, as the dataset gives them, were finite)."
 )
 
 
@@ -103,11 +121,40 @@ RULES: tuple[Rule, ...] = (nonfinite_loss,)
 
 # -- the PyTorch guard, live --------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
+class NonfiniteField:
+    """One part of the samples (`sample[0]`, `sample['x']`, or `sample` itself) that held NaN/Inf.
+
+    `columns` are the feature columns (the last axis of a 1-D or 2-D sample) that did; empty
+    when a sample's part is a scalar or has more axes (an image).
+    """
+
+    field: str
+    rows: tuple[int, ...]  # the dataset indices of the samples whose part held NaN/Inf
+    columns: tuple[int, ...] = ()
+    values: tuple[str, ...] = ()  # "nan", "+inf", "-inf"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchInputs:
+    """The samples of the step's batch, read again from the dataset by the batch's indices."""
+
+    rows_read: int
+    rows_in_batch: int
+    fields: tuple[NonfiniteField, ...] = ()  # empty: every value read was finite
+    positions: tuple[int, ...] = ()  # positions in the batch of the rows that held NaN/Inf
+
+    @property
+    def rows(self) -> list[int]:
+        return sorted({row for f in self.fields for row in f.rows})
+
+
+@dataclass(frozen=True, slots=True)
 class GuardLoss:
     """The first non-finite loss the PyTorch guard read back, with what it knows of that step.
 
     `every` is how often the guard checks (its losses are all kept and read at the next
     check); `stopping` is `on_nonfinite="stop"`, which checks every step before the update.
+    `inputs` is what the step's samples held, when they could be read again.
     """
 
     step: int
@@ -118,15 +165,52 @@ class GuardLoss:
     stopping: bool
     batch_indices: Sequence[int] = ()
     rank: int | None = None
+    inputs: BatchInputs | None = None
 
 
 def _guard_message(m: GuardLoss) -> str:
     message = f"Loss became {m.loss} at step {m.step}"
-    return message + (f" (epoch {m.epoch})" if m.epoch is not None else "")
+    message += f" (epoch {m.epoch})" if m.epoch is not None else ""
+    if m.inputs is not None and m.inputs.fields:
+        message += f": the batch's data holds {_kinds(m.inputs)}, {_where(m.inputs)}"
+    return message
+
+
+def _kinds(inputs: BatchInputs) -> str:
+    seen = {v for f in inputs.fields for v in f.values}
+    return " and ".join(
+        name for name, key in (("NaN", "nan"), ("+Inf", "+inf"), ("-Inf", "-inf")) if key in seen
+    )
+
+
+def _listed(values: Sequence[int], limit: int = 5) -> str:
+    shown = ", ".join(str(v) for v in values[:limit])
+    return shown + (f" and {len(values) - limit} more" if len(values) > limit else "")
+
+
+def _where(inputs: BatchInputs) -> str:
+    """'dataset row 200 (index 12 in the batch of 32), column 7 of sample[0]'."""
+    rows = inputs.rows
+    text = f"dataset row{'s' if len(rows) > 1 else ''} {_listed(rows)}"
+    if inputs.positions:
+        positions = _listed(list(inputs.positions))
+        plural = "es" if len(inputs.positions) > 1 else ""
+        text += f" (index{plural} {positions} in the batch of {inputs.rows_in_batch})"
+    parts = []
+    for f in inputs.fields:
+        columns = (
+            f"column{'s' if len(f.columns) > 1 else ''} {_listed(list(f.columns))} of " if f.columns else ""
+        )
+        parts.append(f"{columns}{f.field}")
+    return f"{text}, {'; '.join(parts)}"
 
 
 def judge_guard(m: GuardLoss) -> Finding | None:
-    """TRN001 as the PyTorch guard raises it: at the step the loss first became NaN/Inf."""
+    """TRN001 as the PyTorch guard raises it: at the step the loss first became NaN/Inf.
+
+    When the step's samples, read again, hold NaN/Inf, the data is the cause: the message
+    names the rows and columns and the fix is about the data, not the learning rate.
+    """
     if math.isfinite(m.loss):
         return None
     evidence: dict[str, object] = {
@@ -140,13 +224,37 @@ def judge_guard(m: GuardLoss) -> Finding | None:
     }
     if m.batch_indices:
         evidence["batch_indices"] = list(m.batch_indices[:1024])
+    fix = None
+    if m.inputs is not None and m.inputs.fields:
+        evidence["cause"] = INPUT_CAUSE
+        evidence["nonfinite_inputs"] = {
+            "rows": m.inputs.rows,
+            "batch_positions": list(m.inputs.positions),
+            "fields": [
+                {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(f).items()}
+                for f in m.inputs.fields
+            ],
+            "rows_read": m.inputs.rows_read,
+            "rows_in_batch": m.inputs.rows_in_batch,
+            "how": "the batch's samples read again from the dataset by its indices",
+        }
+        fix = INPUT_FIX
+    elif m.inputs is not None:
+        evidence["inputs"] = f"finite ({m.inputs.rows_read} rows of the batch read again)"
+        fix = FINITE_INPUTS_FIX
     return SPEC.finding(
         _guard_message(m) + (": stopped before the update" if m.stopping else ""),
         evidence=evidence,
+        fix=fix,
         step=m.step,
         epoch=m.epoch,
         rank=m.rank,
     )
+
+
+def caused_by_inputs(finding: Finding) -> bool:
+    """A TRN001 whose step's batch held NaN/Inf in its data (what TRN007 leaves to it)."""
+    return finding.code == SPEC.code and finding.evidence.get("cause") == INPUT_CAUSE
 
 
 def stopped_error(m: GuardLoss) -> str:

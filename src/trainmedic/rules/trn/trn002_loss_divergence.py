@@ -1,14 +1,18 @@
-"""TRN002 `loss-divergence`: the training loss rose far above its minimum and kept rising.
+"""TRN002 `loss-divergence`: the training loss rose far above its minimum and kept rising, or
+blew up for a sustained stretch and came back down.
 
 Collectors: whatever sends the training loss as `Epoch`/`Step`/`Metric` events (a Keras
 history, the guards' sampled steps, the boosters' rounds, a TensorBoard or HF log read by
-`diagnose`); `_helpers/curves.py` picks the curve. Two tests: the smoothed loss ends far
-above its minimum (an additive test against the curve's noise), or, on runs of any length
-from 3 points, its last points all sit an order of magnitude above its start. RUN's crash
-rule asks `loss_divergence` whether a divergence explains an overflow.
+`diagnose`); `_helpers/curves.py` picks the curve. Three tests: the smoothed loss ends far
+above its minimum (an additive test against the curve's noise); on runs of any length from 3
+points, its last points all sit an order of magnitude above its start; or a blow-up episode
+that recovered (`_episode`), as a learning rate far too high gives under a decaying schedule.
+RUN's crash rule asks `loss_divergence` whether a divergence explains an overflow.
 """
 
 from __future__ import annotations
+
+import math
 
 from trainmedic.events import Event, Step
 from trainmedic.findings import Finding, FindingSpec, Severity
@@ -45,6 +49,26 @@ RISE_HELD = 0.7
 #: keeps one loss point per 10 steps, so a 28-step run has three.
 EXPLOSION_FACTOR = 10.0
 EXPLOSION_MIN_POINTS = 3
+#: TRN002, a blow-up episode that recovered (`_episode`), on the step curve of the last
+#: training: the smoothed loss (a rolling median of EPISODE_WINDOW points or a tenth of the
+#: curve, whichever is more: a spike of one or two points is no episode) sits at least
+#: EPISODE_FACTOR x its best level before the episode, and RISE_NOISE x the point-to-point
+#: scatter of log(loss) above it ...
+EPISODE_FACTOR = 2.0
+EPISODE_WINDOW = 5
+#: ... for at least EPISODE_MIN_POINTS of its points and EPISODE_SHARE of the run ...
+EPISODE_MIN_POINTS = 5
+EPISODE_SHARE = 0.05
+#: ... its peak at least EPISODE_OVER_START x the loss the run started at (its first point: the
+#: untrained model's loss; the margin covers that point's batch-to-batch scatter). A learning
+#: rate far too high throws the model beyond where random weights put it; a new model trained
+#: in the same process, or a running mean that restarts each epoch, starts again at most at
+#: that level ...
+EPISODE_OVER_START = 1.25
+#: ... and then comes back below EPISODE_FACTOR x that best for EPISODE_MIN_POINTS points
+#: before the run ends (an episode that never ends is the other tests' case), on curves of at
+#: least EPISODE_MIN_RUN points.
+EPISODE_MIN_RUN = 20
 
 
 def _example() -> list[Event]:
@@ -65,8 +89,11 @@ SPEC = FindingSpec(
     what=(
         "The smoothed training loss ends far above its minimum (more than its own size, or half "
         "of what it had gained, and 5x its noise) and stays there; or, on runs of any length "
-        "from 3 loss points, its last points all sit 10x above where it started. The step it "
-        "left is given."
+        "from 3 loss points, its last points all sit 10x above where it started; or it blew up "
+        "and came back down: 2x its best so far and 1.25x its starting loss or more, for at least "
+        "5 points and 5% of the run (a spike of one or two steps is none), as a learning rate "
+        "far too high does under a decaying schedule. The step it left is given, and an "
+        "episode's start, peak and end."
     ),
     why="The optimiser has left the region it was converging to; more steps make it worse.",
     example="Loss falls to 0.4 by step 300, then climbs steadily to 5.0 by step 600.",
@@ -81,7 +108,11 @@ def loss_divergence(record: RunRecord) -> list[Finding]:
     full = train_loss(record)
     if full is None or centred_on_zero(full):  # no floor at zero: a rise is not a divergence
         return []
-    found = _rose_from_minimum(full) or _exploded(full, _first_step_loss(record, full))
+    found = (
+        _rose_from_minimum(full)
+        or _exploded(full, _first_step_loss(record, full))
+        or _episode(_episode_curve(record, full))
+    )
     return [found] if found is not None else []
 
 
@@ -92,8 +123,6 @@ def _first_step_loss(record: RunRecord, c: Curve) -> float | None:
     """The loss of the first logged step when `c` is per epoch: epoch 0's mean already holds
     whatever happened during epoch 0 (an explosion in its first batches included); the
     first step's loss is where training started."""
-    import math
-
     if c.per != "epoch":
         return None
     steps = curve(record, c.name, prefer="step")
@@ -101,6 +130,22 @@ def _first_step_loss(record: RunRecord, c: Curve) -> float | None:
         return None
     first = float(steps.y[0])
     return first if math.isfinite(first) and first > 0 else None
+
+
+def _episode_curve(record: RunRecord, c: Curve) -> Curve:
+    """The curve an episode is looked for on: the step curve of the last training where there
+    is one (an epoch curve averages an episode of a few hundred steps away).
+
+    A training starts again where a `TrainingPlan` says so (each Keras `fit`): a model trained
+    after another in the same process starts at an untrained loss, and the guard's step numbers
+    go on from the last training's. The optimizer handovers are cut out by `curve` itself.
+    """
+    plans = [p.t for p in record.plans]
+    if len(plans) > 0 and any(s.t < max(plans) for s in record.steps):
+        since = max(plans)
+        record = RunRecord.of([e for e in record.events if not isinstance(e, Step) or e.t >= since])
+    steps = curve(record, c.name, prefer="step")
+    return steps if steps is not None and steps.per == "step" and len(steps) else c
 
 
 def _rose_from_minimum(full: Curve) -> Finding | None:
@@ -164,6 +209,85 @@ def _exploded(full: Curve, first_step: float | None = None) -> Finding | None:
         f"({end / start:.3g}x its start)"
     )
     return _divergence(c, len(full), minimum=(i_min, low), departs=departs, end=end, how=how, extra=evidence)
+
+
+def _episode(full: Curve) -> Finding | None:
+    """A stretch where the smoothed loss blew up far above its best before, then came back.
+
+    A learning rate far too high blows the loss up; a schedule that lowers the rate later
+    (cosine, step decay) brings it back down, and the run ends calmly, often never as low as a
+    healthy one. A run whose loss turns non-finite is TRN001's (the rise before a NaN is part of
+    that story), and an episode that lasts to the end of the run is the other tests'.
+    """
+    import numpy as np
+
+    if not bool(np.all(np.isfinite(full.y))):
+        return None
+    c = reduce(full)
+    n = len(c)
+    if n < EPISODE_MIN_RUN or not bool(np.all(c.y > 0)):
+        return None
+    smooth = rolling_median(c.y, max(EPISODE_WINDOW, smoothing_window(n)))
+    before = np.concatenate([[smooth[0]], np.minimum.accumulate(smooth)[:-1]])  # best before each point
+    # Noise as a factor: the point-to-point scatter of log(loss). A loss that scatters by 3x
+    # from batch to batch sits 2x above its best by chance.
+    log_noise = noise_sigma(np.log(c.y))
+    high = (smooth >= EPISODE_FACTOR * before) & (np.log(smooth / before) >= RISE_NOISE * log_noise)
+    untrained = float(c.y[0])
+    hold = max(EPISODE_MIN_POINTS, math.ceil(EPISODE_SHARE * n))
+    for first, last in _stretches(high):
+        low = float(before[first])
+        back = smooth[last + 1 : last + 1 + EPISODE_MIN_POINTS]
+        recovered = len(back) == EPISODE_MIN_POINTS and bool(np.all(back < EPISODE_FACTOR * low))
+        if last - first + 1 < hold or not recovered:
+            continue
+        if float(np.max(smooth[first : last + 1])) < EPISODE_OVER_START * untrained:
+            continue
+        peak = first + int(np.argmax(c.y[first : last + 1]))
+        return _episode_finding(c, len(full), (first, peak, last), low=low, untrained=untrained)
+    return None
+
+
+def _episode_finding(
+    c: Curve, points: int, span: tuple[int, int, int], *, low: float, untrained: float
+) -> Finding:
+    import numpy as np
+
+    first, peak, last = span
+    top = float(c.y[peak])
+    n = len(c)
+    end = float(np.median(c.y[-max(2, n // 10) :]))
+    share = (last - first + 1) / n
+    evidence: dict[str, object] = {
+        f"episode_start_{c.per}": int(c.x[first]),
+        f"peak_{c.per}": int(c.x[peak]),
+        f"episode_end_{c.per}": int(c.x[last]),
+        "peak_loss": top,
+        "min_before": low,
+        "factor_over_min": top / low,
+        "start_loss": untrained,
+        "share_of_run": share,
+        "rise": top - low,
+        "recovered": True,
+        "threshold_factor": EPISODE_FACTOR,
+    }
+    how = (
+        f"from its best of {low:.4g} it blew up to {top:.4g} ({top / low:.3g}x) and stayed above "
+        f"{EPISODE_FACTOR:g}x that best from {at(c, first)} to {at(c, last)} ({share:.0%} of the "
+        f"run), peaking at {at(c, peak)}; it came back to {end:.4g} by {at(c, n - 1)}"
+    )
+    i_min = int(np.argmin(c.y[: first + 1]))
+    return _divergence(c, points, minimum=(i_min, low), departs=first, end=end, how=how, extra=evidence)
+
+
+def _stretches(mask: object) -> list[tuple[int, int]]:
+    """(first, last) index of each run of True in a boolean array."""
+    import numpy as np
+
+    flags = np.asarray(mask, dtype=np.int8)
+    edges = np.diff(np.concatenate([[0], flags, [0]]))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
+    return [(int(a), int(b)) for a, b in zip(starts, ends, strict=True)]
 
 
 def _divergence(

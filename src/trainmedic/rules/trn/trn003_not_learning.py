@@ -6,7 +6,12 @@ history, the guards' sampled steps, a TensorBoard or HF log read by `diagnose`);
 noise. At chance: a classifier's loss stays at ln K, the loss of predicting the same
 distribution for every input; K comes from a `loss_function` observation (`LOSS_FUNCTION_CHECK`,
 sent by the Keras instrumentation and the PyTorch guard's forward hook with the classes and
-where they came from), or is inferred where it cannot be a coincidence.
+where they came from), or is inferred where it cannot be a coincidence. At the mean: a
+regression's loss stays at the loss of predicting its targets' mean, measured by the PyTorch
+guard beside the loss itself on the sampled steps of a mean squared error
+(`MEAN_PREDICTION_CHECK`, `torch/_losses.py`): over the second half of the run, the batches'
+squared error sums to at least (1 - MEAN_REL) x what their targets' variance sums to, and the
+loss no longer falls.
 
 A loss that takes both signs again and again is not judged at all: its decrease does not
 mean learning. An error measure (cross-entropy, squared error) is never negative; a
@@ -65,10 +70,27 @@ CHANCE_INFER_MAX_CLASSES = 10
 CHANCE_INFER_TOL = 0.005
 #: The observation that states the classes of the training loss: {"classes": K, "source": ...}.
 LOSS_FUNCTION_CHECK = "loss_function"
+#: The observation that gives a squared-error loss its yardstick, one per block of sampled steps:
+#: {"loss": "mse", "first_step", "last_step", "batches", "rows", "loss_sum",
+#: "mean_prediction_sum"}: the batches' squared errors and their targets' variances, summed.
+MEAN_PREDICTION_CHECK = "mean_prediction"
+#: TRN003, at the mean: over the blocks of the second half of the run (at least MEAN_MIN_BATCHES
+#: batches), the squared error is at least (1 - MEAN_REL) x the loss of predicting the targets'
+#: mean: the model explains at most 5 % of their variance (R^2 <= 0.05), as chance level's
+#: CHANCE_REL does for a classifier; and at most (1 + MEAN_ABOVE) x it: a model far worse than
+#: the mean is something else than a model that learned nothing (TRN002's, or no finding).
+MEAN_REL = 0.05
+MEAN_ABOVE = 0.25
+MEAN_MIN_BATCHES = 3
+MEAN_SOURCE = "the targets' variance, from the squared error's autograd graph on sampled steps"
 #: TRN003: the best level must undercut the start by MIN_REL_DECREASE x |start| and
 #: DECREASE_NOISE x noise; less than that is "no decrease beyond noise".
 MIN_REL_DECREASE = 0.02
 DECREASE_NOISE = 2.0
+#: TRN003: a positive loss whose first EARLY_POINTS logged points sit at EARLY_DROP x its best
+#: level or more has learned, however early (halving a loss is no noise).
+EARLY_POINTS = 3
+EARLY_DROP = 2.0
 #: A loss that takes both signs (see the module's docstring): this many sign changes over the
 #: whole curve, the less frequent sign on this share of the points.
 BOTH_SIGNS_CHANGES = 6
@@ -92,7 +114,10 @@ SPEC = FindingSpec(
         "The training loss never got below its starting level by more than 2% and 2x its noise "
         "(judged over at least 5 epochs or 20 logged steps), or it sits at chance level, ln K for "
         "a classifier of K classes, and never got below it (from 3 epochs or 8 logged steps); the "
-        "message names the chance level and where K came from."
+        "message names the chance level and where K came from. For a mean squared error under the "
+        "PyTorch guard, chance is the loss of predicting the targets' mean (their variance, "
+        "measured on sampled batches): over the second half of the run the loss stays within "
+        "5% of it (R^2 <= 0.05) and no longer falls."
     ),
     why="Compute is spent with no progress: a bug in the loop, a learning rate far off, or frozen weights.",
     example="Loss stays at 2.30 (= ln 10) for 20 epochs on a 10-class problem.",
@@ -110,7 +135,7 @@ def not_learning(record: RunRecord) -> list[Finding]:
     full = train_loss(record)
     if full is None or centred_on_zero(full) or _both_signs(full):  # its level says nothing of the fit
         return []
-    found = _flat(record, full) or _at_chance(record, full)
+    found = _flat(record, full) or _at_chance(record, full) or _at_mean(record, full)
     return [found] if found is not None else []
 
 
@@ -152,9 +177,12 @@ def _flat(record: RunRecord, full: Curve) -> Finding | None:
     threshold = max(MIN_REL_DECREASE * abs(start), DECREASE_NOISE * sigma)
     if start - best >= threshold or end - start > threshold:  # it learned, or it is diverging (TRN002)
         return None
+    if _converged_early(c, best, threshold):
+        return None
     chance = _chance(record, end, sigma)
-    if chance is not None and abs(end - chance.level) > max(threshold, CHANCE_REL * chance.level):
-        chance = None  # flat, but somewhere else than chance
+    far = chance is not None and abs(end - chance.level) > max(threshold, CHANCE_REL * chance.level)
+    if chance is not None and chance.classes is not None and far:
+        chance = None  # flat, but somewhere else than chance (a regression's is judged by its ratio)
     return _not_learning(
         c, full, start=start, best=best, end=end, threshold=threshold, sigma=sigma, chance=chance
     )
@@ -170,26 +198,55 @@ def _at_chance(record: RunRecord, full: Curve) -> Finding | None:
     """
     import numpy as np
 
-    c = _epoch_means(full.finite_prefix(), CHANCE_MIN_EPOCHS) or reduce(full.finite_prefix())
-    if c.per == "epoch" and len(c) < CHANCE_MIN_EPOCHS:
-        steps = curve(record, full.name, prefer="step")
-        if steps is not None and steps.per == "step":
-            c = reduce(steps.finite_prefix())
+    c = _level_curve(record, full)
+    if c is None:
+        return None
     n = len(c)
     n_min = CHANCE_MIN_EPOCHS if c.per == "epoch" else CHANCE_MIN_STEPS
-    if n < n_min:
-        return None
     k = max(2, n // 10)
     start = float(np.median(c.y[:k]))
     end = float(np.median(c.y[-k:]))
     best = _best(c)
     sigma = noise_sigma(c.y)
     chance = _chance(record, end, sigma)
-    if chance is None:
+    if chance is None or chance.classes is None:  # a regression's yardstick: `_at_mean`
         return None
     threshold = max(MIN_REL_DECREASE * chance.level, min(DECREASE_NOISE * sigma, CHANCE_REL * chance.level))
     if best < chance.level - threshold or not _sits_at(c.y, chance.level, threshold, n_min):
         return None
+    return _not_learning(
+        c, full, start=start, best=best, end=end, threshold=threshold, sigma=sigma, chance=chance
+    )
+
+
+def _at_mean(record: RunRecord, full: Curve) -> Finding | None:
+    """A regression's loss sits at the loss of predicting its targets' mean.
+
+    The sampled batches say where the loss is against that yardstick (`mean_prediction`); the
+    curve says it no longer falls: over its second half, the first quarter's level is not above
+    the last quarter's by the flat-loss threshold. A model that learns slowly is still falling.
+    """
+    import numpy as np
+
+    mean = _mean_prediction(record)
+    if mean is None:
+        return None
+    c = _level_curve(record, full)
+    if c is None:
+        return None
+    n = len(c)
+    k = max(1 if c.per == "epoch" else 2, n // 10)
+    start = float(np.median(c.y[:k]))
+    end = float(np.median(c.y[-k:]))
+    best, sigma = _best(c), noise_sigma(c.y)
+    threshold = max(MIN_REL_DECREASE * abs(end), min(DECREASE_NOISE * sigma, CHANCE_REL * abs(end)))
+    half = c.y[n // 2 :]
+    quarter = max(1, len(half) // 4)
+    if float(np.median(half[:quarter])) - float(np.median(half[-quarter:])) >= threshold:
+        return None  # still falling
+    if best < end * (1 - MEAN_REL) - threshold:
+        return None  # it was well below where it ends: it got worse, it did not stay
+    chance = Chance(mean.level, None, MEAN_SOURCE, mean)
     return _not_learning(
         c, full, start=start, best=best, end=end, threshold=threshold, sigma=sigma, chance=chance
     )
@@ -211,6 +268,28 @@ def _sits_at(y: FloatArray, level: float, threshold: float, n_min: int) -> bool:
         return False
     quarter = max(1, len(tail) // 4)
     return float(np.median(tail[:quarter])) - float(np.median(tail[-quarter:])) < threshold
+
+
+def _level_curve(record: RunRecord, full: Curve) -> Curve | None:
+    """The curve whose level is compared with a yardstick: epoch means where there are enough
+    epochs, else the step curve; None when it is too short to say where it sits."""
+    c = _epoch_means(full.finite_prefix(), CHANCE_MIN_EPOCHS) or reduce(full.finite_prefix())
+    if c.per == "epoch" and len(c) < CHANCE_MIN_EPOCHS:
+        steps = curve(record, full.name, prefer="step")
+        if steps is not None and steps.per == "step":
+            c = reduce(steps.finite_prefix())
+    return c if len(c) >= (CHANCE_MIN_EPOCHS if c.per == "epoch" else CHANCE_MIN_STEPS) else None
+
+
+def _converged_early(c: Curve, best: float, threshold: float) -> bool:
+    """The first logged points are at least EARLY_DROP x the best level, beyond noise: the
+    model learned within the first tenth of the run (a fast loop logs tens of thousands of
+    steps after a linear model has converged) and the start's median hides it. A loss that
+    only sits at its chance level or its targets' variance is still judged by those checks."""
+    import numpy as np
+
+    early = float(np.median(c.y[:EARLY_POINTS]))
+    return best > 0 and early >= EARLY_DROP * best and early - best >= threshold
 
 
 def _best(c: Curve) -> float:
@@ -255,7 +334,24 @@ def _not_learning(
         f"Loss `{c.name}` did not decrease beyond noise over {span}: "
         f"{start:.4g} at the start, best {best:.4g}, last {end:.4g}"
     )
-    if chance is not None:
+    if chance is not None and chance.mean is not None:
+        mean = chance.mean
+        evidence.update(
+            mean_prediction_loss=mean.level,
+            squared_error=mean.error,
+            loss_over_mean_prediction=mean.ratio,
+            sampled_batches=mean.batches,
+            sampled_rows=mean.rows,
+            yardstick_from=chance.source,
+        )
+        message = (
+            f"Loss `{c.name}` stayed at the loss of predicting the targets' mean over {span}: last "
+            f"{end:.4g}, best {best:.4g}. On {mean.batches} sampled batches of its second half "
+            f"({mean.rows:,} rows) the squared error is {mean.error:.4g}, and predicting their mean "
+            f"costs {mean.level:.4g} (their variance): {mean.ratio:.3g}x that. The model predicts "
+            f"nothing of its targets from its inputs"
+        )
+    elif chance is not None:
         evidence.update(chance_level=chance.level, classes=chance.classes, classes_from=chance.source)
         message = (
             f"Loss `{c.name}` stayed at chance level over {span}: last {end:.4g}, best {best:.4g}, "
@@ -266,12 +362,49 @@ def _not_learning(
 
 
 @dataclass(frozen=True, slots=True)
+class MeanPrediction:
+    """On the sampled batches of the second half of the run: the mean squared error, the loss of
+    predicting the targets' mean (their variance), and the one over the other."""
+
+    error: float
+    level: float
+    batches: int
+    rows: int
+
+    @property
+    def ratio(self) -> float:
+        return self.error / self.level
+
+
+@dataclass(frozen=True, slots=True)
 class Chance:
-    """The loss of a classifier that knows nothing about its inputs: ln K for K classes."""
+    """The loss of a model that knows nothing about its inputs: ln K for a classifier of K
+    classes; for a regression (`classes` None, `mean` given) the loss of predicting its targets'
+    mean, in the units of the squared error the guard measured."""
 
     level: float
-    classes: int
+    classes: int | None
     source: str
+    mean: MeanPrediction | None = None
+
+
+def _mean_prediction(record: RunRecord) -> MeanPrediction | None:
+    """The `mean_prediction` blocks ending in the second half of their steps, every rank's summed,
+    when the loss there is within MEAN_REL below to MEAN_ABOVE above the mean's loss."""
+    blocks = [o.data for o in record.guard_observations if o.check == MEAN_PREDICTION_CHECK]
+    ends = [b.get("last_step") for b in blocks]
+    if not blocks or not all(isinstance(e, int) for e in ends):
+        return None
+    last = max(int(e) for e in ends)  # type: ignore[arg-type]
+    tail = [b for b in blocks if int(b["last_step"]) > last / 2]
+    batches = sum(int(b.get("batches", 0)) for b in tail)
+    rows = sum(int(b.get("rows", 0)) for b in tail)
+    errors = sum(float(b.get("loss_sum", 0.0)) for b in tail)
+    means = sum(float(b.get("mean_prediction_sum", 0.0)) for b in tail)
+    if batches < MEAN_MIN_BATCHES or not means > 0:
+        return None
+    mean = MeanPrediction(errors / batches, means / batches, batches, rows)
+    return mean if 1 - MEAN_REL <= mean.ratio <= 1 + MEAN_ABOVE else None
 
 
 def _chance(record: RunRecord, level: float, sigma: float) -> Chance | None:
@@ -287,6 +420,9 @@ def _chance(record: RunRecord, level: float, sigma: float) -> Chance | None:
     stated = classes_stated(record)
     if stated is not None:
         return Chance(math.log(stated[0]), stated[0], stated[1])
+    mean = _mean_prediction(record)
+    if mean is not None:
+        return Chance(mean.level, None, MEAN_SOURCE, mean)
     if not 0 < level < math.log(CHANCE_INFER_MAX_CLASSES + 1):
         return None
     k = round(math.exp(level))

@@ -6,6 +6,11 @@ observation when the kept losses and the parameter norm show a one-step explosio
 two samples (`trainmedic.torch._explosion`); `exploding_gradients` judges both, per rank.
 The JAX guard (`trainmedic.jax`) decides live, inside `jit`'s host callback, with
 `judge_jax` on each reported step's gradient and update norms.
+
+A NaN/Inf that came in with the data is no explosion: when the PyTorch guard's TRN001 says
+the batch of step s held non-finite values (`trn001.caused_by_inputs`), a non-finite norm or
+loss at step s, or after it with no finite gradient norm in between (the update put the NaN
+in the weights), is that finding's, not this one's.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from trainmedic.events import Event, GuardObservation, Step
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord, median
 from trainmedic.rules._helpers.sampling import per_rank, sampling
+from trainmedic.rules.trn.trn001_nonfinite_loss import caused_by_inputs
 
 #: The PyTorch guard's observation of an explosion between two sampled steps.
 CHECK = "update_explosion"
@@ -69,11 +75,13 @@ def exploding_gradients(record: RunRecord) -> list[Finding]:
     ranks = set(per_rank(logged)) | set(per_rank(explosions))
     found: list[Finding] = []
     for rank in sorted(ranks, key=lambda r: -1 if r is None else r):
+        steps = [s for s in logged if s.rank == rank]
+        from_data = _FromData(record, rank, steps)
         candidates = [
             f
             for f in (
-                _sampled_norm_jump(record, rank, [s for s in logged if s.rank == rank]),
-                _between_samples(record, rank, [o for o in explosions if o.rank == rank]),
+                _sampled_norm_jump(record, rank, steps, from_data),
+                _between_samples(record, rank, [o for o in explosions if o.rank == rank], from_data),
             )
             if f is not None
         ]
@@ -85,10 +93,38 @@ def exploding_gradients(record: RunRecord) -> list[Finding]:
 RULES: tuple[Rule, ...] = (exploding_gradients,)
 
 
-def _sampled_norm_jump(record: RunRecord, rank: int | None, steps: list[Step]) -> Finding | None:
+class _FromData:
+    """The steps whose batch held NaN/Inf in its data (the guard's TRN001 says so), and which
+    non-finite values they explain: those at such a step, or after it while every sampled
+    gradient norm since is non-finite (the update put the data's NaN in the weights)."""
+
+    def __init__(self, record: RunRecord, rank: int | None, steps: list[Step]) -> None:
+        self.bad = sorted(
+            f.step
+            for f in record.raised_findings
+            if caused_by_inputs(f) and f.step is not None and (f.rank == rank or f.rank is None)
+        )
+        self.steps = steps
+
+    def explains(self, step: object) -> bool:
+        since = [b for b in self.bad if isinstance(step, int) and b <= step]
+        if not isinstance(step, int) or not since:
+            return False
+        return all(
+            not math.isfinite(float(s.metrics["grad_norm"]))
+            for s in self.steps
+            if s.step is not None and since[-1] <= s.step < step
+        )
+
+
+def _sampled_norm_jump(
+    record: RunRecord, rank: int | None, steps: list[Step], from_data: _FromData
+) -> Finding | None:
     history: list[float] = []
     for s in steps:
         value = float(s.metrics["grad_norm"])
+        if not math.isfinite(value) and from_data.explains(s.step):
+            continue
         if not math.isfinite(value):
             return SPEC.finding(
                 f"Gradient norm became {value} at step {s.step}",
@@ -125,17 +161,22 @@ def _sampled_norm_jump(record: RunRecord, rank: int | None, steps: list[Step]) -
 
 
 def _between_samples(
-    record: RunRecord, rank: int | None, observations: list[GuardObservation]
+    record: RunRecord, rank: int | None, observations: list[GuardObservation], from_data: _FromData
 ) -> Finding | None:
     if not observations:
         return None
     obs = observations[0]
     d = obs.data
     step = d.get("step", obs.step)
+    loss = d.get("loss")
+    if isinstance(loss, float) and not math.isfinite(loss) and from_data.explains(step):
+        return None
     before, after = d.get("param_norm_before"), d.get("param_norm")
+    median_before = d.get("loss_median_before")
+    typical = f" (median before {_num(median_before)})" if median_before is not None else ""
     return SPEC.finding(
         f"A gradient explosion between two sampled steps: the loss became {_num(d.get('loss'))} at "
-        f"step {step} (median before {_num(d.get('loss_median_before'))}) and the parameter norm "
+        f"step {step}{typical} and the parameter norm "
         f"went from {_num(before)} at step {d.get('param_norm_step')} to {_num(after)}",
         evidence={
             "step": step,

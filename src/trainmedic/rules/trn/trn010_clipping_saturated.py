@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from trainmedic.events import Event, GuardObservation, Step
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
-from trainmedic.record import Rule, RunRecord, median
+from trainmedic.record import Rule, RunRecord, median, weighted_median
 from trainmedic.rules._helpers.curves import curve, train_loss
 
 #: The guard's clipping counters, read every few steps.
@@ -135,7 +135,7 @@ def clipping_saturated(record: RunRecord) -> list[Finding]:
         if calls < CLIP_MIN_CALLS:
             continue
         engaged = sum(int(o.data.get("engaged", 0)) for o in judged)
-        factor = median([float(o.data.get("factor_median", 1.0)) for o in judged])
+        factor = weighted_median([(float(o.data.get("factor_median", 1.0)), _reads(o)) for o in judged])
         if engaged >= CLIP_ENGAGED_SHARE * calls and factor >= CLIP_FACTOR:
             shown = _blow_up(record, judged)
             if shown is not None:
@@ -163,10 +163,13 @@ def _blow_up(record: RunRecord, judged: list[GuardObservation]) -> tuple[str, di
 
     if sum(int(o.data.get("nonfinite", 0)) for o in judged):
         return "the pre-clip norm was not finite", {"shown_by": "nonfinite pre-clip norm"}
-    norms = [float(o.data["norm_median"]) for o in judged if o.data.get("norm_median") is not None]
-    quarter = max(1, len(norms) // 4)
-    if len(norms) >= 2:
-        early, late = median(norms[:quarter]), median(norms[-quarter:])
+    norms = [
+        (float(o.data["norm_median"]), _reads(o)) for o in judged if o.data.get("norm_median") is not None
+    ]
+    reads = sum(n for _, n in norms)
+    if reads >= 2:
+        quarter = max(1, reads // 4)  # the first and the last quarter of the reads
+        early, late = weighted_median(_head(norms, quarter)), weighted_median(_head(norms[::-1], quarter))
         if early > 0 and late >= CLIP_GROWTH * early:
             growth = {"shown_by": "pre-clip norm growth", "preclip_norm_growth": round(late / early, 3)}
             return (
@@ -204,10 +207,12 @@ def _finding(
     shown: tuple[str, dict[str, object]],
 ) -> Finding:
     first, last = judged[0].data, judged[-1].data
-    norms = [float(o.data["norm_median"]) for o in judged if o.data.get("norm_median") is not None]
+    norms = [
+        (float(o.data["norm_median"]), _reads(o)) for o in judged if o.data.get("norm_median") is not None
+    ]
     peaks = [float(o.data["norm_max"]) for o in judged if o.data.get("norm_max") is not None]
     threshold = last.get("threshold")
-    typical = median(norms) if norms else None
+    typical = weighted_median(norms) if norms else None
     kind = "norm" if last.get("kind") == "norm" else "value"
     message = (
         f"Gradient clipping engaged on {engaged} of {calls} steps after warm-up (steps "
@@ -242,6 +247,23 @@ def _finding(
         step=int(first.get("first_step", 0)) or judged[0].step,
         epoch=epoch_number(judged[0].epoch),
     )
+
+
+def _reads(observation: GuardObservation) -> int:
+    """How many of the guard's reads an observation stands for (the writer merges a long run's
+    reads into buckets: `samplelog`, their counters summed, their medians' median kept)."""
+    return int(observation.data.get("reads", 1))
+
+
+def _head(points: list[tuple[float, int]], reads: int) -> list[tuple[float, int]]:
+    """The first `reads` reads of the points (the last point cut to fit)."""
+    out: list[tuple[float, int]] = []
+    for value, n in points:
+        if reads <= 0:
+            break
+        out.append((value, min(n, reads)))
+        reads -= n
+    return out
 
 
 def _num(value: float | None) -> str:
