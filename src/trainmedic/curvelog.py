@@ -16,7 +16,8 @@ merges plain steps into buckets, and keeps everything else as it is:
   (what the rules read, as they read the guard's window means), `summary` its first step, how
   many step events it stands for (`events`), each metric's minimum and maximum (the envelope),
   and its count where that differs (a metric some steps did not carry, or not finite). A bucket
-  of one event is written as that event.
+  of one event is written as that event. A bucket is written as soon as its range's last step
+  arrives (so at full resolution each step is written as it comes), else at the next step past it.
 - Memory samples, the guard's clipping reads and its `grad_norm_preclip` curve are bucketed
   on the same principle by `samplelog` (what their rules read is kept). Every other event
   that is not a plain step (epochs, phases, observations, findings, markers) is
@@ -298,6 +299,8 @@ class CurveLog:
             bucket = stream.bucket = _Bucket(template=step, first_step=step.step, first_t=step.t)
             bucket.key = step.step // stream.width
         bucket.add(step, values)
+        if step.step == (bucket.key + 1) * stream.width - 1:  # its last step: nothing can join it
+            out.extend(self._close(stream))
         return out
 
     def _close(self, stream: _Stream) -> list[Event]:
