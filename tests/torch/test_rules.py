@@ -243,3 +243,19 @@ def test_healthy_clipping_is_not_reported() -> None:
     assert trn010.clipping_saturated(RunRecord.of(spiky)) == []
     short = clip_reads([400.0])  # one read: nothing after warm-up to judge
     assert trn010.clipping_saturated(RunRecord.of(short)) == []
+
+
+def test_exploding_gradients_between_samples_names_the_epoch_of_its_step() -> None:
+    """The observation is sent when the guard checks, possibly an epoch later; the finding
+    names the epoch of the step where the loss blew up, as TRN001 does for the same step."""
+    steps = [Step(step=s, epoch=s // 64, metrics={"loss": 1.0}, rank=0, t=float(s)) for s in range(9, 99, 10)]
+    explosion = GuardObservation(
+        check="update_explosion",
+        step=70,
+        epoch=1,
+        data={"step": 5, "loss": float("inf"), "param_norm": float("nan"), "param_norm_before": 3.4,
+              "param_norm_step": 1, "checked_step": 10, "every": 10},
+        rank=0,
+    )  # fmt: skip
+    (finding,) = trn007.exploding_gradients(RunRecord.of([CONFIG, *steps, explosion]))
+    assert (finding.step, finding.epoch) == (5, 1)  # findings count epochs from 1

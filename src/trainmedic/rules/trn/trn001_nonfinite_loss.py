@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from trainmedic.events import Epoch, Event
-from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord
 from trainmedic.rules._helpers.curves import Curve, at, loss_curves, where
 
@@ -170,7 +170,7 @@ class GuardLoss:
 
 def _guard_message(m: GuardLoss) -> str:
     message = f"Loss became {m.loss} at step {m.step}"
-    message += f" (epoch {m.epoch})" if m.epoch is not None else ""
+    message += f" (epoch {epoch_number(m.epoch)})" if m.epoch is not None else ""
     if m.inputs is not None and m.inputs.fields:
         message += f": the batch's data holds {_kinds(m.inputs)}, {_where(m.inputs)}"
     return message
@@ -217,7 +217,7 @@ def judge_guard(m: GuardLoss) -> Finding | None:
         "step": m.step,
         "loss": m.loss,
         "last_finite_loss": m.last_finite_loss,
-        "epoch": m.epoch,
+        "epoch": epoch_number(m.epoch),
         "checked": "every step"
         if m.stopping
         else f"every {m.every} steps (all losses kept, reported at most {m.every - 1} steps late)",
@@ -247,7 +247,7 @@ def judge_guard(m: GuardLoss) -> Finding | None:
         evidence=evidence,
         fix=fix,
         step=m.step,
-        epoch=m.epoch,
+        epoch=epoch_number(m.epoch),
         rank=m.rank,
     )
 

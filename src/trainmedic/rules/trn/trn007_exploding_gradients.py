@@ -191,8 +191,19 @@ def _between_samples(
         },
         rank=rank,
         step=step if isinstance(step, int) else None,
-        epoch=epoch_number(obs.epoch),
+        epoch=epoch_number(_epoch_of(record, rank, step, obs.epoch)),
     )
+
+
+def _epoch_of(record: RunRecord, rank: int | None, step: object, sent_in: int | None) -> int | None:
+    """The epoch of the step the loss blew up at: that of the first step event at or after it
+    on its rank. The observation's own epoch is when the guard checked, which can be later."""
+    if not isinstance(step, int):
+        return sent_in
+    for s in record.steps:
+        if s.rank == rank and s.step >= step and s.epoch is not None:
+            return s.epoch
+    return sent_in
 
 
 def _num(value: Any) -> str:
