@@ -24,35 +24,32 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.data: the table builders
 
 from tests.data.hard_labels import HARD_LABELS
 from tests.data.real import ACCURATE, LABEL, flip_labels, table, user_split
 
-from trainmedic.data.noise import NoiseScores, score_label_noise
+from trainmedic.data._columns import Roles
+from trainmedic.data._context import Split
+from trainmedic.data.noise import NoiseScores, noise_score, score_label_noise
 from trainmedic.findings import Severity
 from trainmedic.rules.dat import dat012_label_noise as dat012
 
 PUBLIC_SPLIT = {"glass_like": 0.375, "survival_like": 0.3, "churn_like": 0.3}
 
 
-def verdicts(scores: NoiseScores | None) -> tuple[bool, bool, dat012.NoiseScore]:
-    """(warned before, warned after, the evidence) for one scored table."""
+def scored(frame: pd.DataFrame) -> tuple[NoiseScores | None, Split]:
+    """`check`'s label-noise scoring of a training frame whose label is `LABEL`."""
+    features = [c for c in frame.columns if c != LABEL]
+    return score_label_noise(frame, features, LABEL), Split("train", frame, Roles(label=LABEL), features)
+
+
+def verdicts(scores: NoiseScores | None, train: Split) -> tuple[bool, bool, dat012.NoiseScore]:
+    """(warned before, warned after, the evidence `check` gives) for one scored table."""
     assert scores is not None
-    flagged = int(scores.suspicious.sum())
-    after = dat012.NoiseScore(
-        oof_accuracy=scores.oof_accuracy,
-        baseline=scores.baseline,
-        informativeness=scores.informativeness,
-        model=scores.model,
-        flagged=flagged,
-        scored=len(scores.positions),
-        total_rows=len(scores.positions),
-        expected=scores.expected,
-        ambiguous=scores.ambiguous,
-        expected_honest=scores.expected_honest,
-    )
+    after = noise_score(scores, train)
     before = dataclasses.replace(after, expected_honest=scores.expected)  # the refitted count alone
     warned = [any(f.severity is Severity.WARNING for f in dat012.judge(e)) for e in (before, after)]
     return warned[0], warned[1], after
@@ -70,8 +67,8 @@ def hard_rows(draws: int) -> list[str]:
             flagged, refitted, first, yardstick, accuracy = [], [], [], [], []
             for seed in range(draws):
                 train, _ = user_split(build(seed=seed), test_size=held)
-                scores = score_label_noise(train, [c for c in train.columns if c != LABEL], LABEL)
-                was, now, evidence = verdicts(scores)
+                scores, split = scored(train)
+                was, now, evidence = verdicts(scores, split)
                 before, after, rows = before + was, after + now, len(train)
                 flagged.append(evidence.flagged)
                 refitted.append(evidence.expected)
@@ -98,8 +95,8 @@ def flip_rows(draws: int) -> list[str]:
             accuracy = []
             for seed in range(draws):
                 noisy, flipped = flip_labels(train, rate, seed=seed)
-                scores = score_label_noise(noisy, [c for c in noisy.columns if c != LABEL], LABEL)
-                was, now, evidence = verdicts(scores)
+                scores, split = scored(noisy)
+                was, now, evidence = verdicts(scores, split)
                 assert scores is not None
                 flagged = scores.positions[scores.suspicious]
                 before, after = before + was, after + now
@@ -130,8 +127,8 @@ def hard_flip_rows(draws: int) -> list[str]:
             accuracy = []
             for seed in range(draws):
                 noisy, _ = flip_labels(train, rate, seed=seed)
-                scores = score_label_noise(noisy, [c for c in noisy.columns if c != LABEL], LABEL)
-                was, now, evidence = verdicts(scores)
+                scores, split = scored(noisy)
+                was, now, evidence = verdicts(scores, split)
                 before, after = before + was, after + now
                 unjudged += not dat012.judged(evidence)
                 accuracy.append(evidence.informativeness)
