@@ -50,6 +50,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 WRAPPER = """
@@ -137,6 +138,16 @@ def wait_cpu(proc: subprocess.Popen[bytes]) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def under_run(trainer: list[str], tmp: Path, env: dict[str, str], stdout: Any) -> float:
+    """Run `trainer` under `trainmedic run` (this checkout's src); the supervisor's CPU seconds."""
+    env.update(SUPERVISOR_CPU_FILE=str(tmp / "supervisor.txt"))
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, str(tmp / "wrapper.py"), "run", "--quiet", "--out", str(tmp / "run")]
+    command = [*cmd, "--", *trainer]
+    subprocess.run(command, stdout=stdout, stderr=subprocess.DEVNULL, env=env, check=True, cwd=tmp)
+    return float((tmp / "supervisor.txt").read_text())
+
+
 def trainer_cmd(tmp: Path, kind: str, writer: str, n: int) -> list[str]:
     return [sys.executable, str(tmp / "trainer.py"), kind, writer, str(n), str(tmp / "trainer.txt")]
 
@@ -157,13 +168,7 @@ def run_variant(variant: str, tmp: Path, kind: str, writer: str, n: int) -> tupl
             cpu = wait_cpu(tee)
             producer.wait()
         else:
-            env.update(SUPERVISOR_CPU_FILE=str(tmp / "supervisor.txt"))
-            env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
-            cmd = [sys.executable, str(tmp / "wrapper.py"), "run", "--quiet", "--out", str(tmp / "run")]
-            subprocess.run(
-                [*cmd, "--", *trainer], stdout=echo, stderr=subprocess.DEVNULL, env=env, check=True, cwd=tmp
-            )
-            cpu = float((tmp / "supervisor.txt").read_text())
+            cpu = under_run(trainer, tmp, env, echo)
             subprocess.run(["rm", "-rf", str(tmp / "run")], check=True)
     seconds = float((tmp / "trainer.txt").read_text())
     return seconds, cpu
@@ -221,13 +226,7 @@ def end_to_end_once(variant: str, where: str, tmp: Path, writer: str, n: int) ->
             tee.wait()
             producer.wait()
         else:
-            env.update(SUPERVISOR_CPU_FILE=str(tmp / "supervisor.txt"))
-            env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
-            cmd = [sys.executable, str(tmp / "wrapper.py"), "run", "--quiet", "--out", str(tmp / "run")]
-            subprocess.run(
-                [*cmd, "--", *trainer], stdout=out, stderr=subprocess.DEVNULL, env=env, check=True, cwd=tmp
-            )
-            cpu = float((tmp / "supervisor.txt").read_text())
+            cpu = under_run(trainer, tmp, env, out)
         wall = time.perf_counter() - start
     if terminal is not None:
         terminal.close()
