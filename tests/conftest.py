@@ -67,3 +67,16 @@ def ready_child(code: str) -> Iterator[subprocess.Popen[bytes]]:
         proc.kill()
         proc.wait()
         proc.stdout.close()
+
+
+TINYLM = Path(__file__).resolve().parents[1] / "examples" / "llm" / "tinylm.py"
+
+
+@pytest.fixture(scope="session")
+def tinylm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny chat model and tokenizer on disk (examples/llm/tinylm.py), made once per worker:
+    load it with `AutoTokenizer.from_pretrained` / `AutoModelForCausalLM.from_pretrained`."""
+    pytest.importorskip("transformers")
+    out = tmp_path_factory.mktemp("tinylm")
+    subprocess.run([sys.executable, str(TINYLM), str(out)], check=True, capture_output=True, timeout=300)
+    return out

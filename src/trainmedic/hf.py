@@ -11,10 +11,11 @@ each finished epoch with its training loss, and evaluation losses as
 from __future__ import annotations
 
 import math
-from collections.abc import Sized
+from collections.abc import Mapping, Sized
 from types import ModuleType
 from typing import Any
 
+from trainmedic import llm
 from trainmedic.events import Epoch, Event, GuardObservation, Metric, PhaseEnd, PhaseStart, TrainingPlan
 from trainmedic.findings import Finding
 from trainmedic.instrument import hooks
@@ -26,6 +27,16 @@ except ImportError as exc:
     raise ImportError("trainmedic.hf needs transformers: pip install 'trainmedic[hf]'") from exc
 
 import trainmedic.torch as tm
+from trainmedic.llm import params as llm_params
+from trainmedic.llm import sft as llm_sft
+from trainmedic.llm import templates as llm_templates
+
+# What the fine-tuning watches learn outside the model, as under `trainmedic run` (whose boot
+# hooks install the same): the rows `resize_token_embeddings` adds after this import (TOR014),
+# the chat template renders that serve the model (DAT016), what TRL's truncation cuts (DAT017).
+hooks.when_imported("transformers.modeling_utils", llm_params.install)
+hooks.when_imported("transformers.tokenization_utils_base", llm_templates.install)
+hooks.when_imported("trl.trainer.sft_trainer", llm_sft.install)
 
 
 class Guard(TrainerCallback):
@@ -54,6 +65,8 @@ class Guard(TrainerCallback):
             kwargs.get("model"), kwargs.get("optimizer"), every=self.every, on_nonfinite=self.on_nonfinite
         )
         self.guard.monitor.framework_epochs = True
+        tokenizer = kwargs.get("processing_class") or kwargs.get("tokenizer")
+        llm.attach(kwargs.get("model"), self.guard.monitor, tokenizer=tokenizer)
         by_steps = args.max_steps is not None and args.max_steps > 0
         self._emit(
             TrainingPlan(
@@ -96,31 +109,82 @@ class Guard(TrainerCallback):
         self._judge_eval_set(kwargs.get("train_dataloader"), kwargs.get("eval_dataloader"))
 
     def _judge_eval_set(self, train: Any, evaluation: Any) -> None:
-        """The Trainer evaluates on its training dataset itself (`eval_dataset=train_dataset`):
-        the score, the best checkpoint and early stopping all measure memorisation (TRN009)."""
-        dataset = getattr(train, "dataset", None)
-        if self._eval_judged or dataset is None or getattr(evaluation, "dataset", None) is not dataset:
+        """At the first evaluation: the Trainer evaluates on its training dataset itself
+        (`eval_dataset=train_dataset`), or on examples that are training examples by content
+        (the data repeated or concatenated before its split, the same rows reloaded): the score,
+        the best checkpoint and early stopping measure memorisation (TRN009; the rule decides).
+        Whole examples are compared (their `input_ids`, else their text fields), at most
+        `MAX_EVAL_ROWS` evaluation and `MAX_TRAIN_ROWS` training examples, evenly spaced."""
+        dataset, eval_dataset = getattr(train, "dataset", None), getattr(evaluation, "dataset", None)
+        if self._eval_judged or dataset is None or eval_dataset is None:
             return
         self._eval_judged = True
-        rows = len(dataset) if isinstance(dataset, Sized) else 0
-        data = {
-            "framework": "the HF Trainer",
-            "eval_name": "eval_dataset",
-            "same_object": True,
-            "shared_rows": rows,
-            "eval_rows": rows,
-            "early_stopping": self.early_stopping,
-        }
+        data: dict[str, Any] = {"framework": "the HF Trainer", "eval_name": "eval_dataset"}
+        if eval_dataset is dataset:
+            rows = len(dataset) if isinstance(dataset, Sized) else 0
+            data.update(same_object=True, shared_rows=rows, eval_rows=rows)
+        else:
+            eval_keys, eval_total = _example_keys(eval_dataset, MAX_EVAL_ROWS)
+            train_keys, train_total = _example_keys(dataset, MAX_TRAIN_ROWS)
+            known = set(train_keys)
+            shared = sum(key in known for key in eval_keys)
+            if not shared:
+                return
+            data.update(same_object=False, by_content=True, shared_rows=shared, eval_rows=len(eval_keys))
+            data.update(
+                eval_rows_total=eval_total, train_rows_compared=len(train_keys), train_rows_total=train_total
+            )
+        data["early_stopping"] = self.early_stopping
         self._emit(GuardObservation(check=EVAL_OVERLAP_CHECK, data=data))
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """`train()` returns: send the last steps' window now. Under `trainmedic run` the
+        process's monitor outlives this Trainer, and at exit its optimizer is often gone (a
+        Trainer made in a function), which would leave the curve without its last steps."""
         if self.guard is not None:
+            self.guard.monitor.settle()
             self.guard.stop()
 
     @staticmethod
     def _epoch(state: Any) -> int:
         """0-based index of the epoch in progress (HF's `state.epoch` is a float that ends at N)."""
         return max(0, math.ceil(state.epoch or 0) - 1) if state.epoch else 0
+
+
+#: The examples compared for TRN009's content check, per set: its cost, once, at the first evaluation.
+MAX_EVAL_ROWS = 2_000
+MAX_TRAIN_ROWS = 10_000
+
+
+def _example_keys(dataset: Any, limit: int) -> tuple[list[int], int]:
+    """Hashes of up to `limit` evenly spaced examples of `dataset`, and its length."""
+    total = len(dataset) if isinstance(dataset, Sized) and hasattr(dataset, "__getitem__") else 0
+    if total == 0:
+        return [], 0
+    indices = list(range(0, total, max(1, -(-total // limit))))
+    columns = getattr(dataset, "column_names", None)
+    if columns is not None:  # a `datasets.Dataset`: one columnar read, of the token ids alone if there
+        table = dataset.select_columns(["input_ids"]) if "input_ids" in columns else dataset
+        batch = table[indices]
+        rows: list[Any] = [
+            dict(zip(batch, values, strict=True)) for values in zip(*batch.values(), strict=True)
+        ]
+    else:
+        rows = [dataset[i] for i in indices]
+    keys = [_example_key(row) for row in rows]
+    return [k for k in keys if k is not None], total
+
+
+def _example_key(row: Any) -> int | None:
+    """A whole example's hash: its token ids, else its text fields (prompt and completion,
+    messages, text...); None for what is neither."""
+    if not isinstance(row, Mapping):
+        return None
+    ids = row.get("input_ids")
+    if ids is not None:
+        return hash(tuple(ids.tolist() if hasattr(ids, "tolist") else ids))
+    fields = tuple((k, repr(v)) for k, v in sorted(row.items()) if isinstance(v, (str, list)))
+    return hash(fields) if fields else None
 
 
 def install(module: ModuleType) -> None:

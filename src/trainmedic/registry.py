@@ -12,7 +12,7 @@ from functools import cache
 from types import ModuleType
 
 from trainmedic.errors import UsageError
-from trainmedic.findings import Finding, FindingSpec, sort_findings
+from trainmedic.findings import Finding, FindingSpec, Severity, sort_findings
 from trainmedic.record import Rule, RunRecord
 
 # Catalogue order of the groups (FINDINGS.md); codes ascend within a group.
@@ -76,6 +76,14 @@ def lookup(code_or_slug: str) -> FindingSpec:
     )
 
 
+@cache
+def _explained_by() -> dict[str, frozenset[str]]:
+    """code -> the codes whose finding explains it (a finding's file may name them in
+    `EXPLAINED_BY`): where one of them is found as an error, this one is its consequence,
+    not a cause."""
+    return {family.SPEC.code: frozenset(getattr(family, "EXPLAINED_BY", ())) for family in _families()}
+
+
 def all_rules() -> tuple[Rule, ...]:
     """Every event rule (families without event rules, such as DAT, contribute none)."""
     return tuple(r for family in _families() for r in getattr(family, "RULES", ()))
@@ -86,7 +94,8 @@ def run_rules(record: RunRecord, rules: Iterable[Rule] | None = None) -> list[Fi
 
     A guard that raised a finding in-process saw it live, at the step, with the batch at
     hand; a rule that later finds the same code for the same rank in the event stream
-    (e.g. TRN001 from the logged losses) says the same thing with less: it is dropped.
+    (e.g. TRN001 from the logged losses) says the same thing with less: it is dropped. So is
+    a finding whose file names, in `EXPLAINED_BY`, a code that was found: one cause, one finding.
     """
     raised = record.raised_findings
     seen_live = {(f.code, f.rank) for f in raised}
@@ -109,9 +118,11 @@ def run_rules(record: RunRecord, rules: Iterable[Rule] | None = None) -> list[Fi
             (f.code, f.pid) in specific or (f.pid is None and f.code in specific_codes)
         )
 
+    present = {f.code for f in found if f.severity is Severity.ERROR}
+    explained_by = _explained_by()
     unique: dict[tuple[object, ...], Finding] = {}
     for f in found:
-        if restated(f):
+        if restated(f) or explained_by.get(f.code, frozenset()) & present:
             continue
         unique.setdefault((f.code, f.message, f.rank, f.pid), f)
     return sort_findings(unique.values())

@@ -62,6 +62,29 @@ def test_post_import_hook_fires_only_when_the_module_is_imported(tmp_path: Path)
     assert result.stdout == "[42]\n"
 
 
+def test_a_hook_registered_while_its_module_executes_waits_for_the_whole_module(tmp_path: Path) -> None:
+    """trl's SFTTrainer module imports transformers' Trainer, whose integration registers a hook
+    on that very module, half made: the hook must see it once its code has run."""
+    pkg = tmp_path / "site"
+    (pkg / "fakeframework").mkdir(parents=True)
+    (pkg / "fakeframework" / "__init__.py").write_text("import fakehelper\nVALUE = 41\n")
+    (pkg / "fakehelper.py").write_text(
+        "from trainmedic.instrument import hooks\n"
+        "import __main__\n"
+        "hooks.when_imported('fakeframework', lambda m: __main__.seen.append(('late', m.VALUE)))\n"
+    )
+    code = (
+        "from trainmedic.instrument import hooks\n"
+        "seen = []\n"
+        "hooks.when_imported('fakeframework', lambda m: seen.append(('early', m.VALUE)))\n"
+        "import fakeframework\n"
+        "print(seen)\n"
+    )
+    result, _ = run_child(tmp_path, code, extra_path=[str(pkg)])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "[('early', 41), ('late', 41)]\n"
+
+
 def test_existing_sitecustomize_still_runs(tmp_path: Path) -> None:
     user = tmp_path / "user"
     user.mkdir()

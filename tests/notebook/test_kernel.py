@@ -194,9 +194,7 @@ def test_restart_starts_a_new_run_folder(jupyter: Path) -> None:
         # Jupyter's interrupt reaches the cell (interrupt_mode "message"), not the supervisor
         # stop_on_error=False: ipykernel 7 aborts requests that reach it while it unwinds an
         # error, and "a" below can arrive in that window; the test is about the supervisor.
-        msg_id = kc.execute(
-            "import time\nprint('sleeping', flush=True)\ntime.sleep(30)", stop_on_error=False
-        )
+        msg_id = kc.execute("import time\nprint('sleeping', flush=True)\ntime.sleep(30)", stop_on_error=False)
         # Outside a running cell the kernel ignores an interrupt: send it once the cell runs.
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

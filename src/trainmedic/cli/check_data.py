@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
 from trainmedic.cli.options import fail_on_option, findings_exit_code, format_option, write_ci_format
 from trainmedic.errors import UsageError
 from trainmedic.report.text import make_console, render_text
+
+if TYPE_CHECKING:
+    from trainmedic.data.finetune import FineTuneReport
+    from trainmedic.data.runner import DataReport
 
 
 @click.command("data")
@@ -28,6 +33,17 @@ from trainmedic.report.text import make_console, render_text
 @click.option("--images", is_flag=True, help="Splits are image folders (class per folder) or CSVs of paths.")
 @click.option(
     "--path-column", default="path", show_default=True, help="With --images: the CSV column of paths."
+)
+@click.option(
+    "--tokenizer",
+    metavar="PATH",
+    help="Fine-tuning data: a local tokenizer folder (its chat template, token counts).",
+)
+@click.option(
+    "--max-length",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Fine-tuning data, with --tokenizer: the trainer's max_length (completions cut at it).",
 )
 @click.option("--no-label-noise", is_flag=True, help="Skip the label-noise model (the slowest check).")
 @click.option(
@@ -66,6 +82,8 @@ def command(  # click passes every parameter by keyword
     ignore: Sequence[str],
     images: bool,
     path_column: str,
+    tokenizer: str | None,
+    max_length: int | None,
     no_label_noise: bool,
     engine: str,
     memory_budget: str | None,
@@ -74,8 +92,20 @@ def command(  # click passes every parameter by keyword
     fmt: str,
     fail_on: str,
 ) -> int:
-    """Leakage, duplicates, labels, imbalance, missing values, schema and drift of a dataset."""
-    if images:
+    """Leakage, duplicates, labels, imbalance, missing values, schema and drift of a dataset.
+
+    Fine-tuning data (JSONL or Parquet with `messages`, `prompt`/`completion` or `text` rows):
+    contamination, empty completions, the chat template (--tokenizer, --serving) and
+    truncation (--tokenizer with --max-length).
+    """
+    report: DataReport | FineTuneReport
+    if finetune_data(
+        train, tokenizer, max_length, images=images, tabular=(label, group, time_, id_, *ignore)
+    ):
+        from trainmedic.data.finetune import check_finetune_report
+
+        report = check_finetune_report(train, val, test, serving, tokenizer=tokenizer, max_length=max_length)
+    elif images:
         if serving is not None or group or time_ or id_ or ignore:
             raise click.UsageError("--images takes TRAIN, --val, --test, --label and --path-column only")
         from trainmedic.data.image_checks import check_images_report
@@ -114,6 +144,31 @@ def command(  # click passes every parameter by keyword
         console.print()
         render_text(report.findings, out)
     return findings_exit_code(report.findings, fail_on)
+
+
+def finetune_data(
+    train: str, tokenizer: str | None, max_length: int | None, *, images: bool, tabular: Sequence[str | None]
+) -> bool:
+    """TRAIN is fine-tuning data (by its keys, or read as such with --tokenizer/--max-length);
+    a table, or a split with a tabular role (--label, --group, --time, --id, --ignore), is not."""
+    from trainmedic.data.finetune import is_finetune_file
+
+    asked = tokenizer is not None or max_length is not None
+    if asked and (images or any(tabular)):
+        raise UsageError(
+            "--tokenizer and --max-length are for fine-tuning data (JSONL/Parquet of messages or "
+            "prompt/completion), not with --images, --label, --group, --time, --id or --ignore"
+        )
+    if images or any(tabular):
+        return False
+    if is_finetune_file(train, asked=asked):
+        return True
+    if asked:
+        raise UsageError(
+            f"{train}: --tokenizer and --max-length expect a .jsonl or .parquet file of fine-tuning "
+            "rows ('messages', 'prompt' and 'completion', or 'text')"
+        )
+    return False
 
 
 def spark_settings(pairs: Sequence[str]) -> dict[str, str]:

@@ -93,9 +93,18 @@ def _fire(name: str, module: ModuleType) -> None:
 
 
 def when_imported(name: str, callback: Callback) -> None:
-    """Call `callback(module)` once `name` is imported (at once if it already is)."""
+    """Call `callback(module)` once `name` is imported (at once if it already is).
+
+    A module still executing (this call comes from an import it makes) is not imported yet:
+    when this finder loads it (other callbacks wait for it), the callback joins them and runs
+    once the module's code has run; fired now, it would find the module half made.
+    """
     global _finder
     module = sys.modules.get(name)
+    initializing = getattr(getattr(module, "__spec__", None), "_initializing", False)
+    if module is not None and initializing and name in _callbacks:
+        _callbacks[name].append(callback)
+        return
     if module is not None:
         _callbacks.setdefault(name, []).append(callback)
         _fire(name, module)

@@ -74,6 +74,8 @@ class SampledChecks:
             if self.forward.is_open:  # the losses' graphs are read only for a watched forward pass
                 contained(monitor, "forward_watch", self.forward.close, step, self.reads.of_step(step))
             self.flush(optimizer, step)
+            for watcher in monitor.watchers:
+                contained(monitor, type(watcher).__name__, watcher.on_check, step)
             budget.check_end, budget.full_step = clock(), step
             if monitor.adaptive and budget.host_read and not monitor.stop_on_nonfinite:
                 cost = budget.check_end - started - budget.freed_s

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainmedic.rules._helpers.curves import HANDOVER_CHECK
 from trainmedic.torch._manual import ParameterUpdates
-from trainmedic.torch._safety import part_never_breaks, quiet
+from trainmedic.torch._safety import contained, part_never_breaks, quiet
 
 if TYPE_CHECKING:
     from trainmedic.torch._checks import SampledChecks
@@ -109,3 +109,5 @@ class Endings:
         if primary is not None and state is not None and not isinstance(primary, ParameterUpdates):
             checks.hygiene.check_membership(primary, state, monitor.step)
         checks.clipping.read_rest()  # clip calls no read took (the optimizer was freed first)
+        for watcher in monitor.watchers:
+            contained(monitor, type(watcher).__name__, watcher.on_close)

@@ -36,6 +36,7 @@ from torch.nn.modules.dropout import _DropoutNd
 
 import torch
 from torch import nn
+from trainmedic import llm
 from trainmedic.rules.tor import tor002_eval_mode_training as tor002
 from trainmedic.rules.tor import tor004_softmax_into_crossentropy as tor004
 from trainmedic.rules.tor import tor009_single_class_cross_entropy as tor009
@@ -173,7 +174,9 @@ class ForwardWatch:
 
     def _learn(self, module: nn.Module, args: Any, depth: int) -> None:
         if depth == 0:
-            self.roots.add(module)
+            if module not in self.roots:
+                self.roots.add(module)
+                llm.attach(module, self.monitor)  # a language model: the fine-tuning watches
             self._root_training = module.training
         if isinstance(module, _MODE_SENSITIVE):
             # A layer in eval() inside a model in train() was put there on purpose (batch norm

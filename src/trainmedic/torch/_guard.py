@@ -12,6 +12,7 @@ from trainmedic.instrument import channel
 from trainmedic.record import Rule, RunRecord
 from trainmedic.registry import run_rules
 from trainmedic.rules import tor
+from trainmedic.rules.dat import dat016_chat_template_mismatch, dat017_completion_truncated
 from trainmedic.rules.run import run011_guard_check_failed
 from trainmedic.rules.trn import (
     trn001_nonfinite_loss,
@@ -34,6 +35,8 @@ log = logging.getLogger("trainmedic")
 RULES: tuple[Rule, ...] = (
     *(rule for finding in tor.FAMILY for rule in finding.RULES),
     *run011_guard_check_failed.RULES,
+    *dat016_chat_template_mismatch.RULES,
+    *dat017_completion_truncated.RULES,
     trn005_input_bound.input_bound,
     trn006_cannot_overfit_batch.cannot_overfit_batch,
     trn007_exploding_gradients.exploding_gradients,

@@ -54,6 +54,18 @@ class ClipHooks(Protocol):
     def on_value_clip(self, params: list[Any], before: Any, clip_value: Any) -> None: ...
 
 
+class Watcher(Protocol):
+    """A watch another package adds to the monitor (`monitor.watchers`), e.g. `trainmedic.llm`'s.
+
+    `on_check` runs on each checked step of the primary optimizer, after the step's reads,
+    while its gradients are final and before the update; `on_close` once at the end. Both are
+    `contained`: one that raises costs only itself.
+    """
+
+    def on_check(self, step: int) -> None: ...
+    def on_close(self) -> None: ...
+
+
 class MonitorLike(Protocol):
     """The monitor's state and calls that its hooks, watches and parts use.
 
@@ -87,6 +99,7 @@ class MonitorLike(Protocol):
     manual_decided: bool
     adopt_next: bool  # a notebook cell ended: the next optimizer to step may be a new one
     opts: weakref.WeakKeyDictionary[Any, OptState]
+    watchers: list[Watcher]  # checks added by other packages (`trainmedic.llm`), run on checked steps
 
     @property
     def clipping(self) -> ClipHooks: ...

@@ -70,7 +70,7 @@ from trainmedic.torch._epochs import Epochs
 from trainmedic.torch._explosion import UpdateWatch
 from trainmedic.torch._forward import ForwardWatch
 from trainmedic.torch._hygiene import LoopHygiene
-from trainmedic.torch._interface import OptState, Sink
+from trainmedic.torch._interface import OptState, Sink, Watcher
 from trainmedic.torch._losses import MAX_KEPT_LOSSES, LossReads
 from trainmedic.torch._manual import ParameterUpdates
 from trainmedic.torch._names import ParamNames
@@ -146,6 +146,7 @@ class Monitor:
         self._others_since, self._others_run = 0, 0
         self.broken = False
         self.framework_epochs, self.loaders_seen = False, False  # where epochs come from (`_epochs`)
+        self.watchers: list[Watcher] = []  # checks other packages add (`trainmedic.llm`)
         self._assemble()
 
     def _assemble(self) -> None:

@@ -22,6 +22,8 @@ from trainmedic.rules.dat import dat012_label_noise as dat012
 from trainmedic.rules.dat import dat013_preprocessing_mismatch as dat013
 from trainmedic.rules.dat import dat014_preprocessing_before_split as dat014
 from trainmedic.rules.dat import dat015_identifier_column as dat015
+from trainmedic.rules.dat import dat016_chat_template_mismatch as dat016
+from trainmedic.rules.dat import dat017_completion_truncated as dat017
 
 #: The family table: one line a code, in catalogue order.
 FAMILY = (
@@ -40,4 +42,6 @@ FAMILY = (
     dat013,
     dat014,
     dat015,
+    dat016,
+    dat017,
 )

@@ -15,6 +15,26 @@ from trainmedic.rules.tor import tor006_scheduler_before_optimizer as tor006
 from trainmedic.rules.tor import tor007_decay_on_norm_bias as tor007
 from trainmedic.rules.tor import tor008_unseeded_run as tor008
 from trainmedic.rules.tor import tor009_single_class_cross_entropy as tor009
+from trainmedic.rules.tor import tor010_no_supervised_tokens as tor010
+from trainmedic.rules.tor import tor011_eos_never_supervised as tor011
+from trainmedic.rules.tor import tor012_adapters_not_learning as tor012
+from trainmedic.rules.tor import tor013_labels_double_shifted as tor013
+from trainmedic.rules.tor import tor014_new_tokens_untrained as tor014
 
 #: The family table: one line a code, in catalogue order.
-FAMILY = (tor001, tor002, tor003, tor004, tor005, tor006, tor007, tor008, tor009)
+FAMILY = (
+    tor001,
+    tor002,
+    tor003,
+    tor004,
+    tor005,
+    tor006,
+    tor007,
+    tor008,
+    tor009,
+    tor010,
+    tor011,
+    tor012,
+    tor013,
+    tor014,
+)

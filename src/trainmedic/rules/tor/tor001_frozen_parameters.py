@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainmedic.events import Event
-from trainmedic.findings import FindingSpec, Severity
-from trainmedic.record import Rule
+from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.record import Rule, RunRecord
 from trainmedic.rules._helpers.guard import names, observation_rule, observed
+from trainmedic.rules.tor import tor012_adapters_not_learning as tor012
 
 #: The guard's observations this finding words.
 NOT_IN_OPTIMIZER_CHECK = "params_not_in_optimizer"
@@ -116,9 +117,24 @@ def message_without_grad(evidence: Mapping[str, Any]) -> str:
     )
 
 
+_without_grad = observation_rule(SPEC, WITHOUT_GRAD_CHECK, message_without_grad)
+
+
+def without_grad(record: RunRecord) -> list[Finding]:
+    """Tensors without a gradient, unless they are all adapters TOR012 reports: that finding
+    names the same tensors with their cause (reentrant checkpointing), and one cause is one finding."""
+    explained = {
+        name
+        for o in record.guard_observations
+        if o.check == tor012.CHECK
+        for name in o.data.get("params", [])
+    }
+    return [f for f in _without_grad(record) if not set(f.evidence.get("params", [])) <= explained]
+
+
 RULES: tuple[Rule, ...] = (
     observation_rule(
         SPEC, NOT_IN_OPTIMIZER_CHECK, message_not_in_optimizer, fix_not_in_optimizer, derived=peft_adapter
     ),
-    observation_rule(SPEC, WITHOUT_GRAD_CHECK, message_without_grad),
+    without_grad,
 )

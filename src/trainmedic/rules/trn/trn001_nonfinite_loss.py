@@ -117,6 +117,9 @@ def nonfinite_loss(record: RunRecord) -> list[Finding]:
 
 
 RULES: tuple[Rule, ...] = (nonfinite_loss,)
+#: A batch without a supervised token has a loss of 0 / 0 = NaN by construction: TOR010 names
+#: that cause and its fix; a NaN finding beside it would point at the learning rate.
+EXPLAINED_BY = ("TOR010",)
 
 
 # -- the PyTorch guard, live --------------------------------------------------------------------

@@ -6,13 +6,18 @@ Collectors:
   (`EVAL_OVERLAP_CHECK`: shared and total rows, same object or not, early stopping, and
   whether that set decides the stopping round or the score);
 - the HF Trainer's callback (`trainmedic.hf`) sends the same observation when the Trainer
-  evaluates on its own training dataset;
+  evaluates on its own training dataset, or (`by_content`) on examples that are training
+  examples token for token, compared on a bounded sample (`eval_rows` of `eval_rows_total`,
+  against `train_rows_compared` of `train_rows_total`);
 - Spark MLlib (`trainmedic.spark._mllib`) observes fits and evaluations with their DataFrames'
   plans (`_helpers/mllib.py`): `mllib_eval_set_is_train` reports a process that scored only
   predictions for rows its model was fitted on.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from trainmedic.events import Event, GuardObservation
 from trainmedic.findings import Finding, FindingSpec, Severity
@@ -30,6 +35,11 @@ from trainmedic.rules._helpers.mllib import (
 EVAL_OVERLAP_CHECK = "boosting_eval_overlap"
 # An eval set sharing at least this share of its rows with the training data is not held out.
 OVERLAP_SHARE = 0.01
+# The same for whole text examples (the HF Trainer's, by content): instruction and chat data
+# hold a few percent of natural exact duplicates (greetings, short templated tasks), which an
+# honest split shares; data repeated or concatenated before its split, or the training rows
+# reloaded, share most of the eval set.
+CONTENT_OVERLAP_SHARE = 0.1
 
 
 def _example() -> list[Event]:
@@ -88,11 +98,20 @@ def eval_set_is_train(record: RunRecord) -> list[Finding]:
         same = bool(obs.get("same_object"))
         if not obs.get("decides", True):
             continue  # monitored beside a held-out set: not what stops or scores the model
-        if not same and (rows == 0 or shared / rows < OVERLAP_SHARE):
+        threshold = CONTENT_OVERLAP_SHARE if obs.get("by_content") else OVERLAP_SHARE
+        if not same and (rows == 0 or shared / rows < threshold):
             continue
         name, framework = obs.get("eval_name"), obs.get("framework", "the booster")
+        fix = None
         if same:
             what = f"{framework} eval set {name!r} is the training data itself"
+        elif obs.get("by_content"):
+            what = _by_content(obs, shared, rows)
+            fix = (
+                "Deduplicate the examples before splitting them, and split once (e.g. "
+                "Dataset.from_list(unique_rows).train_test_split(test_size=0.1, seed=0)): no evaluation "
+                "example may occur among the training examples."
+            )
         else:
             what = f"{shared:,} of {rows:,} rows ({shared / rows:.0%}) of {framework} eval set {name!r} are training rows"
         stopping = (
@@ -100,8 +119,24 @@ def eval_set_is_train(record: RunRecord) -> list[Finding]:
             if obs.get("early_stopping")
             else ": its score measures memorisation, not generalisation"
         )
-        found.append(SPEC.finding(what + stopping, evidence=dict(obs), pid=pid))
+        found.append(SPEC.finding(what + stopping, evidence=dict(obs), fix=fix, pid=pid))
     return found
+
+
+def _by_content(data: Mapping[str, Any], shared: int, rows: int) -> str:
+    """'N of M examples of the eval set are training examples', with the sample it was read on."""
+    total, compared = data.get("eval_rows_total"), data.get("train_rows_compared")
+    sample = f" (of {total:,} compared)" if isinstance(total, int) and total > rows else ""
+    trained = data.get("train_rows_total")
+    against = (
+        f", against {compared:,} of the {trained:,} training examples"
+        if isinstance(trained, int) and isinstance(compared, int) and trained > compared
+        else ""
+    )
+    return (
+        f"{shared:,} of {rows:,} examples{sample} ({shared / rows:.0%}) of {data.get('framework')} eval set "
+        f"{data.get('eval_name')!r} are also training examples, token for token{against}"
+    )
 
 
 # -- Spark MLlib: an Evaluator on the training rows ---------------------------------------------
