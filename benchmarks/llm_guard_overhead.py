@@ -25,7 +25,6 @@ import json
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,7 +100,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "examples" / "llm"))
     import tinylm
 
-    model_dir = str(tinylm.ensure(Path(tempfile.gettempdir()) / "trainmedic-tinylm"))
+    model_dir = str(tinylm.cached())
     medians: dict[str, list[float]] = {role: [] for role in ROLES}
     for _ in range(args.rounds):
         for role in ROLES:

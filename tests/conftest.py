@@ -69,6 +69,14 @@ def ready_child(code: str) -> Iterator[subprocess.Popen[bytes]]:
         proc.stdout.close()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def base_temp_made_once(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """pytest makes a worker's base temporary folder on its first use, removing what is there:
+    fixtures that ask for folders from several threads at once (the Keras lines, the Spark
+    and torch runs in parallel) would remove each other's. Made here, before any test."""
+    tmp_path_factory.getbasetemp()
+
+
 TINYLM = Path(__file__).resolve().parents[1] / "examples" / "llm" / "tinylm.py"
 
 

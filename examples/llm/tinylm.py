@@ -18,8 +18,12 @@ What it is, and what is synthetic about it:
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +156,20 @@ def ensure(out_dir: str | Path) -> Path:
     if not (out / "config.json").exists():
         out.mkdir(parents=True, exist_ok=True)
         make_model(out, make_tokenizer(out))
+    return out
+
+
+def cached() -> Path:
+    """The tinylm folder under the system temp folder, made on first use, shared by every run.
+
+    Made in a private folder and then renamed into place, so that runs started together (the
+    corpus runs two at a time) never load a half-written model."""
+    out = Path(tempfile.gettempdir()) / "trainmedic-tinylm"
+    if not (out / "config.json").exists():
+        private = ensure(tempfile.mkdtemp(prefix="tinylm-", dir=out.parent))
+        with contextlib.suppress(OSError):  # another run got there first
+            os.replace(private, out)
+        shutil.rmtree(private, ignore_errors=True)
     return out
 
 

@@ -22,9 +22,6 @@ final check shows the new rows unchanged (0 against 0.14 in the healthy run).
 """
 
 import argparse
-import contextlib
-import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -50,12 +47,7 @@ args = parser.parse_args()
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples" / "llm"))
 import tinylm  # noqa: E402
 
-MODEL = Path(tempfile.gettempdir()) / "trainmedic-tinylm"
-if not (MODEL / "config.json").exists():  # made in a private folder, then renamed: runs in parallel
-    private = tinylm.ensure(tempfile.mkdtemp(prefix="tinylm-", dir=MODEL.parent))
-    with contextlib.suppress(OSError):  # another run got there first
-        os.replace(private, MODEL)
-    shutil.rmtree(private, ignore_errors=True)
+MODEL = tinylm.cached()  # made once, shared by parallel runs
 # ------------------------------------------------------------------------------------------
 
 torch.manual_seed(0)

@@ -24,9 +24,6 @@ The bugs:
 """
 
 import argparse
-import contextlib
-import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -52,12 +49,7 @@ args = parser.parse_args()
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples" / "llm"))
 import tinylm  # noqa: E402
 
-MODEL = Path(tempfile.gettempdir()) / "trainmedic-tinylm"
-if not (MODEL / "config.json").exists():  # made in a private folder, then renamed: runs in parallel
-    private = tinylm.ensure(tempfile.mkdtemp(prefix="tinylm-", dir=MODEL.parent))
-    with contextlib.suppress(OSError):  # another run got there first
-        os.replace(private, MODEL)
-    shutil.rmtree(private, ignore_errors=True)
+MODEL = tinylm.cached()  # made once, shared by parallel runs
 # ------------------------------------------------------------------------------------------
 
 torch.manual_seed(0)

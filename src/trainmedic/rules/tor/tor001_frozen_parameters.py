@@ -129,7 +129,10 @@ def without_grad(record: RunRecord) -> list[Finding]:
         if o.check == tor012.CHECK
         for name in o.data.get("params", [])
     }
-    return [f for f in _without_grad(record) if not set(f.evidence.get("params", [])) <= explained]
+    found = _without_grad(record)
+    if not explained:
+        return found
+    return [f for f in found if not set(f.evidence.get("params") or ["?"]) <= explained]
 
 
 RULES: tuple[Rule, ...] = (
