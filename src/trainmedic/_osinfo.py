@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 _IMPLEMENTATIONS = {"cpython": "CPython", "pypy": "PyPy", "ironpython": "IronPython", "jython": "Jython"}
 
@@ -73,3 +74,22 @@ def platform_string() -> str:
 
         return platform.platform()
     return f"{system}-{release}-{machine}-with-{lib}{version}"
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory so far.
+
+    On Linux, `VmHWM` of /proc/self/status: the high-water mark of this program's own memory.
+    `ru_maxrss` is not that there: the kernel carries it across `exec`, so a process started by
+    a large one (the supervisor's report process) reports its parent's size. Elsewhere
+    `ru_maxrss` (bytes on macOS, KiB on other systems)."""
+    try:
+        for line in Path("/proc/self/status").read_bytes().splitlines():
+            if line.startswith(b"VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource  # POSIX; read once at the end of a run
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)

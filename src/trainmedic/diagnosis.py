@@ -38,7 +38,8 @@ from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules
 from trainmedic.rules._helpers.logtext import ACCELERATOR_OOM, FATAL_NATIVE, INPUT_EXHAUSTED, TRACEBACK_START
 
-#: Draws the report of a run folder into it (`trainmedic.report.html.write_report`).
+#: Draws the report of a run folder into it (`trainmedic.report.bounded.write_report_within`
+#: under `trainmedic run`): what it returns, when a dict (seconds, peak memory), is kept.
 Render = Callable[[Path], object]
 
 # A live diagnosis re-reads the whole events file: after one that took d seconds the next waits
@@ -56,13 +57,18 @@ def diagnose_run_dir(run_dir: Path) -> tuple[RunRecord, list[Finding]]:
     return record, run_rules(record)
 
 
-def write_outputs(run_dir: Path, findings: list[Finding], render: Render) -> None:
-    """Write the diagnosis files: findings.json, then the report `render` draws."""
+def write_outputs(run_dir: Path, findings: list[Finding], render: Render) -> dict[str, object]:
+    """Write the diagnosis files: findings.json, then the report `render` draws. Returns what
+    became of the report (`{"status": "written", ...}` with what `render` measured, or
+    `{"status": "skipped", "reason": ...}`); a report that was not drawn is said in one line."""
     write_text_atomic(run_dir / runfolder.FINDINGS, findings_to_json(findings) + "\n")
     try:
-        render(run_dir)
+        drawn = render(run_dir)
     except Exception as exc:  # a report that cannot be drawn must never change how the run ends
-        sys.stderr.write(f"trainmedic: report.html not written: {exc!r}\n")
+        reason = str(exc) or repr(exc)
+        sys.stderr.write(f"trainmedic: report.html skipped: {reason} (findings.json is complete)\n")
+        return {"status": "skipped", "reason": reason}
+    return {"status": "written", **(drawn if isinstance(drawn, dict) else {})}
 
 
 def may_raise_error(event: Event) -> bool:
@@ -103,6 +109,7 @@ class LiveDiagnosis:
         self._next_allowed = 0.0
         self._written: tuple[tuple[str, str], ...] = ()
         self._failed = False
+        self.report: dict[str, object] = {"status": "not drawn"}
 
     def note(self, event: Event) -> None:
         """An event the supervisor wrote: may it make the diagnosis due? (Any thread.)"""
@@ -120,7 +127,7 @@ class LiveDiagnosis:
             errors = tuple(sorted((f.code, f.message) for f in findings if f.severity is Severity.ERROR))
             changed = bool(errors) and errors != self._written
             if changed:
-                write_outputs(self.run_dir, findings, self.render)
+                self.report = write_outputs(self.run_dir, findings, self.render)
                 self._written = errors
         except Exception as exc:  # the live diagnosis must never end the supervision
             if not self._failed:
@@ -134,7 +141,7 @@ class LiveDiagnosis:
     def conclude(self) -> list[Finding]:
         """The run has ended: every rule over every event, the outputs written; the findings."""
         _, findings = diagnose_run_dir(self.run_dir)
-        write_outputs(self.run_dir, findings, self.render)
+        self.report = write_outputs(self.run_dir, findings, self.render)
         return findings
 
 

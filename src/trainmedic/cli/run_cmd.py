@@ -21,6 +21,7 @@ import click
 
 from trainmedic import runfolder
 from trainmedic.errors import UsageError
+from trainmedic.report import bounded
 
 if TYPE_CHECKING:
     from trainmedic.supervise import RunOutcome
@@ -100,6 +101,22 @@ SUMMARY = (
     default="auto",
     help="Attach the diagnosis to the script's own MLflow / W&B run (auto: each one it opened).",
 )
+@click.option(
+    "--report-seconds",
+    metavar="SECONDS",
+    type=click.FloatRange(min=0, min_open=True),
+    default=bounded.DEFAULT_SECONDS,
+    envvar="TRAINMEDIC_REPORT_SECONDS",
+    help=f"Time the report may take to draw before it is skipped. Default {bounded.DEFAULT_SECONDS:g}.",
+)
+@click.option(
+    "--report-memory",
+    metavar="SIZE",
+    default=f"{bounded.DEFAULT_MEMORY_BYTES // 1024**3}G",
+    envvar="TRAINMEDIC_REPORT_MEMORY",
+    help=f"Memory the report's process may use before it is skipped. "
+    f"Default {bounded.DEFAULT_MEMORY_BYTES // 1024**3}G.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="CMD ARGS...")
 def command(
     *,
@@ -116,10 +133,11 @@ def command(
     no_instrument: bool,
     fmt: str,
     tracker: str,
+    report_seconds: float,
+    report_memory: str,
     command: tuple[str, ...],
 ) -> int:
     from trainmedic.diagnosis import LiveDiagnosis
-    from trainmedic.report.html import write_report
     from trainmedic.supervise import CommandNotFound, RunOptions, Supervisor
     from trainmedic.supervise.cgroup import parse_size
 
@@ -128,6 +146,9 @@ def command(
     folder = Path(out) if out is not None else None
     if folder is not None and folder.exists() and not folder.is_dir():
         raise UsageError(f"--out: {folder} exists and is not a folder")
+    budget = bounded.ReportBudget(
+        seconds=report_seconds, memory_bytes=parse_size(report_memory, "--report-memory")
+    )
     options = RunOptions(
         command=list(command),
         out=folder,
@@ -145,7 +166,8 @@ def command(
         tracker=tracker,
     )
     try:
-        supervisor = Supervisor(options, diagnosis=functools.partial(LiveDiagnosis, render=write_report))
+        render = functools.partial(bounded.write_report_within, budget=budget)
+        supervisor = Supervisor(options, diagnosis=functools.partial(LiveDiagnosis, render=render))
     except CommandNotFound as exc:
         sys.stderr.write(f"trainmedic: error: {exc}\n")
         return exc.status

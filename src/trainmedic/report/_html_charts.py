@@ -15,6 +15,7 @@ The charts are plain data (`Chart`), so sections build them without knowing SVG.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -93,38 +94,87 @@ class Chart:
     peak: Point | None = None  # annotated with a dot and its value
 
 
+#: No axis has more ticks than this, whatever its range: every tick list is counted out from an
+#: index, never grown by adding a step to a running value (near 0.001 a step of 2e-20 is below
+#: the spacing of floats, and such a loop never ends).
+MAX_TICKS = 12
+_NICE = (1.0, 2.0, 2.5, 5.0, 10.0)
+#: A range narrower than this share of its values' magnitude is drawn as a constant: its ends
+#: differ only in their last bits (a constant learning rate averaged over a bucket).
+_RELATIVE_RESOLUTION = 1e-9
+_NARROWEST = 1e-290
+
+
+def finite_range(lo: float, hi: float) -> tuple[float, float] | None:
+    """The ends of an axis, ordered; the one finite end twice when the other is NaN or infinite;
+    None when neither is finite."""
+    ends = sorted(v for v in (lo, hi) if math.isfinite(v))
+    return (ends[0], ends[-1]) if ends else None
+
+
+def is_flat(lo: float, hi: float) -> bool:
+    """Whether [lo, hi] is a single value at the resolution of its floats (any magnitude), or
+    narrower than `_NARROWEST` (a step that small would underflow)."""
+    return hi - lo <= max(abs(lo), abs(hi)) * _RELATIVE_RESOLUTION or hi - lo < _NARROWEST
+
+
 def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
-    """Round tick values (1, 2, 2.5, 5 x 10^k steps) covering [lo, hi]."""
-    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+    """Round tick values (1, 2, 2.5, 5 x 10^k steps) covering [lo, hi]: at most `MAX_TICKS`.
+
+    A flat range (equal ends, or ends equal but for their last bits) has one tick; NaN and
+    infinite ends are left out; a range wider than the largest float is measured in halves.
+    """
+    ends = finite_range(lo, hi)
+    if ends is None:
+        return []
+    lo, hi = ends
+    if is_flat(lo, hi):
         return [lo]
-    raw = (hi - lo) / count
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    first = math.ceil(lo / step - 1e-9) * step
-    ticks, value = [], first
-    while value <= hi + step * 1e-9:
-        ticks.append(round(value, 12))
-        value += step
-    return ticks
+    raw = (hi / 2 - lo / 2) / count * 2 if math.isinf(hi - lo) else (hi - lo) / count
+    exponent = math.floor(math.log10(raw))
+    multiple = next((m for m in _NICE if m * 10.0**exponent >= raw), 10.0)
+    step = multiple * 10.0**exponent
+    first, last = math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9)
+    ticks = [_tick(k, multiple, exponent) for k in range(first, min(last, first + MAX_TICKS - 1) + 1)]
+    return list(dict.fromkeys(t for t in ticks if math.isfinite(t))) or [lo]
+
+
+def _tick(k: int, multiple: float, exponent: int) -> float:
+    """k steps of `multiple` x 10^exponent, as the decimal it stands for (0.3, not 0.30000000000000004)."""
+    if -300 < exponent < 0:  # below 1e-300 the divisor would overflow: the tiny factor is exact enough
+        return k * multiple / 10.0**-exponent
+    return k * multiple * 10.0**exponent
 
 
 _TIME_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+_DAY = 86400.0
 
 
 def time_ticks(lo: float, hi: float, count: int = 6) -> list[float]:
-    """Ticks on seconds that read well as clock durations (30 s, 5 min, 1 h)."""
-    if hi <= lo:
+    """Ticks on seconds that read well as clock durations (30 s, 5 min, 1 h); whole days beyond.
+
+    At most `MAX_TICKS`, as `nice_ticks`."""
+    ends = finite_range(lo, hi)
+    if ends is None:
+        return []
+    lo, hi = ends
+    if is_flat(lo, hi):
         return [lo]
     raw = (hi - lo) / count
-    step = next((s for s in _TIME_STEPS if s >= raw), _TIME_STEPS[-1])
     if raw < 1:
         return nice_ticks(lo, hi, count)
-    first = math.ceil(lo / step) * step
-    return [float(first + i * step) for i in range(int((hi - first) // step) + 1)]
+    if raw > _TIME_STEPS[-1]:
+        return [day * _DAY for day in nice_ticks(lo / _DAY, hi / _DAY, count)]
+    step = next(s for s in _TIME_STEPS if s >= raw)
+    first = math.ceil(lo / step)
+    last = min(math.floor(hi / step), first + MAX_TICKS - 1)
+    return [float(k * step) for k in range(first, last + 1)]
 
 
 def clock(seconds: float) -> str:
     """Seconds as m:ss or h:mm:ss (a time axis label)."""
+    if not math.isfinite(seconds):
+        return f"{seconds}"
     sign, s = ("-" if seconds < 0 else ""), abs(seconds)
     if s < 60:
         return f"{sign}{round(s, 2):g}s"
@@ -134,30 +184,59 @@ def clock(seconds: float) -> str:
     return f"{sign}{h}:{m:02d}:{sec:02d}" if h else f"{sign}{m}:{sec:02d}"
 
 
+def drawable_range(lo: float, hi: float) -> tuple[float, float]:
+    """[lo, hi] made drawable: finite ends in order, and a flat range widened to 5 % of its value
+    either side (1 in all around 0), so a constant series is a line across the middle."""
+    lo, hi = finite_range(lo, hi) or (0.0, 1.0)
+    if is_flat(lo, hi):
+        half = abs(lo) * 0.05 or 0.5
+        lo, hi = max(lo - half, -_LARGEST), min(hi + half, _LARGEST)
+    return lo, hi
+
+
+_LARGEST = sys.float_info.max
+
+
 class _Scale:
+    """Values to pixels. Differences are taken of halves, so a span wider than the largest
+    float (-1e308 to 1e308) scales as any other."""
+
     def __init__(self, lo: float, hi: float, out_lo: float, out_hi: float) -> None:
-        if hi <= lo:
-            lo, hi = lo - 0.5, hi + 0.5
-        self.lo, self.hi, self.out_lo, self.out_hi = lo, hi, out_lo, out_hi
+        self.lo, self.hi = drawable_range(lo, hi)
+        self.out_lo, self.out_hi = out_lo, out_hi
+        self._span = self.hi / 2 - self.lo / 2
 
     def __call__(self, v: float) -> float:
-        return self.out_lo + (v - self.lo) / (self.hi - self.lo) * (self.out_hi - self.out_lo)
+        return self.out_lo + (v / 2 - self.lo / 2) / self._span * (self.out_hi - self.out_lo)
 
 
 def _extent(chart: Chart, drawn: list[list[Point]]) -> tuple[float, float, float, float]:
     xs = [x for pts in drawn for x, _ in pts] + [m.x for m in chart.markers]
     ys = [y for pts in drawn for _, y in pts] + [h.y for h in chart.hlines]
-    x_lo, x_hi = (min(xs), max(xs)) if xs else (0.0, 1.0)
+    xs, ys = [x for x in xs if math.isfinite(x)], [y for y in ys if math.isfinite(y)]
+    x_lo, x_hi = drawable_range(min(xs), max(xs)) if xs else (0.0, 1.0)
     y_lo, y_hi = (min(ys), max(ys)) if ys else (0.0, 1.0)
     if chart.y_from_zero:
         y_lo = min(0.0, y_lo)
-    pad = (y_hi - y_lo) * 0.06 or 1.0
-    return x_lo, x_hi, y_lo if chart.y_from_zero and y_lo == 0 else y_lo - pad, y_hi + pad
+    if y_lo == 0:  # from zero: no pad below
+        y_hi = drawable_range(0.0, y_hi)[1]
+        return x_lo, x_hi, 0.0, min(y_hi + y_hi * 0.06, _LARGEST)
+    y_lo, y_hi = drawable_range(y_lo, y_hi)
+    pad = (y_hi / 2 - y_lo / 2) * 0.12  # 6 % of the span, taken of halves (no overflow)
+    return x_lo, x_hi, max(y_lo - pad, -_LARGEST), min(y_hi + pad, _LARGEST)
 
 
 def _path(points: Sequence[Point], sx: _Scale, sy: _Scale) -> str:
-    parts = [f"{sx(x):.1f} {sy(y):.1f}" for x, y in points]
-    return "M" + "L".join(parts) if parts else ""
+    """The line through the finite points (a NaN or an infinity is a gap, never a coordinate)."""
+    parts: list[str] = []
+    gap = True
+    for x, y in points:
+        if not (math.isfinite(x) and math.isfinite(y)):
+            gap = True
+            continue
+        parts.append(f"{'M' if gap else 'L'}{sx(x):.1f} {sy(y):.1f}")
+        gap = False
+    return "".join(parts)
 
 
 def _bands(chart: Chart, sx: _Scale, top: float, height: float) -> list[str]:
@@ -191,7 +270,7 @@ def render_chart(chart: Chart) -> str:
     ]
     out += _bands(chart, sx, TOP, plot_h)
     out += _grid(chart, sx, sy, (x_lo, x_hi), (y_lo, y_hi))
-    for h in chart.hlines:
+    for h in (h for h in chart.hlines if math.isfinite(h.y)):
         y = sy(h.y)
         out.append(
             f'<line class="hline {escape(h.kind)}" x1="{LEFT}" x2="{LEFT + plot_w}" '
@@ -210,9 +289,10 @@ def render_chart(chart: Chart) -> str:
                 f'<circle class="dot s{series.tone % 8}" cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.8">'
                 f"<title>{escape(series.label)}: {escape(chart.y.fmt(y))}</title></circle>"
                 for x, y in pts
+                if math.isfinite(x) and math.isfinite(y)
             )
     out += _markers(chart, sx)
-    if chart.peak is not None:
+    if chart.peak is not None and all(math.isfinite(v) for v in chart.peak):
         px, py = sx(chart.peak[0]), sy(chart.peak[1])
         label = f"peak {chart.y.fmt(chart.peak[1])} {chart.y.label}"
         anchor = "end" if px > LEFT + plot_w * 0.7 else "start"
@@ -262,7 +342,7 @@ def _grid(
 def _markers(chart: Chart, sx: _Scale) -> list[str]:
     out: list[str] = []
     by_x: dict[float, list[VMarker]] = {}
-    for m in chart.markers:
+    for m in (m for m in chart.markers if math.isfinite(m.x)):
         by_x.setdefault(round(sx(m.x), 1), []).append(m)
     for x, group in sorted(by_x.items()):
         label = ", ".join(dict.fromkeys(m.label for m in group))

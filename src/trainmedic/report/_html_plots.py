@@ -309,7 +309,7 @@ def _metric_chart(
     return Chart(
         name=f"metric-{axis}-{family}",
         title=f"{family} per {axis}" + (" (log scale: it spans many orders of magnitude)" if log else ""),
-        x=Axis(axis, lambda v: f"{v:g}", _whole_ticks),
+        x=Axis(axis, lambda v: f"{v:g}", whole_ticks),
         y=Axis(family, (lambda v: fmt_number(10**v)) if log else fmt_number),
         series=series,
         markers=markers,
@@ -320,7 +320,7 @@ def _metric_chart(
     )
 
 
-def _whole_ticks(lo: float, hi: float) -> list[float]:
+def whole_ticks(lo: float, hi: float) -> list[float]:
     """Steps and epochs are counts: no tick at 0.5."""
     return [t for t in nice_ticks(lo, max(hi, lo + 1)) if t == int(t)]
 

@@ -77,6 +77,7 @@ class AttemptResult:
     returncode: int
     stopped_by: str | None = None
     trainer_pids: list[int] = field(default_factory=list)
+    exited_at: float = field(default_factory=time.monotonic)  # when the launched process exited
 
 
 class Attempt:
@@ -179,7 +180,7 @@ class Attempt:
             # within it even while flat memory has stretched the sampling interval.
             self.wake.wait(min(self.sampler.base_interval, max(0.0, next_sample - time.monotonic())))
             self.wake.clear()
-        returncode = self.popen.returncode
+        returncode, exited_at = self.popen.returncode, time.monotonic()
         self.emit(
             ProcessExit(
                 pid=self.popen.pid,
@@ -199,7 +200,7 @@ class Attempt:
         if self.cfg.terminal is not None:
             self.cfg.terminal.clear()
         trainers = [pid for pid, role in self.table.roles.items() if role == tree.ROLE_TRAINER]
-        return AttemptResult(returncode, self.stop_reason, trainers)
+        return AttemptResult(returncode, self.stop_reason, trainers, exited_at)
 
     def _tick(self, progressed: bool | None = None) -> None:
         progressed = self.tail.poll() if progressed is None else progressed

@@ -24,17 +24,18 @@ _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORE
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
-def parse_size(text: str) -> int:
-    """'6G', '512M', '1.5GiB', '1073741824' -> bytes (binary units, like docker and Slurm)."""
+def parse_size(text: str, option: str = "--memory-limit") -> int:
+    """'6G', '512M', '1.5GiB', '1073741824' -> bytes (binary units, like docker and Slurm);
+    a usage error naming `option` for anything else."""
     match = _SIZE.match(text)
     if not match:
         raise UsageError(
-            f"--memory-limit: {text!r} is not a size: expected a number with an optional "
+            f"{option}: {text!r} is not a size: expected a number with an optional "
             "unit K, M, G or T (e.g. 6G, 512M)"
         )
     value = float(match.group(1)) * _UNITS[match.group(2).lower()]
     if value < 1 << 20:
-        raise UsageError(f"--memory-limit: {text!r} is below 1 MiB: expected e.g. 512M or 6G")
+        raise UsageError(f"{option}: {text!r} is below 1 MiB: expected e.g. 512M or 6G")
     return int(value)
 
 

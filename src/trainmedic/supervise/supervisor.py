@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import psutil
 
 from trainmedic import runfolder
-from trainmedic._osinfo import hostname
+from trainmedic._osinfo import hostname, peak_rss_bytes
 from trainmedic.envinfo import EnvironmentCapture
 from trainmedic.errors import TrainmedicError, UsageError
 from trainmedic.events import (
@@ -189,7 +189,7 @@ class Supervisor:
 
             curves_from_trackers(run_dir, choice=opts.tracker, say=self._say)
             manifest_extra.update(attempts=attempt_no + 1, trainer_pids=result.trainer_pids)
-            findings = self._finish(
+            manifest, findings = self._finish(
                 run_dir,
                 environment,
                 diagnosis,
@@ -207,6 +207,10 @@ class Supervisor:
             stopped = result.stopped_by is not None
             to_trackers(
                 run_dir, findings, exit_status=status, stopped=stopped, choice=opts.tracker, say=self._say
+            )
+            runfolder.write_json(
+                run_dir / runfolder.MANIFEST,
+                {**manifest, "supervisor": own_costs(result.exited_at, diagnosis.report)},
             )
         return RunOutcome(status, run_dir, findings, attempt_no + 1)
 
@@ -232,8 +236,9 @@ class Supervisor:
     @staticmethod
     def _finish(
         run_dir: Path, environment: EnvironmentCapture, diagnosis: LiveDiagnosis, manifest: dict[str, object]
-    ) -> list[Finding]:
-        """Join the environment capture, write the manifest, diagnose, write the outputs."""
+    ) -> tuple[dict[str, object], list[Finding]]:
+        """Join the environment capture, write the manifest, diagnose, write the outputs; the
+        manifest written and the findings."""
         captured, environment_events = environment.result()
         with EventWriter(run_dir / runfolder.EVENTS) as late_writer:
             for event in environment_events:
@@ -241,7 +246,7 @@ class Supervisor:
         if captured is not None:
             manifest = {**captured, **{k: v for k, v in manifest.items() if k != "host"}}
         runfolder.write_json(run_dir / runfolder.MANIFEST, manifest)
-        return diagnosis.conclude()
+        return manifest, diagnosis.conclude()
 
     def _one_attempt(
         self, *, number: int, run_dir: Path, name: str, writer: EventWriter, output: OutputLog, gpu: GpuProbe
@@ -352,6 +357,18 @@ class Supervisor:
     def _say(self, text: str) -> None:
         if not self.opts.quiet and self.terminal is not None:
             self.terminal.line(text)
+
+
+def own_costs(exited: float, report: dict[str, object]) -> dict[str, object]:
+    """What the supervisor itself cost, for the manifest: its peak resident memory over the
+    whole run, the seconds from the launched process's exit to its diagnosis, report and
+    tracker attachments done (orphaned workers ended on the way), and what became of the
+    report (drawn in a process of its own, within its budget)."""
+    return {
+        "peak_rss_bytes": peak_rss_bytes(),
+        "after_exit_seconds": round(time.monotonic() - exited, 3),
+        "report": report,
+    }
 
 
 def _emit_oom(
