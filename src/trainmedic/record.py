@@ -112,6 +112,23 @@ class RunRecord:
                 return plan.epochs
         return None
 
+    @cached_property
+    def steps_run(self) -> int:
+        """Steps the trainer ran, read from the step numbers, not counted as events (the
+        PyTorch guard sends one event per window of steps, and the writer merges long runs into
+        buckets). Each stretch of numbering counts up to its last step; a stretch ends where a
+        step is numbered at or below the one before (a restart from scratch, a new training in
+        the same process); a resume that goes on numbering goes on counting. Ranks run the same
+        steps: the largest rank's count."""
+        per_rank: dict[int | None, int] = {}
+        last: dict[int | None, int] = {}
+        for s in self.steps:
+            before = last.get(s.rank)
+            counted = s.step if before is None or s.step <= before else s.step - before
+            per_rank[s.rank] = per_rank.get(s.rank, 0) + counted
+            last[s.rank] = s.step
+        return max(per_rank.values(), default=0)
+
     @property
     def epochs_completed(self) -> int:
         """Distinct epochs that finished (per rank, the max over ranks)."""

@@ -1,5 +1,6 @@
 """The diagnosis written while the run goes on (`diagnosis.LiveDiagnosis`, drawing the report with
-`report.html.write_report` as `trainmedic run` does), on a real events file."""
+`report.html.write_report`; `trainmedic run` draws it the same way in a bounded child process,
+tests/report/test_bounded.py), on a real events file."""
 
 from __future__ import annotations
 

@@ -34,6 +34,9 @@ def test_a_minute_of_a_fast_loop_is_diagnosed_and_reported(tmp_path: Path) -> No
     assert live.report["status"] == "written", live.report
     page = (tmp_path / "report.html").read_text()
     assert 'data-chart="metric-step-lr"' in page  # the constant learning rate, drawn
+    # the trainer's counts, not the events': 318,000 steps in 2,490 bucketed events, 5,300 a second
+    assert "<b>318,000</b><span>steps</span>" in page
+    assert "<b>5300</b><span>steps / s</span>" in page
     assert json.loads((tmp_path / "findings.json").read_text()) == {"findings": []}
 
 

@@ -334,23 +334,50 @@ def throughput_section(record: RunRecord) -> str:
     head = '<section id="throughput"><h2>Throughput</h2>'
     if len(steps) < 2:
         return head + "<p>Too few step events to measure throughput.</p></section>"
-    timed = [s for s in steps if s.duration_s is not None]
+    steady = _after_start_up(steps)
+    timed = [s for s in steady if s.duration_s is not None]
     durations = [s.duration_s for s in timed if s.duration_s is not None]
     step_time = median(durations) if durations else median([b.t - a.t for a, b in itertools.pairwise(steps)])
     waited = [(s.duration_s, s.data_wait_s) for s in timed if s.data_wait_s is not None]
     wait_share = sum(w for _, w in waited if w) / sum(d for d, _ in waited if d) if waited else None
-    elapsed = steps[-1].t - steps[0].t
+    rate = steps_per_second(steps)
     batch = next((p.batch_size for p in reversed(record.of_type(TrainingPlan)) if p.batch_size), None)
     stats = [
         ("median step time", fmt_duration(step_time) if step_time >= 1 else f"{step_time * 1000:.1f} ms"),
-        ("steps / s", f"{(len(steps) - 1) / elapsed:.3g}" if elapsed > 0 else "-"),
+        ("steps / s", f"{rate:.4g}" if rate is not None else "-"),
         ("data-wait share", f"{wait_share:.0%}" if wait_share is not None else "not measured"),
     ]
-    if batch and elapsed > 0:
-        stats.append(("samples / s", f"{(len(steps) - 1) * batch / elapsed:.4g}"))
+    if batch and rate is not None:
+        stats.append(("samples / s", f"{rate * batch:.4g}"))
+    start = record.start
+    if start is not None and steps[0].t >= start.t:
+        stats.append((f"start-up, to step {steps[0].step:,}", fmt_duration(steps[0].t - start.t)))
     cells = "".join(f'<div class="stat"><b>{escape(v)}</b><span>{escape(k)}</span></div>' for k, v in stats)
-    chart = _step_time_chart(steps) if timed or len(steps) > 2 else None
+    chart = _step_time_chart(steady) if len(steady) >= 2 else None
     return head + f'<div class="stats">{cells}</div>' + (render_chart(chart) if chart else "") + "</section>"
+
+
+def steps_per_second(steps: Sequence[Step]) -> float | None:
+    """The trainer's rate, from step numbers and times between consecutive step events of one
+    process: the start-up before its first event, pauses between attempts and restarted
+    numbering are left out."""
+    done, seconds = 0, 0.0
+    for a, b in itertools.pairwise(steps):
+        if a.pid == b.pid and b.step > a.step and b.t > a.t:
+            done, seconds = done + b.step - a.step, seconds + b.t - a.t
+    return done / seconds if seconds > 0 else None
+
+
+def _after_start_up(steps: Sequence[Step]) -> list[Step]:
+    """The step events but each process's first: the time of a first window holds the
+    process's start-up (imports, data loading, compilation), which is not a step's time."""
+    seen: set[int] = set()
+    steady = []
+    for s in steps:
+        if s.pid in seen:
+            steady.append(s)
+        seen.add(s.pid)
+    return steady
 
 
 def _step_time_chart(steps: Sequence[Step]) -> Chart:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainmedic.errors import UsageError
-from trainmedic.events import ProcessExit, ProcessSpawn
+from trainmedic.events import Epoch, ProcessExit, ProcessSpawn
 from trainmedic.findings import Finding, Severity, sort_findings
 from trainmedic.record import RunRecord
 from trainmedic.registry import lookup
@@ -118,7 +118,7 @@ def ending_section(record: RunRecord, findings: Sequence[Finding], result: Outco
         ("signal", signal_name(result.signal) if result.signal is not None else "none"),
         ("duration", fmt_duration(result.duration_s)),
         ("epochs", _epochs(record)),
-        ("steps", str(len({(s.rank, s.step) for s in record.steps}) // max(1, _rank_count(record)))),
+        ("steps", f"{record.steps_run:,}" if record.steps else "-"),
         ("peak memory (RSS)", fmt_bytes(record.peak_rss)),
         (
             "findings",
@@ -155,13 +155,12 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _rank_count(record: RunRecord) -> int:
-    return len({s.rank for s in record.steps}) or 1
-
-
 def _epochs(record: RunRecord) -> str:
+    """Epochs completed (of those asked); '-' for a loop that reports none and was asked none."""
     done, asked = record.epochs_completed, record.epochs_requested
-    return f"{done} of {asked}" if asked else str(done)
+    if asked:
+        return f"{done} of {asked}"
+    return str(done) if record.of_type(Epoch) else "-"
 
 
 def findings_section(findings: Sequence[Finding]) -> str:
