@@ -37,6 +37,10 @@ MIN_BIN_ROWS = 5  # numbers: at most one bin per 5 fit rows, so a small table's 
 MAX_ROWS = 200_000
 MAX_TABLE_CELLS = 20_000_000
 CLASSIFICATION_MAX_CLASSES = 50
+# An integral label read as a count or a score (`ordered_quantity`): class codes show a profile
+# as smooth in under 1 in 1,000 tables (a flat one, digits 0-9, is as rough as its shuffles).
+ORDERED_ALPHA = 0.001
+ORDER_PERMUTATIONS = 9_999
 REST_CANDIDATES = 3  # features compared against the rest of the table, at most
 REST_MAX_CELLS = 5_000_000  # held-out rows x classes in the naive Bayes of the rest
 RAW_ORDER_FLOOR = 0.9  # binned AUC from which a number's own order is scored too
@@ -49,14 +53,58 @@ Mask = npt.NDArray[np.bool_]
 
 
 def is_classification(label: pd.Series) -> bool:
-    """Text, bool, categorical or few integral values: classes; otherwise a regression target."""
+    """Text, bool, categorical or few integral values: classes; a count or a score (integral
+    values whose counts follow their order, `ordered_quantity`) or any other numbers: a
+    regression target."""
     if not pd.api.types.is_numeric_dtype(label.dtype) or pd.api.types.is_bool_dtype(label.dtype):
         return True
-    values = label.dropna()
-    if values.nunique() > CLASSIFICATION_MAX_CLASSES:
+    return is_class_codes(label.dropna().value_counts())
+
+
+def is_class_codes(counts: pd.Series) -> bool:
+    """A numeric label's value counts (index: the values) are those of class codes: few
+    integral values whose counts do not follow their order."""
+    return few_integers(counts) and not ordered_quantity(counts)
+
+
+def is_count_or_score(counts: pd.Series) -> bool:
+    """Few integral values whose counts follow their order: a count or a score, not classes."""
+    return few_integers(counts) and ordered_quantity(counts)
+
+
+def few_integers(counts: pd.Series) -> bool:
+    if len(counts) > CLASSIFICATION_MAX_CLASSES:
         return False
-    as_float = values.to_numpy(dtype=np.float64)
+    as_float = counts.index.to_numpy(dtype=np.float64)
     return bool(np.all(np.equal(np.mod(as_float, 1), 0)))
+
+
+def ordered_quantity(counts: pd.Series) -> bool:
+    """The counts of integral values, taken in the values' order, rise and fall as a count or
+    a score does (a number of seizures, words right out of 10) and as arbitrary class codes
+    rarely do: a permutation test of the profile's departure from one mode.
+
+    Class codes are names: any order of their counts is as likely as the one observed. A
+    count or a score has a smooth profile (one mode, tails): its total variation
+    sum |n(v+1) - n(v)| is that of one rise and one fall, up to sampling noise. The label is an
+    ordered quantity when fewer than `ORDERED_ALPHA` of random orders of the same counts
+    depart as little from one mode. A perfectly smooth profile of k values is matched by the 2^(k-1) unimodal
+    orders among k!, so it takes 9 values or more: binary, three-class or seven-grade labels
+    stay classes whatever their counts."""
+    values = counts.sort_index().to_numpy(dtype=np.float64)
+    if len(values) < 3:
+        return False
+    shuffled = np.random.default_rng(_SEED).permuted(np.tile(values, (ORDER_PERMUTATIONS, 1)), axis=1)
+    as_small = int((_rises_and_falls(shuffled) <= _rises_and_falls(values[None, :])[0]).sum())
+    return (1 + as_small) / (1 + ORDER_PERMUTATIONS) < ORDERED_ALPHA
+
+
+def _rises_and_falls(profiles: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Per row, the total variation beyond one rise to the peak and one fall from it (0: the
+    profile is unimodal): what its ups and downs add to the smoothest order."""
+    variation = np.abs(np.diff(profiles, axis=1)).sum(axis=1)
+    smoothest = 2 * profiles.max(axis=1) - profiles[:, 0] - profiles[:, -1]
+    return np.asarray(variation - smoothest, dtype=np.float64)
 
 
 @dataclass(frozen=True, slots=True)

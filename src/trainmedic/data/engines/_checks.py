@@ -26,7 +26,7 @@ from trainmedic.data import _parity as parity
 from trainmedic.data import _quality as quality
 from trainmedic.data._chance import chance_across, chance_within
 from trainmedic.data._context import MAX_EXAMPLES, Dataset, Split
-from trainmedic.data._predictability import is_classification
+from trainmedic.data._predictability import is_class_codes
 from trainmedic.data.engines._protocol import TableEngine
 from trainmedic.data.summary import DataSummary, classes_distribution, regression_distribution
 from trainmedic.errors import UsageError
@@ -265,9 +265,11 @@ def _label_counts(ctx: EngineData) -> pd.Series | None:
     if not pairs:
         return None
     values = pd.Series([v for v, _ in pairs])
-    if not is_classification(values):
+    counts = pd.Series([n for _, n in pairs], index=pd.Index(values), dtype="int64")
+    numeric = pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values.dtype)
+    if numeric and not is_class_codes(counts[counts.index.notna()]):
         return None
-    return pd.Series([n for _, n in pairs], index=pd.Index(values), dtype="int64")
+    return counts
 
 
 def schema_mismatch(ctx: EngineData) -> list[Finding]:
