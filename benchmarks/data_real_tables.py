@@ -11,7 +11,10 @@ class, an age in years) is generated in the Titanic table's shape: nothing is do
 Target leaks (`tests/data/leaks.py`, DAT005): a label cut from a feature at a threshold
 (birth weight < 2,500 g, synthetic in the birth-weight table's shape; bmi >= 30 on the real
 diabetes rows), a code recorded with the outcome (injury severity 4 = killed, synthetic in
-the 26,217-row crash table's shape), a numeric label that is the mean of two features
+the 26,217-row crash table's shape), a feature that sets one class of three apart (a PCR
+cycle threshold, synthetic), a column filled after the outcome beside a ratio computed from it
+(card spending and spending over income, synthetic in the shape of AER's credit-card
+applications), a numeric label that is the mean of two features
 (minimum and maximum price, synthetic in the 93-car table's shape; a planted range on the
 real diabetes rows), and the healthy twins without the leaking columns. Last, a column
 numeric in train with one text value in val (DAT010, never a traceback).
@@ -49,7 +52,15 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.data.real: the table builders
 
 from tests.data.hard_labels import HARD_LABELS
-from tests.data.leaks import birthweight_like, cars_like, crashes_like, diabetes_obese, diabetes_range
+from tests.data.leaks import (
+    birthweight_like,
+    cars_like,
+    crashes_like,
+    credit_cards_like,
+    diabetes_obese,
+    diabetes_range,
+    lab_tests_like,
+)
 from tests.data.real import (
     ACCURATE,
     ALL_CLEAN,
@@ -224,6 +235,8 @@ def _planted(what: str, name: str, expected: str, found: list[Finding], code: st
 BIRTH = "birth weight (synthetic shape, 189 rows)"
 CRASHES = "crashes (synthetic shape, 26,217 rows)"
 CARS = "cars (synthetic shape, 93 rows)"
+LAB = "PCR tests (synthetic, 3,000 rows, 3 classes)"
+CARDS = "credit-card applications (synthetic shape, 1,319 rows)"
 RANGE = {"progression_low", "progression_high"}
 LEAKS = (  # what, table, builder, the features DAT005 must name (none: a healthy twin)
     ("label `low` = birth weight < 2,500 g", BIRTH, birthweight_like, {"bwt"}),
@@ -231,8 +244,12 @@ LEAKS = (  # what, table, builder, the features DAT005 must name (none: a health
     ("injury severity 4 = killed => `dead`", CRASHES, crashes_like, {"injSeverity"}),
     ("price = mean of min and max price", CARS, cars_like, {"Min.Price", "Max.Price"}),
     ("progression = mean of a planted range", "diabetes (real rows)", diabetes_range, RANGE),
+    ("cycle threshold < 45 => `positive` (one class of 3)", LAB, lab_tests_like, {"ct_value"}),
+    ("card spending 0 for every refused application", CARDS, credit_cards_like, {"expenditure"}),
     ("healthy twin: no severity code", CRASHES, lambda: crashes_like(with_severity=False), set()),
     ("healthy twin: no price range", CARS, lambda: cars_like(with_range=False), set()),
+    ("healthy twin: no cycle threshold", LAB, lambda: lab_tests_like(with_ct=False), set()),
+    ("healthy twin: no spending, no share", CARDS, lambda: credit_cards_like(with_spending=False), set()),
 )
 
 

@@ -144,3 +144,77 @@ def diabetes_range(seed: int = 0) -> pd.DataFrame:
     frame["progression_low"] = frame[LABEL] - half
     frame["progression_high"] = frame[LABEL] + half
     return frame
+
+
+def credit_cards_like(rows: int = 1319, seed: int = 0, *, with_spending: bool = True) -> pd.DataFrame:
+    """Synthetic, in the shape of the credit-card applications table (AER `CreditCard`: 1,319
+    applications, 78 % accepted): derogatory reports, age, income ($10,000s), home owner,
+    self-employed, dependents, months at the address, major cards held, active accounts, and
+    two columns recorded after the decision: `expenditure`, the average monthly card spending,
+    0 for every refused application (and for 2 % of accepted ones, who did not use the card),
+    and `share`, spending over income (12 x (expenditure + 1) / income: small for no spending,
+    varying with income). The label is `card` (yes/no) in `target`; the applicant's columns
+    predict it far from perfectly (derogatory reports most)."""
+    rng = np.random.default_rng(seed)
+    reports = rng.choice(np.arange(8), rows, p=[0.8, 0.1, 0.04, 0.025, 0.015, 0.01, 0.006, 0.004])
+    age = np.clip(np.round(rng.gamma(6, 5.5, rows) + 1, 2), 18, 83)
+    income = np.round(np.clip(rng.lognormal(1.1, 0.45, rows), 1.5, 13.5), 4)
+    active = rng.poisson(7, rows)
+    majorcards = (rng.random(rows) < 0.82).astype(int)
+    logit = 1.7 - 1.5 * reports + 0.2 * (income - 3.4) + 0.06 * (active - 7) + 0.5 * majorcards
+    accepted = rng.random(rows) < 1 / (1 + np.exp(-logit))
+    spending = np.round(rng.lognormal(4.7, 1.1, rows), 2) * (rng.random(rows) >= 0.02)
+    expenditure = np.where(accepted, spending, 0.0)
+    frame = pd.DataFrame(
+        {
+            "reports": reports,
+            "age": age,
+            "income": income,
+            "share": np.round(12 * (expenditure + 1) / (10_000 * income), 6),
+            "expenditure": expenditure,
+            "owner": np.where(rng.random(rows) < 0.44, "yes", "no"),
+            "selfemp": np.where(rng.random(rows) < 0.07, "yes", "no"),
+            "dependents": rng.choice(np.arange(7), rows, p=[0.45, 0.2, 0.18, 0.11, 0.04, 0.015, 0.005]),
+            "months": np.round(rng.gamma(1.2, 45, rows)).astype(int),
+            "majorcards": majorcards,
+            "active": active,
+            LABEL: np.where(accepted, "yes", "no"),
+        }
+    )
+    return frame if with_spending else frame.drop(columns=["expenditure", "share"])
+
+
+def lab_tests_like(rows: int = 3000, seed: int = 0, *, with_ct: bool = True) -> pd.DataFrame:
+    """Synthetic PCR test results (positive 15 %, negative 80 %, invalid 5 %): age, sex,
+    fever, cough, a known contact, days since onset, sample volume, and `ct_value`, the cycle
+    threshold, which is 45 (no amplification) for 99 % of negative and invalid tests and below
+    45 (about 26 +- 5) for 99 % of positive ones: it separates positives from the rest, not
+    negatives from invalids. Symptoms and contacts predict a positive weakly; a small sample
+    volume an invalid one."""
+    rng = np.random.default_rng(seed)
+    fever = rng.random(rows) < 0.3
+    cough = rng.random(rows) < 0.4
+    contact = rng.random(rows) < 0.2
+    volume = np.round(rng.normal(1.0, 0.25, rows), 2)
+    logit_pos = -2.4 + 0.9 * fever + 0.5 * cough + 1.0 * contact
+    logit_inv = -3.0 - 3.0 * (volume - 1.0)
+    odds = np.column_stack([np.exp(logit_pos), np.ones(rows), np.exp(logit_inv)])
+    cumulative = np.cumsum(odds / odds.sum(axis=1, keepdims=True), axis=1)
+    drawn = (rng.random(rows)[:, None] > cumulative).sum(axis=1)
+    result = np.asarray(["positive", "negative", "invalid"])[drawn]
+    amplified = np.where(result == "positive", rng.random(rows) < 0.99, rng.random(rows) < 0.01)
+    ct = np.where(amplified, np.round(np.clip(rng.normal(26, 5, rows), 12, 44.9), 1), 45.0)
+    frame = pd.DataFrame(
+        {
+            "age": rng.integers(1, 95, rows),
+            "sex": rng.choice(["f", "m"], rows),
+            "fever": fever.astype(int),
+            "cough": cough.astype(int),
+            "contact": contact.astype(int),
+            "days_since_onset": rng.integers(0, 14, rows),
+            "sample_volume_ml": volume,
+            "ct_value": ct,
+            LABEL: result,
+        }
+    )
+    return frame if with_ct else frame.drop(columns="ct_value")

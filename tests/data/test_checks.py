@@ -176,6 +176,36 @@ def test_unseen_categories_are_a_warning() -> None:
     assert unseen.evidence["unseen_categories"]["city"]["rows"] == 50
 
 
+def flights_like(rows: int = 1500, seed: int = 0) -> pd.DataFrame:
+    """Synthetic flights: the departure as clock-time text ('08:35'; most on a five-minute
+    mark, the rest any minute from 05:00 to 23:00), carrier, distance, and whether it left late."""
+    rng = np.random.default_rng(seed)
+    on_mark = rng.random(rows) < 0.75
+    minutes = np.where(on_mark, rng.choice(np.arange(300, 1380, 5), rows), rng.integers(300, 1380, rows))
+    late = rng.random(rows) < 1 / (1 + np.exp(-((minutes - 840) / 300 - 1)))
+    return pd.DataFrame(
+        {
+            "dep_time": [f"{m // 60:02d}:{m % 60:02d}" for m in minutes],
+            "carrier": rng.choice(["AA", "DL", "UA", "B6", "WN"], rows),
+            "distance": np.round(rng.lognormal(6.5, 0.6, rows)),
+            "late": late.astype(int),
+        }
+    )
+
+
+def test_unseen_values_of_a_random_split_are_an_info_not_a_mismatch() -> None:
+    """A clock time held as text: a random split puts times train never saw in val, as many
+    as train's own times seen once predict (Good-Turing). An info about encoders, no warning."""
+    frame = flights_like()
+    train, val = frame.iloc[:1125].reset_index(drop=True), frame.iloc[1125:].reset_index(drop=True)
+    assert (~val["dep_time"].isin(train["dep_time"])).mean() > 0.1
+    schema = only(check(train, val, label="late", label_noise=False), "DAT010")
+    assert schema.severity is Severity.INFO
+    unseen = schema.evidence["unseen_categories"]["dep_time"]
+    assert unseen["expected_fraction_by_chance"] == pytest.approx(unseen["fraction"], abs=0.05)
+    assert "one-hot encoder" in schema.message
+
+
 def test_feature_drift_ranks_the_drifted_features() -> None:
     train = clean_table(3000, 0)
     serving = clean_table(3000, 1).drop(columns="y")

@@ -13,7 +13,15 @@ from trainmedic.data import check
 from trainmedic.findings import Finding
 from trainmedic.rules.dat import dat005_target_leakage as dat005
 
-from .leaks import birthweight_like, cars_like, crashes_like, diabetes_obese, diabetes_range
+from .leaks import (
+    birthweight_like,
+    cars_like,
+    crashes_like,
+    credit_cards_like,
+    diabetes_obese,
+    diabetes_range,
+    lab_tests_like,
+)
 from .real import LABEL, table, user_split
 
 
@@ -49,6 +57,34 @@ def test_a_code_recorded_with_the_outcome(crashes: pd.DataFrame) -> None:
 
 def test_the_crash_table_without_the_code_is_quiet(crashes: pd.DataFrame) -> None:
     assert leaks(crashes.drop(columns="injSeverity")) == []
+
+
+def test_a_feature_that_sets_one_class_apart() -> None:
+    """A cycle threshold of 45 for 99 % of negative and invalid tests, below 45 for 99 % of
+    positive ones: one class against the rest, found though it cannot tell negatives from
+    invalids (its AUC over the three classes stays far below the threshold)."""
+    frame = lab_tests_like()
+    (leak,) = leaks(frame)
+    assert leak.evidence["feature"] == "ct_value"
+    assert leak.evidence["class"] == "positive"
+    assert leak.evidence["class_auc"] >= 0.975
+    assert leak.evidence["auc"] < 0.9
+    assert leak.evidence["rest_class_auc"] < 0.8
+    assert "'positive' against the other classes" in leak.message
+    assert leaks(frame.drop(columns="ct_value")) == []
+
+
+def test_a_column_filled_after_the_outcome_is_not_vouched_for_by_its_own_ratio() -> None:
+    """Card spending is 0 for every refused application; spending over income ranks the
+    decision as well, being computed from it. Spending is found, measured against the
+    applicant's columns; without both, the table is quiet."""
+    frame = credit_cards_like()
+    (leak,) = leaks(frame)
+    assert leak.evidence["feature"] == "expenditure"
+    assert leak.evidence["class_default"] == {"class": "no", "value": "0.0", "share": 1.0}
+    assert leak.evidence["left_out_of_rest"] == ["share"]
+    assert leak.evidence["rest_auc"] < 0.9
+    assert leaks(frame.drop(columns=["expenditure", "share"])) == []
 
 
 @pytest.mark.parametrize(

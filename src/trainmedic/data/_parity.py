@@ -62,16 +62,36 @@ def schema_mismatch(data: Dataset) -> list[Finding]:
         found.extend(dat010.judge(columns))
         variants: dict[str, dat010.Values] = {}
         unseen: dict[str, dat010.Values] = {}
+        chance: dict[str, dat010.UnseenChance] = {}
         for column in category_columns(train.features, train_kinds, other_kinds):
-            known = pd.Series(train.frame[column].dropna().unique())
-            if len(known) > CATEGORY_MAX_LEVELS:
+            train_counts = train.frame[column].value_counts(sort=False)
+            if len(train_counts) > CATEGORY_MAX_LEVELS:
                 continue  # free text: unseen values are expected
+            known = pd.Series(train_counts.index)
             values = other.frame[column]
             new_values = values[values.notna() & ~values.isin(known)].value_counts(sort=False)
             counts = [(v, int(n)) for v, n in new_values.items()]
             sort_unseen(column, counts, known, len(other), into=(variants, unseen))
-        found.extend(dat010.judge(dat010.Categories(other.name, variants, unseen)))
+            if column in unseen:
+                present = int(values.notna().sum())
+                chance[column] = unseen_chance(train_counts.to_numpy(), unseen[column].rows, present)
+        found.extend(dat010.judge(dat010.Categories(other.name, variants, unseen, chance)))
     return found
+
+
+def unseen_chance(
+    train_counts: npt.NDArray[np.int64], unseen_rows: int, other_rows: int
+) -> dat010.UnseenChance:
+    """What a random split of the column gives: train's rows of values seen once (N1 of n,
+    Good-Turing's estimate of the share of new rows), and the tail of the split's `unseen_rows`
+    U among U + N1 at the rate m / (m + n) (DAT010 explains the test)."""
+    from scipy.stats import binom
+
+    singletons = int((np.asarray(train_counts) == 1).sum())
+    rows = int(np.asarray(train_counts).sum())
+    share = other_rows / (other_rows + rows) if other_rows + rows else 0.0
+    p_value = float(binom.sf(unseen_rows - 1, unseen_rows + singletons, share)) if unseen_rows else 1.0
+    return dat010.UnseenChance(singletons, rows, p_value)
 
 
 def kinds(frame: pd.DataFrame) -> dict[str, str]:

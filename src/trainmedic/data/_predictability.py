@@ -37,6 +37,10 @@ MIN_BIN_ROWS = 5  # numbers: at most one bin per 5 fit rows, so a small table's 
 MAX_ROWS = 200_000
 MAX_TABLE_CELLS = 20_000_000
 CLASSIFICATION_MAX_CLASSES = 50
+# An integral label read as a count or a score (`ordered_quantity`): class codes show a profile
+# as smooth in under 1 in 1,000 tables (a flat one, digits 0-9, is as rough as its shuffles).
+ORDERED_ALPHA = 0.001
+ORDER_PERMUTATIONS = 9_999
 REST_CANDIDATES = 3  # features compared against the rest of the table, at most
 REST_MAX_CELLS = 5_000_000  # held-out rows x classes in the naive Bayes of the rest
 RAW_ORDER_FLOOR = 0.9  # binned AUC from which a number's own order is scored too
@@ -49,14 +53,58 @@ Mask = npt.NDArray[np.bool_]
 
 
 def is_classification(label: pd.Series) -> bool:
-    """Text, bool, categorical or few integral values: classes; otherwise a regression target."""
+    """Text, bool, categorical or few integral values: classes; a count or a score (integral
+    values whose counts follow their order, `ordered_quantity`) or any other numbers: a
+    regression target."""
     if not pd.api.types.is_numeric_dtype(label.dtype) or pd.api.types.is_bool_dtype(label.dtype):
         return True
-    values = label.dropna()
-    if values.nunique() > CLASSIFICATION_MAX_CLASSES:
+    return is_class_codes(label.dropna().value_counts())
+
+
+def is_class_codes(counts: pd.Series) -> bool:
+    """A numeric label's value counts (index: the values) are those of class codes: few
+    integral values whose counts do not follow their order."""
+    return few_integers(counts) and not ordered_quantity(counts)
+
+
+def is_count_or_score(counts: pd.Series) -> bool:
+    """Few integral values whose counts follow their order: a count or a score, not classes."""
+    return few_integers(counts) and ordered_quantity(counts)
+
+
+def few_integers(counts: pd.Series) -> bool:
+    if len(counts) > CLASSIFICATION_MAX_CLASSES:
         return False
-    as_float = values.to_numpy(dtype=np.float64)
+    as_float = counts.index.to_numpy(dtype=np.float64)
     return bool(np.all(np.equal(np.mod(as_float, 1), 0)))
+
+
+def ordered_quantity(counts: pd.Series) -> bool:
+    """The counts of integral values, taken in the values' order, rise and fall as a count or
+    a score does (a number of seizures, words right out of 10) and as arbitrary class codes
+    rarely do: a permutation test of the profile's departure from one mode.
+
+    Class codes are names: any order of their counts is as likely as the one observed. A
+    count or a score has a smooth profile (one mode, tails): its total variation
+    sum |n(v+1) - n(v)| is that of one rise and one fall, up to sampling noise. The label is an
+    ordered quantity when fewer than `ORDERED_ALPHA` of random orders of the same counts
+    depart as little from one mode. A perfectly smooth profile of k values is matched by the 2^(k-1) unimodal
+    orders among k!, so it takes 9 values or more: binary, three-class or seven-grade labels
+    stay classes whatever their counts."""
+    values = counts.sort_index().to_numpy(dtype=np.float64)
+    if len(values) < 3:
+        return False
+    shuffled = np.random.default_rng(_SEED).permuted(np.tile(values, (ORDER_PERMUTATIONS, 1)), axis=1)
+    as_small = int((_rises_and_falls(shuffled) <= _rises_and_falls(values[None, :])[0]).sum())
+    return (1 + as_small) / (1 + ORDER_PERMUTATIONS) < ORDERED_ALPHA
+
+
+def _rises_and_falls(profiles: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Per row, the total variation beyond one rise to the peak and one fall from it (0: the
+    profile is unimodal): what its ups and downs add to the smoothest order."""
+    variation = np.abs(np.diff(profiles, axis=1)).sum(axis=1)
+    smoothest = 2 * profiles.max(axis=1) - profiles[:, 0] - profiles[:, -1]
+    return np.asarray(variation - smoothest, dtype=np.float64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +123,9 @@ class _Sample:
     def classes(self) -> tuple[Codes, int]:
         codes, uniques = pd.factorize(self.target)
         return codes.astype(np.int64), len(uniques)
+
+    def class_names(self) -> list[str]:
+        return [str(_plain(v)) for v in pd.factorize(self.target)[1]]
 
 
 def _sample(frame: pd.DataFrame, label: str) -> _Sample | None:
@@ -104,20 +155,24 @@ def predictability(frame: pd.DataFrame, features: Sequence[str], label: str) -> 
         scores = [_regression_score(f, *bin_codes(sample.column(f), sample.fit), sample) for f in features]
         return dat005.Predictability(label, _best_first(scores), linear=linear_fits(sample, features))
     classes, n_classes = sample.classes()
+    names = sample.class_names()
     scores = []
+    per_class: dict[str, npt.NDArray[np.float64]] = {}
     for feature in features:
         column = sample.column(feature)
-        score = _classification_score(
+        score, aucs = _classification_score(
             feature, bin_codes(column, sample.fit), (classes, n_classes), sample.fit
         )
-        if (score.auc or 0.0) >= RAW_ORDER_FLOOR and _is_number(column):
-            raw = ordered_auc(column, classes, n_classes, sample.fit)
+        if max(score.auc or 0.0, float(aucs.max())) >= RAW_ORDER_FLOOR and _is_number(column):
+            raw, raw_aucs = ordered_auc(column, classes, n_classes, sample.fit)
             score = replace(score, auc=max(score.auc or 0.0, raw))
-        scores.append(score)
+            aucs = np.maximum(aucs, raw_aucs)
+        best = int(np.argmax(aucs))
+        scores.append(replace(score, class_auc=float(aucs[best]), auc_class=names[best]))
+        per_class[feature] = aucs
     scores = _best_first(scores)
     near = [s for s in scores if dat005.needs_the_rest(s)]
-    others = {s.feature: s.auc or 0.0 for s in scores}
-    alone = rest_of_table(sample, features, near[:REST_CANDIDATES], others)
+    alone = rest_of_table(sample, features, near, per_class)
     return dat005.Predictability(label, scores, alone=alone)
 
 
@@ -129,20 +184,23 @@ def _is_number(series: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype)
 
 
-def ordered_auc(series: pd.Series, classes: Codes, n_classes: int, fit: Mask) -> float:
-    """Held-out AUC of the number itself, each class's direction taken from the fit half (a
-    threshold rule ranks perfectly where bins of 5+ rows leave the bin astride it mixed);
-    missing values sit at the fit half's median."""
+def ordered_auc(
+    series: pd.Series, classes: Codes, n_classes: int, fit: Mask
+) -> tuple[float, npt.NDArray[np.float64]]:
+    """Held-out AUC of the number itself (weighted, and per class against the rest), each
+    class's direction taken from the fit half (a threshold rule ranks perfectly where bins
+    of 5+ rows leave the bin astride it mixed); missing values sit at the fit half's median."""
     values = series.to_numpy(dtype=np.float64, na_value=np.nan)
     finite = np.isfinite(values)
     if not (finite & fit).any():
-        return 0.5
+        return 0.5, np.full(n_classes, 0.5)
     values = np.where(finite, values, np.median(values[finite & fit]))
     truth = np.eye(n_classes)
     fit_auc = per_class_auc(np.repeat(values[fit][:, None], n_classes, axis=1), truth[classes[fit]])
     signs = np.where(fit_auc >= 0.5, 1.0, -1.0)
     held = ~fit
-    return _weighted_auc(values[held][:, None] * signs[None, :], truth[classes[held]])
+    scores, counts = values[held][:, None] * signs[None, :], truth[classes[held]]
+    return _weighted_auc(scores, counts), per_class_auc(scores, counts)
 
 
 def bin_codes(series: pd.Series, fit: Mask) -> tuple[Codes, int]:
@@ -182,7 +240,8 @@ def _table(bins: Codes, classes: Codes, n_bins: int, n_classes: int) -> npt.NDAr
 
 def _classification_score(
     feature: str, binned: tuple[Codes, int], labels: tuple[Codes, int], fit: Mask
-) -> FeatureScore:
+) -> tuple[FeatureScore, npt.NDArray[np.float64]]:
+    """The feature's held-out score, and its held-out AUC for each class against the rest."""
     classes, n_classes = labels
     bins, n_bins = _capped(*binned, n_classes)
     held = ~fit
@@ -194,16 +253,17 @@ def _classification_score(
     accuracy = float(held_table[np.arange(n_bins), predicted].sum() / rows)
     baseline = float(held_table[:, majority].sum() / rows)
     score = (accuracy - baseline) / (1 - baseline) if baseline < 1 else 0.0
-    auc = table_auc(table, held_table)
-    return FeatureScore(feature, max(score, 0.0), "held-out accuracy", accuracy, baseline, rows, auc)
+    rates = _bin_rates(table)
+    auc = _weighted_auc(rates, held_table.astype(np.float64))
+    score_of = FeatureScore(feature, max(score, 0.0), "held-out accuracy", accuracy, baseline, rows, auc)
+    return score_of, per_class_auc(rates, held_table.astype(np.float64))
 
 
-def table_auc(fit: npt.NDArray[np.int64], held: npt.NDArray[np.int64]) -> float:
-    """Held-out ranking AUC of each bin's class rates fitted on `fit` (bins x classes counts),
-    shrunk towards the class prior by one row; one-vs-rest, weighted by held-out prevalence."""
+def _bin_rates(fit: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """Each bin's class rates fitted on `fit` (bins x classes counts), shrunk towards the class
+    prior by one row: scored against held-out rows, their ranking AUC."""
     prior = (fit.sum(axis=0) + 1) / (fit.sum() + fit.shape[1])
-    rates = (fit + prior) / (fit.sum(axis=1, keepdims=True) + 1)
-    return _weighted_auc(rates, held.astype(np.float64))
+    return np.asarray((fit + prior) / (fit.sum(axis=1, keepdims=True) + 1), dtype=np.float64)
 
 
 def _weighted_auc(scores: npt.NDArray[np.float64], counts: npt.NDArray[np.float64]) -> float:
@@ -241,11 +301,19 @@ def _auc(score: npt.NDArray[np.float64], pos: npt.NDArray[np.float64], neg: npt.
 
 
 def rest_of_table(
-    sample: _Sample, features: Sequence[str], candidates: Sequence[FeatureScore], aucs: dict[str, float]
+    sample: _Sample,
+    features: Sequence[str],
+    near: Sequence[FeatureScore],
+    per_class: dict[str, npt.NDArray[np.float64]],
 ) -> list[dat005.AgainstRest]:
-    """For each candidate, what the rest of the table knows about the label without it: the
-    held-out AUC of a naive Bayes over the bins of every other feature, or of the best other
-    feature alone (`aucs`) where that is higher (naive Bayes double-counts redundant columns)."""
+    """For the first `REST_CANDIDATES` near-deterministic features, what the rest of the table
+    knows about the label without them: the held-out AUC (weighted, and for the class the
+    feature ranks best against the others) of a naive Bayes over the bins of every other
+    feature, or of the best other feature alone where that is higher (naive Bayes
+    double-counts redundant columns). A feature with one value for nearly every row of a class
+    (`class_default`) is measured without the other near-deterministic features too: columns
+    recorded with it, or computed from it, do not vouch for it."""
+    candidates = near[:REST_CANDIDATES]
     if not candidates or len(features) < 2:
         return []
     classes, n_classes = sample.classes()
@@ -258,7 +326,7 @@ def rest_of_table(
     prior = (np.bincount(classes[fit], minlength=n_classes) + 1) / (int(fit.sum()) + n_classes)
     total = np.tile(np.log(prior), (len(held), 1))
     own: dict[str, npt.NDArray[np.float64]] = {}
-    names = {c.feature for c in candidates}
+    names = {c.feature for c in near}
     for feature in features:
         bins, n_bins = _capped(*bin_codes(sample.column(feature), fit), n_classes)
         table = _table(bins[fit], classes[fit], n_bins, n_classes)
@@ -268,20 +336,61 @@ def rest_of_table(
         total += contribution
         if feature in names:
             own[feature] = contribution
-    found = []
     truth = np.eye(n_classes)[classes[held]]
+    class_names = sample.class_names()
+    weights = np.bincount(classes, minlength=n_classes).astype(np.float64)
+    found = []
     for candidate in candidates:
-        rest = total - own[candidate.feature]
+        default = class_default(sample.column(candidate.feature), classes, class_names)
+        left_out = names if default is not None else {candidate.feature}
+        rest = total - sum(own[f] for f in left_out)
         posterior = np.exp(rest - rest.max(axis=1, keepdims=True))
         posterior /= posterior.sum(axis=1, keepdims=True)
-        best_other = max((a for f, a in aucs.items() if f != candidate.feature), default=0.5)
-        rest_auc = max(_weighted_auc(posterior, truth), best_other)
+        others = [per_class[f] for f in features if f not in left_out]
+        rest_aucs = np.maximum.reduce([per_class_auc(posterior, truth), *others])
+        best_other = max((_weighted(a, weights) for a in others), default=0.5)
+        target = class_names.index(candidate.auc_class) if candidate.auc_class in class_names else 0
         found.append(
             dat005.AgainstRest(
-                candidate.feature, candidate.auc or 0.0, rest_auc, len(features) - 1, len(held)
+                candidate.feature,
+                candidate.auc or 0.0,
+                max(_weighted_auc(posterior, truth), best_other),
+                len(features) - len(left_out),
+                len(held),
+                label_class=candidate.auc_class,
+                class_auc=candidate.class_auc,
+                rest_class_auc=float(rest_aucs[target]),
+                default=default,
+                left_out=sorted(left_out - {candidate.feature}),
             )
         )
     return found
+
+
+def _weighted(aucs: npt.NDArray[np.float64], weights: npt.NDArray[np.float64]) -> float:
+    """Per-class AUCs weighted by the classes' rows (a binary label: the AUC itself)."""
+    return float((aucs * weights).sum() / weights.sum()) if weights.sum() else 0.5
+
+
+def class_default(series: pd.Series, classes: Codes, names: Sequence[str]) -> dat005.ClassDefault | None:
+    """One value held by nearly every row of a class (`dat005.DEFAULT_SHARE`), the largest share
+    first: what a column filled after the outcome holds where the outcome did not happen."""
+    values = pd.Series(series.to_numpy(), dtype=object).fillna("<missing>")
+    best: dat005.ClassDefault | None = None
+    for code, name in enumerate(names):
+        of_class = values[classes == code]
+        if len(of_class) < dat005.DEFAULT_MIN_ROWS:
+            continue
+        counts = of_class.value_counts()
+        share = float(counts.iloc[0] / len(of_class))
+        if share >= dat005.DEFAULT_SHARE and (best is None or share > best.share):
+            best = dat005.ClassDefault(name, str(_plain(counts.index[0])), share)
+    return best
+
+
+def _plain(value: object) -> object:
+    item = getattr(value, "item", None)
+    return item() if callable(item) else value
 
 
 def _regression_score(feature: str, bins: Codes, n_bins: int, sample: _Sample) -> FeatureScore:

@@ -9,7 +9,7 @@ import pandas as pd
 from trainmedic.data._chance import chance_within
 from trainmedic.data._context import Dataset, Split
 from trainmedic.data._hashing import U64
-from trainmedic.data._predictability import is_classification
+from trainmedic.data._predictability import is_classification, is_count_or_score
 from trainmedic.findings import Finding
 from trainmedic.rules.dat import dat006_conflicting_labels as dat006
 from trainmedic.rules.dat import dat007_duplicate_rows as dat007
@@ -111,7 +111,15 @@ def class_imbalance(data: Dataset) -> list[Finding]:
     if label is None:
         return []
     target = data.train.frame[label].dropna()
-    if target.empty or not is_classification(target):
+    if target.empty:
+        return []
+    if not is_classification(target):
+        counts = target.value_counts()
+        if is_count_or_score(counts):
+            data.notes.append(
+                f"label {label!r} read as a count or a score, not classes: its {len(counts)} integral "
+                "values' counts follow their order; checked as a regression target"
+            )
         return []
     return dat009.judge(class_counts(target.value_counts()))
 

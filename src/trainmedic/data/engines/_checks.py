@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+import numpy as np
 import pandas as pd
 
 from trainmedic.data import _identifiers as identifiers
@@ -26,7 +27,7 @@ from trainmedic.data import _parity as parity
 from trainmedic.data import _quality as quality
 from trainmedic.data._chance import chance_across, chance_within
 from trainmedic.data._context import MAX_EXAMPLES, Dataset, Split
-from trainmedic.data._predictability import is_classification
+from trainmedic.data._predictability import is_class_codes
 from trainmedic.data.engines._protocol import TableEngine
 from trainmedic.data.summary import DataSummary, classes_distribution, regression_distribution
 from trainmedic.errors import UsageError
@@ -265,9 +266,11 @@ def _label_counts(ctx: EngineData) -> pd.Series | None:
     if not pairs:
         return None
     values = pd.Series([v for v, _ in pairs])
-    if not is_classification(values):
+    counts = pd.Series([n for _, n in pairs], index=pd.Index(values), dtype="int64")
+    numeric = pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values.dtype)
+    if numeric and not is_class_codes(counts[counts.index.notna()]):
         return None
-    return pd.Series([n for _, n in pairs], index=pd.Index(values), dtype="int64")
+    return counts
 
 
 def schema_mismatch(ctx: EngineData) -> list[Finding]:
@@ -286,15 +289,19 @@ def schema_mismatch(ctx: EngineData) -> list[Finding]:
         found.extend(dat010.judge(columns))
         variants: dict[str, dat010.Values] = {}
         unseen: dict[str, dat010.Values] = {}
+        chance: dict[str, dat010.UnseenChance] = {}
         for column in parity.category_columns(train.features, train_kinds, other_kinds):
             if ctx.engine.distinct_count(train.name, column) > parity.CATEGORY_MAX_LEVELS:
                 continue  # free text: unseen values are expected
-            known = pd.Series(
-                [v for v, _ in ctx.engine.value_counts(train.name, column, limit=parity.CATEGORY_MAX_LEVELS)]
-            )
+            train_counts = ctx.engine.value_counts(train.name, column, limit=parity.CATEGORY_MAX_LEVELS)
+            known = pd.Series([v for v, _ in train_counts])
             counts = ctx.engine.unseen_values(train.name, other.name, column, limit=_MAX_UNSEEN)
             parity.sort_unseen(column, counts, known, ctx.rows[other.name], into=(variants, unseen))
-        found.extend(dat010.judge(dat010.Categories(other.name, variants, unseen)))
+            if column in unseen:
+                other_rows = ctx.rows[other.name] - ctx.engine.null_counts(other.name, [column])[column]
+                train_rows = np.array([n for _, n in train_counts], dtype=np.int64)
+                chance[column] = parity.unseen_chance(train_rows, unseen[column].rows, other_rows)
+        found.extend(dat010.judge(dat010.Categories(other.name, variants, unseen, chance)))
     return found
 
 

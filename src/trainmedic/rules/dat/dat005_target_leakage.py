@@ -32,6 +32,18 @@ TARGET_LEAKAGE_SCORE = 0.95
 NEAR_DETERMINISTIC_AUC = 0.975
 REST_CEILING = 0.95
 REST_ERROR_RATIO = 4.0
+# The same holds for one class against the others: a lab value that ranks positives against
+# negatives and invalids almost without error leaks the positives, however little it says
+# about negatives against invalids (its weighted AUC then stays low).
+# A column filled after the outcome holds one value (0, a default, missing) where the outcome
+# did not happen: one value for DEFAULT_SHARE or more of a class's rows, where a measurement
+# varies. Columns recorded with it or computed from it (spending over income beside
+# spending) rank the classes as well and cannot vouch for it: such a feature is measured
+# against the rest of the table without the other near-deterministic features. A class of
+# fewer than DEFAULT_MIN_ROWS rows can share a value by chance (a feature at 90 % on one
+# value takes it on all of 50 rows in 0.5 % of draws).
+DEFAULT_SHARE = 0.99
+DEFAULT_MIN_ROWS = 50
 # A few numeric features whose least-squares fit leaves under 1 % of the label's variance
 # (residuals a tenth of its spread) on held-out rows: the label is computed from them (a
 # mean, a sum, a difference). A measured quantity carries its own noise: scikit-learn's
@@ -75,7 +87,11 @@ SPEC = FindingSpec(
         "rest of the table does far worse (a naive Bayes over every other feature or the best "
         "other feature: AUC or R² 0.95 at most, and 4 times the feature's errors or more): a "
         "label cut from the feature at a threshold (birth weight < 2,500 g => 'low'), a code "
-        "recorded with the outcome (injury severity 'killed' => 'dead'); for a numeric label, "
+        "recorded with the outcome (injury severity 'killed' => 'dead'); the same for one class "
+        "against the others (a lab value that sets positive tests apart from negative and invalid "
+        "ones); a feature that holds one value for 99 % or more of a class's rows (card spending, "
+        "0 for every refused application) is measured against the rest without the other "
+        "near-deterministic features (spending over income); for a numeric label, "
         "up to three numeric features chosen by orthogonal matching pursuit whose least-squares "
         "fit reaches a held-out R² of 0.99 and leaves a tenth or less of what the best single "
         "feature leaves (minimum and maximum price => price)."
@@ -96,17 +112,42 @@ class FeatureScore:
     baseline: float
     rows: int
     auc: float | None = None  # classes: held-out ranking AUC of the bins' class rates
+    class_auc: float | None = None  # classes: the best held-out AUC of one class against the rest
+    auc_class: str | None = None  # that class
+
+
+@dataclass(frozen=True, slots=True)
+class ClassDefault:
+    """One value (`value`, as text) held by `share` of the rows of class `label_class`."""
+
+    label_class: str
+    value: str
+    share: float
 
 
 @dataclass(frozen=True, slots=True)
 class AgainstRest:
-    """A feature's held-out AUC beside that of a naive Bayes over every other feature."""
+    """A feature's held-out AUC beside that of a naive Bayes over every other feature (or the
+    best other feature): weighted over the classes, and for `label_class`, the class the
+    feature ranks best against the others. With a `default`, the other near-deterministic
+    features (`left_out`) are not counted in the rest."""
 
     feature: str
     auc: float
     rest_auc: float
     rest_features: int
     rows: int
+    label_class: str | None = None
+    class_auc: float | None = None
+    rest_class_auc: float | None = None
+    default: ClassDefault | None = None
+    left_out: list[str] = field(default_factory=list)
+
+    def class_leak(self) -> bool:
+        """One class stands apart almost without error, and the rest of the table does far worse."""
+        if self.class_auc is None or self.rest_class_auc is None:
+            return False
+        return self.class_auc >= NEAR_DETERMINISTIC_AUC and far_worse(self.class_auc, self.rest_class_auc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,12 +177,27 @@ def message(label: str, score: FeatureScore) -> str:
 
 
 def alone_message(label: str, alone: AgainstRest) -> str:
+    if far_worse(alone.auc, alone.rest_auc):
+        ranked, auc, rest = f"{label!r}", alone.auc, alone.rest_auc
+    else:
+        ranked, auc = f"{label!r} = {alone.label_class!r} against the other classes", alone.class_auc or 0.0
+        rest = alone.rest_class_auc or 0.0
     return (
-        f"Feature {alone.feature!r} ranks {label!r} almost without error on held-out rows "
-        f"(AUC {alone.auc:.4f}) while the {alone.rest_features} other features together reach "
-        f"AUC {alone.rest_auc:.4f}: the label looks defined from it (a threshold, or a code "
-        "recorded with the outcome)"
+        f"Feature {alone.feature!r} ranks {ranked} almost without error on held-out rows "
+        f"(AUC {auc:.4f}) while the {alone.rest_features} other features together reach "
+        f"AUC {rest:.4f}{_default_text(alone)}: the label looks defined from it (a threshold, or a "
+        "code recorded with the outcome)"
     )
+
+
+def _default_text(alone: AgainstRest) -> str:
+    default = alone.default
+    if default is None:
+        return ""
+    text = f"; it is {default.value} for {default.share:.0%} of {default.label_class!r} rows"
+    if alone.left_out:
+        text += f" ({', '.join(repr(f) for f in alone.left_out)}, ranking as well, left out of the rest)"
+    return text
 
 
 def linear_message(label: str, fit: LinearFit) -> str:
@@ -157,7 +213,8 @@ def needs_the_rest(score: FeatureScore) -> bool:
     """A class feature reported only if the rest of the table does far worse (`AgainstRest`)."""
     if score.auc is None or score.score >= COPY_SCORE:
         return False
-    return score.score >= TARGET_LEAKAGE_SCORE or score.auc >= NEAR_DETERMINISTIC_AUC
+    best = max(score.auc, score.class_auc or 0.0)
+    return score.score >= TARGET_LEAKAGE_SCORE or best >= NEAR_DETERMINISTIC_AUC
 
 
 def far_worse(own: float, rest: float) -> bool:
@@ -206,6 +263,23 @@ def _score_evidence(
     }
 
 
+def _class_evidence(alone: AgainstRest) -> dict[str, object]:
+    """The one-class view and the class default, where there are some."""
+    found: dict[str, object] = {}
+    if alone.class_auc is not None and alone.rest_class_auc is not None:
+        found["class"] = alone.label_class
+        found["class_auc"] = round(alone.class_auc, 6)
+        found["rest_class_auc"] = round(alone.rest_class_auc, 6)
+    if alone.default is not None:
+        found["class_default"] = {
+            "class": alone.default.label_class,
+            "value": alone.default.value,
+            "share": round(alone.default.share, 6),
+        }
+        found["left_out_of_rest"] = alone.left_out
+    return found
+
+
 def judge(evidence: Predictability) -> list[Finding]:
     """One finding per feature at or above a threshold, and one for a reconstructing set."""
     top: list[dict[str, object]] = [
@@ -229,10 +303,11 @@ def judge(evidence: Predictability) -> list[Finding]:
     named = {f.evidence["feature"] for f in found}
     scores = {s.feature: s for s in evidence.scores}
     for alone in evidence.alone:
-        if alone.feature in named or not far_worse(alone.auc, alone.rest_auc):
+        weighted = far_worse(alone.auc, alone.rest_auc)
+        if alone.feature in named or not (weighted or alone.class_leak()):
             continue
         own = scores.get(alone.feature)
-        if own is not None and own.score >= TARGET_LEAKAGE_SCORE:
+        if weighted and own is not None and own.score >= TARGET_LEAKAGE_SCORE:
             found.append(  # right on almost every row, and nothing else in the table says so
                 SPEC.finding(
                     message(evidence.label, own)
@@ -254,6 +329,7 @@ def judge(evidence: Predictability) -> list[Finding]:
                     "metric": "held-out AUC",
                     "auc": round(alone.auc, 6),
                     "rest_auc": round(alone.rest_auc, 6),
+                    **_class_evidence(alone),
                     "rest_features": alone.rest_features,
                     "threshold": NEAR_DETERMINISTIC_AUC,
                     "rest_error_ratio": REST_ERROR_RATIO,

@@ -7,7 +7,8 @@ Collectors:
   values that are not numbers in a column of numbers in train (`'rotary'` among cylinder
   counts: the split read it as text). For the
   common text columns it collects the values never seen in train, split into spelling
-  variants of known categories ('Male ' for 'male') and the rest: it sends `Categories`.
+  variants of known categories ('Male ' for 'male') and the rest, with what a random split
+  gives (`UnseenChance`): it sends `Categories`.
 - the image check (`trainmedic.data.image_checks`) counts the colour modes of each split:
   it sends `ImageModes`.
 """
@@ -20,6 +21,15 @@ from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.rules._helpers.tables import TablesExample, rows, tables
 
 UNSEEN_CATEGORY_FRACTION = 0.01  # rows of a split holding categories never seen in train
+# Unseen values are a mismatch only beyond what a random split of the same column gives. The
+# rows of a random split that hold a value train lacks estimate the mass of train's unseen
+# values, which Good-Turing estimates from train's own values seen once (N1 of n rows): a
+# clock time as text ("08:35") or a postcode has many, so any random split sees new ones. The
+# split's unseen rows U against N1 compare two Poisson counts: under the same rate, U is
+# binomial among U + N1 with probability m / (m + n) (m: the split's rows). Beyond chance
+# when that tail is below UNSEEN_P_VALUE; within it, an info (a one-hot encoder fitted on
+# train still fails on them).
+UNSEEN_P_VALUE = 1e-3
 
 
 def _example() -> TablesExample:
@@ -34,11 +44,17 @@ SPEC = FindingSpec(
     slug="schema-mismatch",
     severity=Severity.ERROR,
     title="Schema differs between splits",
-    what="Splits or serving data differ in columns, order or dtypes (or hold categories unseen in training).",
+    what=(
+        "Splits or serving data differ in columns, order or dtypes (or hold categories unseen in "
+        "training, more than a random split of the column gives)."
+    ),
     why="The model receives features it was not trained on, in the wrong place or type.",
     example=(
         "Serving data has 'age' as string and 'zip' before 'city' (error); 3% of test rows "
-        "hold a 'country' never seen in train (warning, over 1% of rows)."
+        "hold a 'country' never seen in train, whose countries each fill many rows (warning, "
+        "over 1% of rows and beyond chance). 16% of validation rows hold a clock time ('08:35') "
+        "never seen in train, where 15% of train's rows hold a time seen once: a random split "
+        "gives as many (info: a one-hot encoder fitted on train fails on them)."
     ),
     fix="Align the columns, order and dtypes to the training schema (save it with trainmedic.contract).",
     example_input=_example,
@@ -74,13 +90,37 @@ class ColumnKinds:
 
 
 @dataclass(frozen=True, slots=True)
+class UnseenChance:
+    """One text column: train's rows holding a value seen once there (`singletons` of
+    `train_rows`), and the tail P(U or more of U + N1 in the split | the same rate)."""
+
+    singletons: int
+    train_rows: int
+    p_value: float
+
+    @property
+    def expected_fraction(self) -> float:
+        """Good-Turing: the share of a random split's rows holding a value train lacks."""
+        return self.singletons / self.train_rows if self.train_rows else 0.0
+
+    def evidence(self) -> dict[str, object]:
+        return {
+            "expected_fraction_by_chance": round(self.expected_fraction, 6),
+            "train_rows_of_values_seen_once": self.singletons,
+            "p_value": float(f"{self.p_value:.3g}"),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Categories:
     """Per text column of `split`: values that spell a known category differently (`variants`),
-    and the other values never seen in train (`unseen`)."""
+    the other values never seen in train (`unseen`), and what chance gives (`chance`; a
+    column without it is judged on the fraction alone)."""
 
     split: str
     variants: dict[str, Values]
     unseen: dict[str, Values]
+    chance: dict[str, UnseenChance] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +145,19 @@ def _differences(e: ColumnKinds) -> tuple[list[str], list[str], bool, dict[str, 
     return missing, extra, reordered, changed
 
 
-def _unseen(e: Categories) -> dict[str, Values]:
-    """The columns whose unseen values pass the threshold."""
-    return {c: v for c, v in e.unseen.items() if v.rows / v.total > UNSEEN_CATEGORY_FRACTION}
+def _unseen(e: Categories, *, beyond_chance: bool = True) -> dict[str, Values]:
+    """The columns whose unseen values pass the threshold, beyond what a random split gives
+    (or, `beyond_chance=False`, within it)."""
+    return {
+        c: v
+        for c, v in e.unseen.items()
+        if v.rows / v.total > UNSEEN_CATEGORY_FRACTION and _beyond_chance(e, c) is beyond_chance
+    }
+
+
+def _beyond_chance(e: Categories, column: str) -> bool:
+    chance = e.chance.get(column)
+    return chance is None or chance.p_value < UNSEEN_P_VALUE
 
 
 def message(evidence: ColumnKinds | ImageModes) -> str:
@@ -148,13 +198,20 @@ def variants_message(evidence: Categories) -> str:
     )
 
 
-def unseen_message(evidence: Categories) -> str:
-    unseen = {c: v.evidence() for c, v in _unseen(evidence).items()}
-    worst = max(unseen, key=lambda c: unseen[c]["fraction"])  # type: ignore[arg-type,return-value]
-    fraction: float = unseen[worst]["fraction"]  # type: ignore[assignment]
+def unseen_message(evidence: Categories, *, beyond_chance: bool = True) -> str:
+    unseen = _unseen(evidence, beyond_chance=beyond_chance)
+    worst = max(unseen, key=lambda c: unseen[c].rows / unseen[c].total)
+    fraction = unseen[worst].rows / unseen[worst].total
+    if beyond_chance:
+        return (
+            f"{len(unseen)} column(s) of {evidence.split} hold categories never seen in train "
+            f"(worst: {worst!r}, {fraction:.1%} of rows)"
+        )
+    expected = evidence.chance[worst].expected_fraction
     return (
-        f"{len(unseen)} column(s) of {evidence.split} hold categories never seen in train "
-        f"(worst: {worst!r}, {fraction:.1%} of rows)"
+        f"{len(unseen)} column(s) of {evidence.split} hold values never seen in train, as many as a "
+        f"random split gives (worst: {worst!r}, {fraction:.1%} of rows; {expected:.1%} of train's rows "
+        "hold a value seen once): a one-hot encoder fitted on train fails on them"
     )
 
 
@@ -162,6 +219,11 @@ VARIANTS_FIX = "Normalise text (strip, one case) in the pipeline that feeds both
 UNSEEN_FIX = (
     "Map unseen categories to an explicit 'other' level in the training pipeline, or "
     "retrain on data that holds them."
+)
+UNSEEN_BY_CHANCE_FIX = (
+    "Encode such a column so unseen values have a place: OneHotEncoder(handle_unknown="
+    "'infrequent_if_exist', min_frequency=...) or 'ignore', a target or count encoding, or a "
+    "number where it is one (a clock time as minutes)."
 )
 IMAGE_MODES_FIX = (
     "Convert every image to the training mode (e.g. image.convert('RGB')) in the shared preprocessing."
@@ -219,18 +281,26 @@ def _category_findings(evidence: Categories) -> list[Finding]:
                 fix=VARIANTS_FIX,
             )
         )
-    unseen = _unseen(evidence)
-    if unseen:
+    for beyond_chance in (True, False):
+        unseen = _unseen(evidence, beyond_chance=beyond_chance)
+        if not unseen:
+            continue
         found.append(
             SPEC.finding(
-                unseen_message(evidence),
-                severity=Severity.WARNING,
+                unseen_message(evidence, beyond_chance=beyond_chance),
+                severity=Severity.WARNING if beyond_chance else Severity.INFO,
                 evidence={
                     "split": evidence.split,
-                    "unseen_categories": {c: v.evidence() for c, v in unseen.items()},
+                    "unseen_categories": {c: _unseen_evidence(evidence, c, v) for c, v in unseen.items()},
                     "threshold": UNSEEN_CATEGORY_FRACTION,
+                    "p_value_threshold": UNSEEN_P_VALUE,
                 },
-                fix=UNSEEN_FIX,
+                fix=UNSEEN_FIX if beyond_chance else UNSEEN_BY_CHANCE_FIX,
             )
         )
     return found
+
+
+def _unseen_evidence(evidence: Categories, column: str, values: Values) -> dict[str, object]:
+    chance = evidence.chance.get(column)
+    return {**values.evidence(), **(chance.evidence() if chance is not None else {})}
