@@ -39,6 +39,20 @@ hooks.when_imported("transformers.tokenization_utils_base", llm_templates.instal
 hooks.when_imported("trl.trainer.sft_trainer", llm_sft.install)
 
 
+def trainer_tokenizer(kwargs: Mapping[str, Any]) -> Any:
+    """The tokenizer the Trainer was given, else the one its data collator pads with.
+
+    `Trainer(model=..., data_collator=DataCollatorForLanguageModeling(tok))` without
+    `processing_class` is common: the collator (inside the Trainer's column-removing wrapper)
+    holds the tokenizer whose pad and EOS tokens the labels are made of."""
+    given = kwargs.get("processing_class") or kwargs.get("tokenizer")
+    if given is not None:
+        return given
+    collator = getattr(kwargs.get("train_dataloader"), "collate_fn", None)
+    collator = getattr(collator, "data_collator", collator)  # transformers' RemoveColumnsCollator
+    return getattr(collator, "tokenizer", None) or getattr(collator, "processing_class", None)
+
+
 class Guard(TrainerCallback):
     """HF Trainer callback: the PyTorch guard plus epochs requested vs done (RUN004)."""
 
@@ -65,8 +79,7 @@ class Guard(TrainerCallback):
             kwargs.get("model"), kwargs.get("optimizer"), every=self.every, on_nonfinite=self.on_nonfinite
         )
         self.guard.monitor.framework_epochs = True
-        tokenizer = kwargs.get("processing_class") or kwargs.get("tokenizer")
-        llm.attach(kwargs.get("model"), self.guard.monitor, tokenizer=tokenizer)
+        llm.attach(kwargs.get("model"), self.guard.monitor, tokenizer=trainer_tokenizer(kwargs))
         by_steps = args.max_steps is not None and args.max_steps > 0
         self._emit(
             TrainingPlan(

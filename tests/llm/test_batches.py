@@ -44,6 +44,7 @@ OURS = {"TOR010", "TOR011", "TOR013"}
 
 # The transformers docs' causal-LM recipe on chat text: DataCollatorForLanguageModeling(mlm=False)
 # labels every pad id -100. PAD=eos sets `pad_token = eos_token` (the bug), else a distinct one.
+# The Trainer gets no `processing_class`: the tokenizer is the data collator's.
 LM_COLLATOR_SCRIPT = """
 import os, sys
 sys.path.insert(0, {examples!r})
@@ -60,7 +61,7 @@ ds = Dataset.from_dict({{"text": texts}}).map(lambda b: tok(b["text"]), batched=
 args = TrainingArguments(output_dir=sys.argv[2], max_steps=8, per_device_train_batch_size=8,
                          learning_rate=1e-3, logging_steps=1, report_to=[], save_strategy="no",
                          use_cpu=True, disable_tqdm=True)
-Trainer(model=model, args=args, train_dataset=ds, processing_class=tok,
+Trainer(model=model, args=args, train_dataset=ds,
         data_collator=DataCollatorForLanguageModeling(tok, mlm=False)).train()
 """
 
@@ -93,8 +94,9 @@ def test_pad_token_eos_with_the_lm_collator_is_tor011_under_run(tinylm_dir: Path
     evidence = finding.evidence
     assert evidence["eos_supervised"] == 0
     assert evidence["eos_masked"] >= 64  # each example's own EOS (two turns each), masked as padding
-    assert evidence["pad_is_eos"] is True
+    assert evidence["pad_is_eos"] is True  # the collator's tokenizer says so
     assert evidence["eos_ids"] == [2]
+    assert evidence["eos_tokens"] == ["<|im_end|>"]
     assert evidence["rows"] >= 56  # the first forward may come before the watch
     assert "'<|im_end|>' (id 2)" in finding.message
     assert "the pad token is EOS" in finding.message

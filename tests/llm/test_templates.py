@@ -4,12 +4,14 @@ on the tiny chat model: real TRL runs under the boot module (as under `trainmedi
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import run_cli
 from trainmedic.events import GuardObservation
 from trainmedic.llm import sft, templates
 from trainmedic.record import RunRecord
@@ -134,6 +136,30 @@ def test_alpaca_training_served_with_the_chat_template_and_truncated(
     # 41-token prompts leave no completion (TRL drops those 26), the others lose its end
     expected = {"trainer": "SFTTrainer", "max_length": 40, "examples": 64, "cut": 38, "dropped": 26}
     assert truncated == {**expected, "sampled": 64}
+
+
+@pytest.mark.slow
+def test_a_crash_on_an_empty_training_set_names_the_truncation_that_emptied_it(
+    tmp_path: Path, tinylm_dir: Path
+) -> None:
+    # the Alpaca prompts are 38 to 41 tokens: at 30 TRL drops all 64 examples and the Trainer's
+    # RandomSampler raises "num_samples=0" deep in `train()`
+    script = tmp_path / "sft_then_serve.py"
+    script.write_text(SCRIPT.format(examples=str(EXAMPLES)))
+    argv = [sys.executable, str(script), str(tinylm_dir), "alpaca", "30", str(tmp_path / "out")]
+    result = run_cli("run", "--quiet", "--out", str(tmp_path / "run"), "--", *argv, timeout=300)
+    assert result.returncode == 1, result.stderr[-3000:]
+    found = {f["code"]: f for f in json.loads((tmp_path / "run" / "findings.json").read_text())["findings"]}
+    crash = found["RUN009"]
+    assert "num_samples=0" in crash["message"]
+    assert crash["message"].endswith(
+        "; the training set was empty: SFTTrainer dropped all 64 examples, left without a completion "
+        "at max_length 30 (DAT017 completion-truncated)"
+    )
+    assert crash["evidence"]["likely_cause"]["code"] == "DAT017"
+    assert "truncation at max_length 30" in crash["fix"]
+    assert "Raise `max_length`" in crash["fix"]
+    assert found["DAT017"]["evidence"]["dropped"] == 64
 
 
 @pytest.mark.slow

@@ -208,7 +208,8 @@ class LabelWatch:
         self.eos = eos_ids(inner, tokenizer)
         self.eos_names = token_names(tokenizer, self.eos)
         pad = pad_id(inner, tokenizer)
-        self.pad_is_eos = pad is not None and pad in self.eos
+        # None: neither the tokenizer nor the model's config names a pad token (no claim made)
+        self.pad_is_eos: bool | None = None if pad is None else pad in self.eos
         self.pad = None if self.pad_is_eos else pad  # padding that is EOS is what TOR011 looks for
         self.shifts_inside = shifts_labels_inside(inner)
         self.model_class = type(inner).__name__
@@ -309,12 +310,11 @@ class LabelWatch:
         if self.totals.batches == 0:
             return
         evidence = self.totals.evidence()
-        context = {
-            "eos_ids": sorted(self.eos),
-            "eos_tokens": self.eos_names,
-            "pad_is_eos": self.pad_is_eos,
-            "model_class": self.model_class,
-        }
+        context: dict[str, Any] = {"eos_ids": sorted(self.eos), "model_class": self.model_class}
+        if self.eos_names:  # the tokenizer names them; without one only the ids are known
+            context["eos_tokens"] = self.eos_names
+        if self.pad_is_eos is not None:
+            context["pad_is_eos"] = self.pad_is_eos
         verdicts = (
             (tor010.CHECK_ALL, tor010.judge_all(evidence)),
             (tor010.CHECK_SHARE, tor010.judge_share(evidence)),

@@ -5,7 +5,9 @@ trainer's traceback as `LogLine`s (kept however chatty the run: `_helpers.logtex
 distributed job's driver quotes the worker's own error (`_helpers.workers`). What another
 finding explains steps aside: a signal or a stop (RUN008), the OOM killer (RUN001), the
 device's out-of-memory error (RUN002). A crash on an overflow or NaN names the loss that blew
-up before it (TRN002, else TRN001) as its likely cause.
+up before it (TRN002, else TRN001) as its likely cause; a sampler given an empty training set
+(`num_samples=0`) after TRL dropped the examples truncation left without a completion names
+that truncation (DAT017, from the guard) as its cause, with its fix.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ NUMERIC_CRASH = re.compile(
     r"|non-?finite|\b(?:nan|inf|infinity)\b",
     re.IGNORECASE,
 )
+#: torch's samplers on an empty data set ("... but got num_samples=0").
+EMPTY_TRAINING_SET = re.compile(r"\bnum_samples=0\b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +88,7 @@ class Crash:
 
     view: AttemptView
     traceback: _logtext.ParsedTraceback | None
-    cause: Finding | None = None  # TRN002 / TRN001 of the same run
+    cause: Finding | None = None  # TRN002 / TRN001, or DAT017 for an empty training set
 
     @property
     def file(self) -> str | None:
@@ -137,9 +141,23 @@ def crashed(record: RunRecord) -> list[Finding]:
         tb = _logtext.parse_traceback(view.error_lines) or _logtext.parse_traceback(view.lines)
         if tb is not None and _logtext.ACCELERATOR_OOM.search(f"{tb.exc_type}: {tb.message}"):
             continue  # RUN002
-        crash = Crash(view, tb, _numeric_cause(record, tb) if tb is not None else None)
+        crash = Crash(view, tb, _cause(record, tb) if tb is not None else None)
         found.append(SPEC.finding(message(crash), evidence=crash.evidence(), fix=fix(crash), file=crash.file))
     return found
+
+
+def _cause(record: RunRecord, tb: _logtext.ParsedTraceback) -> Finding | None:
+    return _numeric_cause(record, tb) or _emptied_cause(record, tb)
+
+
+def _emptied_cause(record: RunRecord, tb: _logtext.ParsedTraceback) -> Finding | None:
+    """DAT017 of the guard when the sampler got no example and truncation dropped some."""
+    if not EMPTY_TRAINING_SET.search(tb.message):
+        return None
+    from trainmedic.rules.dat import dat017_completion_truncated as dat017
+
+    found = [f for f in dat017.guard_rule(record) if int(f.evidence.get("dropped", 0)) > 0]
+    return found[-1] if found else None
 
 
 def _numeric_cause(record: RunRecord, tb: _logtext.ParsedTraceback) -> Finding | None:
@@ -166,9 +184,22 @@ def message(crash: Crash) -> str:
     frame = tb.user_frame
     at = f" at {PurePath(frame.file).name}:{frame.line} in {frame.function}" if frame else ""
     message = f"Crashed with {tb.exc_type}: {tb.message[:160]}{at}{attempt_suffix(view)}"
-    if cause is not None:
+    if cause is not None and cause.code == "DAT017":
+        message += f"; the training set was empty: {_dropped(cause)} ({cause.code} {cause.slug})"
+    elif cause is not None:
         message += f"; likely cause: the loss blew up before it ({cause.code} {cause.slug})"
     return message
+
+
+def _dropped(cause: Finding) -> str:
+    """'SFTTrainer dropped all 64 examples, left without a completion at max_length 30'."""
+    evidence = cause.evidence
+    trainer = evidence.get("trainer") or "the trainer"
+    examples, dropped = int(evidence.get("examples", 0)), int(evidence.get("dropped", 0))
+    at = f"max_length {evidence.get('max_length')}"
+    if dropped >= examples:
+        return f"{trainer} dropped all {examples:,} examples, left without a completion at {at}"
+    return f"{trainer} dropped the examples left without a completion at {at} ({dropped:,} of {examples:,} measured)"
 
 
 def fix(crash: Crash) -> str:
@@ -179,6 +210,12 @@ def fix(crash: Crash) -> str:
             "native part failed; run it once without the launcher to see its own error."
         )
     cause = crash.cause
+    if cause is not None and cause.code == "DAT017":
+        return (
+            "The crash is a consequence: no training example was left once truncation at "
+            f"max_length {cause.evidence.get('max_length')} had cut their completions away (the "
+            f"prompt alone fills it). {cause.fix}"
+        )
     if cause is not None:
         return (
             "The crash is a consequence: the number that overflowed comes from a loss "

@@ -5,7 +5,8 @@ are an EOS id (from the model's config, its generation config and the tokenizer)
 ids in the attended inputs whose label is -100 (`eos_masked`), and the attended,
 non-padding positions whose label is -100 (`masked_attended`: prompts masked, data shaped
 as fine-tuning). `judge` decides on the totals; the observation `eos_never_supervised`
-carries them with `eos_ids`, `eos_tokens` and `pad_is_eos`.
+carries them with `eos_ids`, `eos_tokens` (when a tokenizer names them) and `pad_is_eos` (when
+the tokenizer or the model's config names a pad token).
 """
 
 from __future__ import annotations
