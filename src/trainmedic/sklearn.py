@@ -164,12 +164,13 @@ def _preprocessing_before_split(
             hit=hit,
             columns=len(columns),
             where=where,
-            estimator=type(estimator).__name__,
+            estimator=None if estimator is None else type(estimator).__name__,
             pipeline=_is_pipeline(estimator),
             train_fold_mean=_rounded(np.nanmean(joint[splits[0].train][:, hit], axis=0)),
             validation_fold_mean=_rounded(np.nanmean(joint[splits[0].test][:, hit], axis=0)),
             details=details,
             constant_scale=kind == dat014.MIN_MAX and len(hit) > 1 and _constant_scale(joint[:, hit]),
+            folds=len(splits),
         )
         found = dat014.judge(scaling)
         if found:

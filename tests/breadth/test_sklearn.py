@@ -90,6 +90,29 @@ def test_train_and_validation_scaled_jointly_vs_by_training_statistics(data) -> 
     assert right == []
 
 
+def test_a_split_of_data_alone_names_no_estimator(data) -> None:
+    """`X = StandardScaler().fit_transform(X)` then `train_test_split` (the gallery's classifier
+    comparison): the audit of a split knows no model, so its evidence names none and speaks
+    of the validation rows, not of folds."""
+    from sklearn.model_selection import train_test_split
+
+    X, y = data
+    X_train, X_test, y_train, y_test = train_test_split(
+        StandardScaler().fit_transform(X), y, test_size=0.4, random_state=42
+    )
+    (finding,) = audit(None, X_train, y_train, X_val=X_test, y_val=y_test)
+    assert finding.code == "DAT014"
+    assert "estimator" not in finding.evidence
+    assert "NoneType" not in str(finding.evidence)
+    assert finding.evidence["folds"] == 1
+    assert "the validation rows helped fit" in finding.message
+    assert "fold" not in finding.message
+    (in_cv,) = audit(LogisticRegression(), StandardScaler().fit_transform(X), y, scoring="f1")
+    assert in_cv.evidence["estimator"] == "LogisticRegression"
+    assert in_cv.evidence["folds"] == 5
+    assert "every validation fold" in in_cv.message
+
+
 def test_mean_imputation_on_all_rows_is_dat014(data) -> None:
     X, y = data
     holes = X.copy()

@@ -124,3 +124,27 @@ def test_an_unrelated_crash_after_a_divergence_names_no_cause() -> None:
     lines = [LogLine(t=40.0 + i * 0.01, stream="stderr", text=t) for i, t in enumerate(text)]
     [finding] = crashed(stream(*steps, *lines, exit_code=1))
     assert "likely_cause" not in finding.evidence
+
+
+def test_a_short_training_phase_still_gives_a_yardstick() -> None:
+    """Epoch 1 trained for under a second (two samples that agree) and its prediction was
+    OOM-killed at 1.9 GiB: no later epoch brings more samples, the highest of the two is the
+    steady state. One sample, or two that still climb, give none."""
+
+    def killed(train_mib: list[int]) -> list:
+        events: list[Event] = [MemoryLimit(t=0.1, limit_bytes=1900 * MiB, source="memory-limit-option")]
+        events += epoch_with_predict(10.0, train_mib, 1700, close=False)
+        events += [OomKill(t=99.0, count=1, scope="cgroup")]
+        for e in events:
+            if isinstance(e, MemorySample):
+                e.cgroup_bytes = e.rss_bytes
+        return eval_memory_spike(stream(*events, exit_code=137, sig=signal.SIGKILL))
+
+    [finding] = killed([860, 875])
+    assert finding.evidence["train_median_bytes"] == 875 * MiB
+    assert finding.evidence["train_samples"] == 2
+    assert finding.evidence["killed_at_limit"] is True
+    assert finding.evidence["baseline"] == "the highest of 2 agreeing training samples (a short phase)"
+    assert finding.message.endswith("at least 2.2x the training steady state of 875.0 MiB")
+    assert killed([860]) == []
+    assert killed([600, 875]) == []  # a ramp: what training holds is not known

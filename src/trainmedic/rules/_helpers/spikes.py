@@ -10,7 +10,9 @@ spike's memory back to the system, so training samples taken after the first eva
 read what the spike left, not what training needs. A per-run median over all training
 samples then hides the very spike that raised it. An episode's baseline is the training
 since the previous episode, or all training before it when that stretch was too short to
-give a median.
+give a steady state. What makes a steady state of a baseline (a median of enough samples,
+or of a short phase the highest of a few samples that agree) is the rule's to say: it passes
+`steady`, which gives the yardstick or None.
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trainmedic.events import MemorySample
-from trainmedic.record import RunRecord, weighted_median
+from trainmedic.record import RunRecord
 from trainmedic.samplelog import mean_of, weight_of
+
+#: (value, how many samples it stands for: samplelog buckets) of the training before an episode.
+Baseline = list[tuple[float, int]]
 
 #: Phases that are the training itself; every other named phase is a non-training phase.
 TRAINING_PHASES = frozenset({"train"})
@@ -33,16 +38,13 @@ class Episode:
     phase: str  # the phase of the highest sample
     peak: int
     samples: int
-    baseline: list[tuple[float, int]]  # (value, how many samples it stands for: samplelog buckets)
+    baseline: Baseline
+    steady: float  # the training steady state the peak is compared with (from the rule's `steady`)
     killed: bool = False  # the OOM killer ended the run inside this episode
 
     @property
     def baseline_samples(self) -> int:
         return sum(n for _, n in self.baseline)
-
-    @property
-    def steady(self) -> float:
-        return weighted_median(self.baseline)
 
     @property
     def ratio(self) -> float:
@@ -51,16 +53,19 @@ class Episode:
 
 
 def episodes(
-    record: RunRecord, measure: Callable[[MemorySample], int | None], *, min_baseline: int
+    record: RunRecord,
+    measure: Callable[[MemorySample], int | None],
+    *,
+    steady: Callable[[Baseline], float | None],
 ) -> list[Episode]:
-    """The non-training episodes with a baseline of at least `min_baseline` training samples.
+    """The non-training episodes whose baseline has a steady state (`steady` gives one).
 
     `measure` reads one quantity of a sample (RSS, the cgroup's charge, GPU memory): a
     baseline and a peak are only compared in the same unit.
     """
     found: list[Episode] = []
-    before: list[tuple[float, int]] = []  # every training sample so far
-    since: list[tuple[float, int]] = []  # training samples since the last episode
+    before: Baseline = []  # every training sample so far
+    since: Baseline = []  # training samples since the last episode
     current: Episode | None = None
     for sample in record.memory_samples:
         value = measure(sample)  # a bucket of samples (samplelog) holds their maxima
@@ -74,21 +79,23 @@ def episodes(
             if current is not None:
                 found.append(current)
                 current = None
-            steady = measure(mean_of(sample))  # the steady state: a bucket's mean, for its samples
-            point = (value if steady is None else steady, weight)
+            mean = measure(mean_of(sample))  # the steady state: a bucket's mean, for its samples
+            point = (value if mean is None else mean, weight)
             before.append(point)
             since.append(point)
             continue
         if current is None:
-            baseline = since if sum(n for _, n in since) >= min_baseline else before
-            current = Episode(phase=phase, peak=value, samples=0, baseline=list(baseline))
+            baseline, level = since, steady(since)
+            if level is None:
+                baseline, level = before, steady(before)
+            current = Episode(phase, value, 0, list(baseline), level if level is not None else 0.0)
             since = []
         current.samples += weight
         if value > current.peak:
             current.peak, current.phase = value, phase
     if current is not None:
         found.append(current)
-    return [e for e in found if e.baseline_samples >= min_baseline]
+    return [e for e in found if e.steady > 0]
 
 
 def open_at_end(record: RunRecord, episode: Episode) -> bool:

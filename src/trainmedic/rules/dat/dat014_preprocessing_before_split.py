@@ -161,18 +161,22 @@ class FoldScaling:
     `signature` (STANDARDISED, MIN_MAX or MEAN_IMPUTED) over `where`, the data before the split.
 
     `constant_scale`: the min-max columns lie on one lattice k/d (pixels / 255), a constant,
-    not fitted statistics. `details` are the signature's own measurements (evidence)."""
+    not fitted statistics. `details` are the signature's own measurements (evidence).
+    `estimator` is the class name of the model the folds train, None where the audit was
+    given none (a `train_test_split` splits data, not a model's training); `folds` is how
+    many train/validation splits were compared (1: a training and a validation set)."""
 
     signature: str
     hit: list[int]
     columns: int
     where: str
-    estimator: str
+    estimator: str | None
     pipeline: bool
     train_fold_mean: list[float]
     validation_fold_mean: list[float]
     details: dict[str, Any]
     constant_scale: bool = False
+    folds: int = 1
 
 
 # -- check data -----------------------------------------------------------------------------------
@@ -211,10 +215,14 @@ def _jointly_scaled(
 def message(evidence: FoldScaling | ScaledTogether) -> str:
     if isinstance(evidence, FoldScaling):
         outside = "" if evidence.pipeline else "; the preprocessing sits outside a Pipeline"
+        scored = (
+            "every validation fold helped fit the transform it was scored through"
+            if evidence.folds > 1
+            else "the validation rows helped fit the transform they are scored through"
+        )
         return (
             f"{len(evidence.hit)} of {evidence.columns} numeric columns were "
-            f"{_SIGNATURE_WORDS[evidence.signature]} with statistics of {evidence.where}: "
-            f"every validation fold helped fit the transform it was scored through{outside}"
+            f"{_SIGNATURE_WORDS[evidence.signature]} with statistics of {evidence.where}: {scored}{outside}"
         )
     names, joint = evidence.splits, evidence.joint
     first = next(iter(joint))
@@ -283,9 +291,10 @@ def _audit(evidence: FoldScaling) -> list[Finding]:
         "columns_total": evidence.columns,
         "first_train_fold_mean": evidence.train_fold_mean,
         "first_validation_fold_mean": evidence.validation_fold_mean,
-        "estimator": evidence.estimator,
-        "estimator_is_pipeline": evidence.pipeline,
+        "folds": evidence.folds,
     }
+    if evidence.estimator is not None:  # a split of data alone trains no model to name
+        details.update(estimator=evidence.estimator, estimator_is_pipeline=evidence.pipeline)
     return [SPEC.finding(message(evidence), evidence=details, fix=fix(evidence))]
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from trainmedic.events import Event, MemoryLimit, MemorySample, PhaseEnd, RunEnd, RunStart
 from trainmedic.findings import Finding, FindingSpec, Severity
-from trainmedic.record import Rule, RunRecord
+from trainmedic.record import Rule, RunRecord, weighted_median
 from trainmedic.rules._helpers import spikes as _spikes
 from trainmedic.rules._helpers.attempts import attempts, oom_explains
 from trainmedic.rules._helpers.run_examples import GIB, epoch_with_eval
@@ -55,10 +55,19 @@ SPEC = FindingSpec(
     example_input=_example,
 )
 
-#: A spike: the phase's peak over the median of the training before it.
+#: A spike: the phase's peak over the steady state of the training before it.
 SPIKE_RATIO = 1.5
 #: Training samples an episode's baseline needs before its median counts.
 MIN_TRAIN_SAMPLES = 3
+#: A training phase sampled fewer times (a first epoch of under a second, its prediction then
+#: killed: no later epoch brings more samples) has a steady state when it was sampled at least
+#: SHORT_MIN_SAMPLES times and those samples lie within SHORT_SPREAD of each other; its highest
+#: sample is then the yardstick, an upper bound of what training was seen to hold, so the
+#: ratio can only be understated. One sample may be taken before training allocated anything,
+#: and samples that still climb by more than the spread are a ramp, not a steady state: neither
+#: gives a yardstick, and the episode is not judged.
+SHORT_MIN_SAMPLES = 2
+SHORT_SPREAD = 0.10
 
 #: What each memory kind reads of a sample; "cgroup" is the charge a cgroup limit caps.
 _MEASURES: dict[str, Callable[[MemorySample], int | None]] = {
@@ -82,14 +91,18 @@ class Spike:
         return {
             "memory": "cgroup" if self.charged else self.kind,
             "phase": worst.phase,
-            "train_median_bytes": int(worst.steady),
+            "train_median_bytes": int(worst.steady),  # the highest sample of a short phase
             "peak_bytes": worst.peak,
             "ratio": round(worst.ratio, 2),
             "train_samples": worst.baseline_samples,
             "spike_samples": worst.samples,
             "killed_at_limit": worst.killed,
             "spikes": self.spikes,
-            "baseline": "training memory sampled before the spike (since the previous one)",
+            "baseline": (
+                "training memory sampled before the spike (since the previous one)"
+                if worst.baseline_samples >= MIN_TRAIN_SAMPLES
+                else f"the highest of {worst.baseline_samples} agreeing training samples (a short phase)"
+            ),
         }
 
 
@@ -123,7 +136,7 @@ def _worst_spike(record: RunRecord, kind: str, killed_at: int | None) -> Spike |
     # against the limit, compare the charge.
     charged = killed_at is not None and any(s.cgroup_bytes for s in record.memory_samples)
     measure = _MEASURES["cgroup" if charged else kind]
-    found = _spikes.episodes(record, measure, min_baseline=MIN_TRAIN_SAMPLES)
+    found = _spikes.episodes(record, measure, steady=steady_state)
     if not found:
         return None
     last = found[-1]
@@ -133,6 +146,19 @@ def _worst_spike(record: RunRecord, kind: str, killed_at: int | None) -> Spike |
     if worst.ratio < SPIKE_RATIO:
         return None
     return Spike(kind, charged, worst, len([e for e in found if e.ratio >= SPIKE_RATIO]))
+
+
+def steady_state(baseline: _spikes.Baseline) -> float | None:
+    """The training memory a spike is compared with: the median of MIN_TRAIN_SAMPLES samples
+    or more; of a short phase, the highest of its samples when they agree (see SHORT_SPREAD);
+    else None, no yardstick."""
+    count = sum(n for _, n in baseline)
+    if count >= MIN_TRAIN_SAMPLES:
+        return weighted_median(baseline)
+    values = [v for v, _ in baseline]
+    if count < SHORT_MIN_SAMPLES or min(values) <= 0 or max(values) > (1 + SHORT_SPREAD) * min(values):
+        return None
+    return max(values)
 
 
 RULES: tuple[Rule, ...] = (eval_memory_spike,)
