@@ -7,11 +7,10 @@ charts live in `_html_plots`.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -262,37 +261,6 @@ def _exit_text(exit_: ProcessExit | None) -> str:
 def _short_cmd(cmd: Sequence[str], limit: int = 300) -> str:
     text = shlex.join(cmd) if cmd else "(command line unknown)"
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def environment_section(manifest: Mapping[str, Any]) -> str:
-    """Whatever manifest.json holds, as key/value tables: nested objects get their own table."""
-    if not manifest:
-        return (
-            '<section id="environment"><h2>Environment</h2>'
-            "<p>No manifest.json in this run folder.</p></section>"
-        )
-    flat = {k: v for k, v in manifest.items() if not isinstance(v, Mapping)}
-    nested = {k: v for k, v in manifest.items() if isinstance(v, Mapping)}
-    out = ['<section id="environment"><h2>Environment</h2>']
-    if flat:
-        out.append(_kv_table(flat))
-    for key, value in nested.items():
-        out.append(f"<h3>{escape(str(key))}</h3>{_kv_table(value) if value else '<p>(empty)</p>'}")
-    out.append("</section>")
-    return "".join(out)
-
-
-def _kv_table(data: Mapping[str, Any]) -> str:
-    rows = []
-    for key, value in data.items():
-        if isinstance(value, Mapping):
-            shown = json.dumps(value, default=str, indent=1)[:2000]
-        elif isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
-            shown = ", ".join(str(v) for v in value)
-        else:
-            shown = fmt_value(value, limit=2000)
-        rows.append(f"<tr><th>{escape(str(key))}</th><td class='mono'>{escape(shown)}</td></tr>")
-    return f'<div class="scroll"><table class="kv">{"".join(rows)}</table></div>'
 
 
 def log_section(lines: Sequence[str]) -> str:

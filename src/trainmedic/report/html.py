@@ -24,6 +24,7 @@ from trainmedic import __version__
 from trainmedic.atomicfile import write_text_atomic
 from trainmedic.findings import Finding, sort_findings
 from trainmedic.record import RunRecord
+from trainmedic.report import _html_environment
 from trainmedic.report import _html_plots as html_plots
 from trainmedic.report import _html_sections as html_sections
 from trainmedic.report.html_format import escape
@@ -61,7 +62,7 @@ def render_html(
             ("findings", "Findings", html_sections.findings_section(findings)),
         ]
     if record.events or manifest:
-        sections.append(("environment", "Environment", html_sections.environment_section(manifest or {})))
+        sections.append(("environment", "Environment", _html_environment.environment_section(manifest or {})))
     if record.events or log_tail:
         sections.append(("log", "Log", html_sections.log_section(log_tail)))
     nav = " ".join(f'<a href="#{anchor}">{escape(label)}</a>' for anchor, label, _ in sections)
