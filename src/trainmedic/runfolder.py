@@ -2,7 +2,7 @@
 
 `trainmedic run` writes one folder per run; `report`, `diagnose`, `diff`, `ps`, `stop` and the
 notebook extension read it back. They all take the names, and the rules for creating, finding,
-writing and reading folders, from here, so the layout is spelled once (DESIGN.md):
+writing and reading folders, from here, so the layout is spelled once (docs/DESIGN.md):
 
     events.jsonl    every event, one JSON object a line (the supervisor's and the trainer's)
     output.log      the trainer's stdout and stderr
