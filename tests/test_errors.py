@@ -27,6 +27,7 @@ PUBLIC = [
     ("trainmedic.keras", "SequenceLenHugeError", ValueError),
     ("trainmedic.torch", "NonFiniteLossError", RuntimeError),
     ("trainmedic.supervise.supervisor", "CommandNotFound", Exception),
+    ("trainmedic.report.bounded", "ReportSkipped", Exception),
 ]
 # raised and caught inside one module as control flow; never reach a caller
 PRIVATE = {"_ArgumentsRejected"}

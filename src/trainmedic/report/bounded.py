@@ -27,6 +27,7 @@ from pathlib import Path
 import psutil
 
 from trainmedic._osinfo import peak_rss_bytes
+from trainmedic.errors import TrainmedicError
 
 #: Defaults of `trainmedic run --report-seconds / --report-memory`. A week-long run's report is
 #: drawn in a few seconds and under 200 MiB (benchmarks/supervisor_soak.py): the budgets leave
@@ -45,7 +46,7 @@ class ReportBudget:
     memory_bytes: int = DEFAULT_MEMORY_BYTES
 
 
-class ReportSkipped(Exception):
+class ReportSkipped(TrainmedicError):
     """The report was not written; the message says why, in one line."""
 
 
