@@ -158,7 +158,12 @@ def flip_rows(seeds: int, with_cleanlab: bool, rate: float = 0.05) -> list[str]:
     return lines
 
 
-HARD_SPLITS = {"glass_like": 0.375, "survival_like": 0.3, "churn_like": 0.3}  # 133, 292, 3,500 rows
+HARD_SPLITS = {
+    "glass_like": 0.375,
+    "survival_like": 0.3,
+    "churn_like": 0.3,
+    "votes_like": 0.25,
+}  # 133, 292, 3,500, 2,250 rows
 
 
 def hard_label_rows(seeds: int) -> list[str]:

@@ -37,7 +37,7 @@ from trainmedic.data.noise import NoiseScores, noise_score, score_label_noise
 from trainmedic.findings import Severity
 from trainmedic.rules.dat import dat012_label_noise as dat012
 
-PUBLIC_SPLIT = {"glass_like": 0.375, "survival_like": 0.3, "churn_like": 0.3}
+PUBLIC_SPLIT = {"glass_like": 0.375, "survival_like": 0.3, "churn_like": 0.3, "votes_like": 0.25}
 
 
 def scored(frame: pd.DataFrame) -> tuple[NoiseScores | None, Split]:
