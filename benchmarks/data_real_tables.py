@@ -19,6 +19,10 @@ applications), a numeric label that is the mean of two features
 real diabetes rows), and the healthy twins without the leaking columns. Last, a column
 numeric in train with one text value in val (DAT010, never a traceback).
 
+Ordinary tables (`tests/data/ordinary.py`, synthetic shapes): seizure counts and a score
+out of 10 as labels (regression targets: no DAT009), a clock time as text split at random
+(unseen times as many as chance gives: DAT010 info at most).
+
 Hard, honest labels (`tests/data/hard_labels.py`, synthetic tables in the shapes of public
 ones, every label drawn from a known distribution, so none is wrong): a 6-class glass table
 of 214 rows with overlapping classes, a 3-class survival status of 418 rows, a churn table
@@ -61,6 +65,7 @@ from tests.data.leaks import (
     diabetes_range,
     lab_tests_like,
 )
+from tests.data.ordinary import flights_like, seizures_like, vocabulary_like
 from tests.data.real import (
     ACCURATE,
     ALL_CLEAN,
@@ -158,7 +163,12 @@ def flip_rows(seeds: int, with_cleanlab: bool, rate: float = 0.05) -> list[str]:
     return lines
 
 
-HARD_SPLITS = {"glass_like": 0.375, "survival_like": 0.3, "churn_like": 0.3}  # 133, 292, 3,500 rows
+HARD_SPLITS = {
+    "glass_like": 0.375,
+    "survival_like": 0.3,
+    "churn_like": 0.3,
+    "votes_like": 0.25,
+}  # 133, 292, 3,500, 2,250 rows
 
 
 def hard_label_rows(seeds: int) -> list[str]:
@@ -269,6 +279,32 @@ def leak_rows() -> list[str]:
     return lines
 
 
+def ordinary_rows() -> list[str]:
+    """Ordinary tables nothing is wrong with (tests/data/ordinary.py): a count or a score as
+    label (no class imbalance), a clock time as text split at random (no schema warning)."""
+    lines = [
+        "| ordinary table (synthetic shape) | label values | expected | all findings |",
+        "|---|---|---|---|",
+    ]
+    for what, frame, label in (
+        ("seizure counts (epilepsy trial, 236 rows)", seizures_like(), "y"),
+        ("words right out of 10 (vocabulary, 3,000 rows)", vocabulary_like(), "vocabulary"),
+    ):
+        found = check(frame, label=label)
+        verdict = "FALSE" if any(f.code == "DAT009" for f in found) else "quiet"
+        lines.append(f"| {what} | {frame[label].nunique()} | no DAT009: {verdict} | {summary(found)} |")
+    flights = flights_like()
+    train, val = flights.iloc[:1125].reset_index(drop=True), flights.iloc[1125:].reset_index(drop=True)
+    found = check(train, val, label="late", label_noise=False)
+    serious = [f for f in found if f.code == "DAT010" and f.severity.at_least(Severity.WARNING)]
+    unseen = f"{(~val['dep_time'].isin(train['dep_time'])).mean():.0%} of val rows unseen"
+    lines.append(
+        f"| clock time as text, split at random (flights, 1,500 rows) | {unseen} | DAT010 info at most: "
+        f"{'FALSE' if serious else 'quiet'} | {summary(found)} |"
+    )
+    return lines
+
+
 def mixed_type_rows() -> list[str]:
     """A column numeric in train with one text value in val (issue #41 item 13): DAT010, no traceback."""
     train, val = user_split(table("wine"))
@@ -301,6 +337,7 @@ def main() -> None:
         hard_label_rows(args.seeds),
         planted_rows(),
         leak_rows(),
+        ordinary_rows(),
         mixed_type_rows(),
     ):
         print("\n".join(block) + "\n", flush=True)

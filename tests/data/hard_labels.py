@@ -9,6 +9,10 @@ distribution, so no label is an error; the overlap between classes is what makes
 - `churn_like`: 5,000 rows (3,750 after a 25 % split), ~14 % churn: a few risk regions
   (heavy daytime use without a plan, many service calls, an international plan) churn
   often, everyone else now and then; most columns carry nothing.
+- `votes_like`: 3,000 survey respondents (a national election study's shape): party
+  identification, ideology, four issue attitudes, age, education, and the vote they report,
+  drawn from a logistic model of their leaning: a strong model (accuracy ~0.88) that
+  disagrees with a few percent of an outcome that is the truth by definition.
 
 Their labels are healthy: `label-noise` (DAT012) must stay quiet. Other findings are true
 ones: the glass shape's smallest class (6 training rows) and the survival shape's transplant
@@ -136,8 +140,29 @@ def churn_like(rows: int = 5_000, seed: int = 0) -> pd.DataFrame:
     )
 
 
+def votes_like(rows: int = 3_000, seed: int = 0) -> pd.DataFrame:
+    """A self-reported vote drawn from a logistic model of party, ideology and issue attitudes."""
+    rng = np.random.default_rng(seed)
+    party = rng.integers(1, 8, rows)  # 7-point party identification
+    ideology = np.clip(np.round((party - 4) * 0.6 + rng.normal(4, 1.2, rows)), 1, 7)
+    issues = rng.normal(0, 1, (rows, 4)) + ((party - 4) / 3)[:, None] * 0.8
+    leaning = 1.1 * (party - 4) + 0.4 * (ideology - 4) + 0.35 * issues.sum(axis=1)
+    republican = rng.random(rows) < 1 / (1 + np.exp(-leaning))
+    return pd.DataFrame(
+        {
+            "party_id": party,
+            "ideology": ideology,
+            **{f"issue_{i + 1}": np.round(issues[:, i], 2) for i in range(4)},
+            "age": rng.integers(18, 90, rows),
+            "education": rng.integers(1, 6, rows),
+            LABEL: np.where(republican, "Republican", "Democrat"),
+        }
+    )
+
+
 HARD_LABELS: dict[str, Callable[..., pd.DataFrame]] = {
     "glass_like": glass_like,
     "survival_like": survival_like,
     "churn_like": churn_like,
+    "votes_like": votes_like,
 }

@@ -11,6 +11,7 @@ from trainmedic.data import check, check_report
 from trainmedic.errors import UsageError
 from trainmedic.findings import Finding, Severity
 
+from .ordinary import flights_like
 from .synth import clean_splits, clean_table
 
 
@@ -174,23 +175,6 @@ def test_unseen_categories_are_a_warning() -> None:
     unseen = only(findings, "DAT010")
     assert unseen.severity is Severity.WARNING
     assert unseen.evidence["unseen_categories"]["city"]["rows"] == 50
-
-
-def flights_like(rows: int = 1500, seed: int = 0) -> pd.DataFrame:
-    """Synthetic flights: the departure as clock-time text ('08:35'; most on a five-minute
-    mark, the rest any minute from 05:00 to 23:00), carrier, distance, and whether it left late."""
-    rng = np.random.default_rng(seed)
-    on_mark = rng.random(rows) < 0.75
-    minutes = np.where(on_mark, rng.choice(np.arange(300, 1380, 5), rows), rng.integers(300, 1380, rows))
-    late = rng.random(rows) < 1 / (1 + np.exp(-((minutes - 840) / 300 - 1)))
-    return pd.DataFrame(
-        {
-            "dep_time": [f"{m // 60:02d}:{m % 60:02d}" for m in minutes],
-            "carrier": rng.choice(["AA", "DL", "UA", "B6", "WN"], rows),
-            "distance": np.round(rng.lognormal(6.5, 0.6, rows)),
-            "late": late.astype(int),
-        }
-    )
 
 
 def test_unseen_values_of_a_random_split_are_an_info_not_a_mismatch() -> None:

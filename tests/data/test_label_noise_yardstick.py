@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainmedic.data import check
+from trainmedic.data import check, check_report
 from trainmedic.data.noise import score_label_noise
 from trainmedic.findings import Severity
 from trainmedic.rules.dat import dat012_label_noise as dat012
 
-from .hard_labels import HARD_LABELS, LABEL
+from .hard_labels import HARD_LABELS, LABEL, votes_like
 from .real import flip_labels, table, user_split
 
 # (table, seed, test share): the glass shape splits 214 rows into 133 for training (the report's
@@ -32,6 +32,26 @@ def test_hard_honest_labels_give_no_label_noise_warning(name: str, seed: int, te
     assert flagged / len(scores.positions) >= dat012.LABEL_NOISE_FRACTION
     findings = [f for f in check(train, test, label=LABEL) if f.code == "DAT012"]
     assert findings == []
+
+
+def test_a_strong_model_disagreeing_with_a_real_outcome_is_no_label_noise() -> None:
+    """A self-reported vote: the model is strong and the flagged rows pass the refitted
+    count, but they grow rarer where the model is surer (honest outcomes), so its calibration
+    on every label finds no share flipped at random: a note, no warning."""
+    train, _ = user_split(votes_like(rows=1_500), test_size=0.25)
+    report = check_report(train, label=LABEL)
+    assert [f for f in report.findings if f.code == "DAT012"] == []
+    (note,) = [n for n in report.summary.notes if n.startswith("label noise:")]
+    assert "flipped at random" in note
+
+
+def test_random_flips_are_the_share_the_calibration_finds() -> None:
+    """5 % flips into a clean table: the calibration's flipped share is about 5 %."""
+    train, _ = user_split(table("wine"))
+    noisy, flipped = flip_labels(train, 0.05, seed=0)
+    scores = score_label_noise(noisy, [c for c in noisy.columns if c != LABEL], LABEL)
+    assert scores is not None
+    assert scores.flipped_share == pytest.approx(len(flipped) / len(noisy), abs=0.02)
 
 
 @pytest.mark.slow

@@ -32,7 +32,10 @@ gets wrong. Three things separate them here:
    labels of a real table are near-deterministic, and 5 % flips leave such a model there)
    and moves to the first-pass count as it weakens to `dat012.WEAK_MODEL`: a
    warning needs the flagged rows to exceed 1 % of the table *and* that yardstick by
-   `dat012.UNCERTAINTY_MARGIN` times.
+   `dat012.UNCERTAINTY_MARGIN` times. And the flagged rows must be errors by the model's own
+   calibration on every judged label (`flipped_share`): a temperature beside a share of labels
+   flipped at random must put that share on the same bar, or the disagreement is an honest
+   outcome the features predict imperfectly (a note says so).
 4. **Only rows a model could tell apart.** A row whose feature values, as the model sees
    them, also occur with another label is left out of both counts: on a table of a few
    banded or categorical columns, whole groups of people share one feature row, and no
@@ -65,6 +68,8 @@ SMALL_TABLE_ROWS = 1_000
 MEDIUM_TABLE_ROWS = 10_000
 SELF_CONFIDENCE_MARGIN = 0.5
 EXCLUDED_SHARE_OF_CHANCE = 0.1  # a label under a tenth of 1/k is one the model rules out
+MAX_FLIPPED_SHARE = 0.5  # `flipped_share`'s estimate, at most
+_STARTS = ((0.0, 0.0), (0.0, 0.05))  # (log temperature, flipped share): none, and some
 _MAX_CATEGORIES = 250
 _SEED = 0
 
@@ -84,6 +89,7 @@ class NoiseScores:
     model: str
     ambiguous: int = 0  # rows whose features, as the model sees them, also carry another label
     expected_honest: float = 0.0  # the same, from the first-pass model (fitted on every label)
+    flipped_share: float = 0.0  # share of judged labels flipped at random, by the calibration
 
     @property
     def informativeness(self) -> float:
@@ -103,7 +109,11 @@ def label_noise(data: Dataset) -> list[Finding]:
     if scores is None:
         data.notes.append("label noise not judged: fewer than two classes with enough rows")
         return []
-    return dat012.judge(noise_score(scores, train))
+    evidence = noise_score(scores, train)
+    note = dat012.note(evidence)
+    if note is not None:
+        data.notes.append(note)
+    return dat012.judge(evidence)
 
 
 def noise_score(scores: NoiseScores, train: Split) -> dat012.NoiseScore:
@@ -130,6 +140,7 @@ def noise_score(scores: NoiseScores, train: Split) -> dat012.NoiseScore:
         total_rows=len(train),
         expected=scores.expected,
         expected_honest=scores.expected_honest,
+        flipped_share=scores.flipped_share,
         ambiguous=scores.ambiguous,
         most_suspicious=examples,
     )
@@ -166,6 +177,7 @@ def score_label_noise(frame: pd.DataFrame, features: list[str], label: str) -> N
         baseline=float(np.bincount(classes).max() / len(classes)),
         expected=expected_flags(calibrated_probs, classes, judged=~ambiguous),
         expected_honest=expected_flags(honest_probs, classes, judged=~ambiguous),
+        flipped_share=flipped_share(probs, classes, judged=~ambiguous),
         model=model,
         ambiguous=int(ambiguous.sum()),
     )
@@ -362,6 +374,42 @@ def calibrated(
 
     best = minimize_scalar(log_loss, bounds=(np.log(0.05), np.log(5.0)), method="bounded")
     return scaled(float(best.x), slice(None))
+
+
+def flipped_share(
+    probs: npt.NDArray[np.float64], labels: npt.NDArray[np.intp], judged: npt.NDArray[np.bool_]
+) -> float:
+    """The share e of labels flipped to another class at random, whatever the features, that
+    best explains every judged label together with a temperature T (Guo et al., 2017):
+    P(y) = (1 - e) s(y) + e (1 - s(y)) / (k - 1), s the probabilities scaled by T; fitted by
+    log loss.
+
+    Labels that disagree with the features come in two kinds. Random flips (an annotation
+    bug) are as frequent where the model is sure as where it hesitates: only e explains
+    them. Honest outcomes that the features predict imperfectly (a vote that differs from
+    the voter's attitudes) grow rarer as the model grows surer: a wider temperature explains
+    them, and e stays near 0. The refitted model's probabilities are used: fitted without the
+    rows it flags, they have not learned the flips."""
+    from scipy.optimize import minimize
+
+    rows = np.flatnonzero(judged)
+    k = probs.shape[1]
+    if len(rows) < 2 or k < 2:
+        return 0.0
+    logits = np.log(np.clip(probs[rows], 1e-12, 1.0))
+    given = labels[rows]
+
+    def log_loss(params: npt.NDArray[np.float64]) -> float:
+        z = logits / np.exp(params[0])
+        z -= z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        own = e[np.arange(len(rows)), given] / e.sum(axis=1)
+        p = (1 - params[1]) * own + params[1] * (1 - own) / (k - 1)
+        return float(-np.mean(np.log(np.clip(p, 1e-12, 1.0))))
+
+    bounds = [(np.log(0.05), np.log(5.0)), (0.0, MAX_FLIPPED_SHARE)]
+    fits = [minimize(log_loss, np.array(start), method="L-BFGS-B", bounds=bounds) for start in _STARTS]
+    return float(min(fits, key=lambda fit: float(fit.fun)).x[1])
 
 
 def _confident_class(

@@ -27,6 +27,12 @@ MIN_FLAGGED = 3
 # (benchmarks/label_noise_yardstick.py); honest labels that leave a model under 0.65 are hard.
 WEAK_MODEL = 0.65
 STRONG_MODEL = 0.75
+# The flagged rows must also be wrong labels by the model's own calibration: fitted to every
+# judged label, a temperature (honest outcomes the features predict imperfectly, rarer where
+# the model is surer) beside a share of labels flipped at random whatever the features (an
+# annotation bug), the flipped share must reach the same bar as the flagged rows
+# (LABEL_NOISE_FRACTION of the rows, MIN_FLAGGED rows). A strong model that disagrees with a
+# few percent of a real outcome (a self-reported vote) finds no flipped share there.
 
 
 def _example() -> TablesExample:
@@ -56,7 +62,11 @@ SPEC = FindingSpec(
         "least 3, and at least twice the rows the model's probabilities would flag by "
         "themselves (the refitted model's count, widened toward the first pass's, fitted on every "
         "label, as normalised out-of-fold accuracy falls from 0.75 to 0.65: where the model is weak, "
-        "honest labels are hard); under 0.5, labels are not judged (info)."
+        "honest labels are hard), and when the model's calibration on every label, a temperature "
+        "beside a share of labels flipped at random, puts 1% of the rows or more (at least 3) in "
+        "that share: a strong model that disagrees with a few percent of a real outcome (a "
+        "self-reported vote) widens its temperature instead, and gets a note; under 0.5, labels "
+        "are not judged (info)."
     ),
     fix="Review the listed rows first (most suspicious first) and relabel or drop them.",
     example_input=_example,
@@ -82,10 +92,25 @@ class NoiseScore:
     ambiguous: int  # rows whose features, as the model sees them, also carry another label
     most_suspicious: list[dict[str, object]] = field(default_factory=list)  # up to 10, most first
     expected_honest: float = 0.0  # the same from the first-pass model, fitted on every label
+    flipped_share: float | None = None  # share of judged labels flipped at random (None: not measured)
 
     @property
     def fraction(self) -> float:
         return self.flagged / self.scored if self.scored else 0.0
+
+    @property
+    def flipped_rows(self) -> float | None:
+        """Rows flipped at random by the calibration's estimate (of the judged, unambiguous rows)."""
+        if self.flipped_share is None:
+            return None
+        return self.flipped_share * (self.scored - self.ambiguous)
+
+    def flips_found(self) -> bool:
+        """The calibration finds random flips on the same bar as the flagged rows."""
+        flips = self.flipped_rows
+        if flips is None:
+            return True
+        return flips >= MIN_FLAGGED and flips >= LABEL_NOISE_FRACTION * self.scored
 
     @property
     def weakness(self) -> float:
@@ -127,6 +152,20 @@ def message(evidence: NoiseScore) -> str:
     return text
 
 
+def note(evidence: NoiseScore) -> str | None:
+    """What the report says of flagged rows that pass the count but that no share of random
+    flips explains (no finding then): honest outcomes the features predict imperfectly."""
+    if not judged(evidence) or evidence.flips_found() or evidence.flagged < MIN_FLAGGED:
+        return None
+    if evidence.fraction < LABEL_NOISE_FRACTION or evidence.flagged < UNCERTAINTY_MARGIN * evidence.yardstick:
+        return None
+    return (
+        f"label noise: {evidence.flagged:,} of {evidence.scored:,} labels disagree with a confident model, "
+        f"but its calibration on every label finds {evidence.flipped_rows or 0.0:.1f} flipped at random: "
+        "disagreement that grows rarer where the model is surer is an honest outcome, not an error"
+    )
+
+
 def fix(evidence: NoiseScore) -> str:
     return SPEC.fix if judged(evidence) else NOT_JUDGED_FIX
 
@@ -153,6 +192,7 @@ def judge(evidence: NoiseScore) -> list[Finding]:
         fraction < LABEL_NOISE_FRACTION
         or flagged < MIN_FLAGGED
         or flagged < UNCERTAINTY_MARGIN * evidence.yardstick
+        or not evidence.flips_found()
     ):
         return []
     details: dict[str, object] = {
@@ -164,6 +204,7 @@ def judge(evidence: NoiseScore) -> list[Finding]:
         "expected_from_uncertainty": round(evidence.yardstick, 2),
         "expected_from_refitted_model": round(evidence.expected, 2),
         "expected_from_first_pass_model": round(evidence.expected_honest, 2),
+        "flipped_at_random_by_calibration": round(evidence.flipped_rows or 0.0, 2),
         "rows_sharing_features_with_another_label": evidence.ambiguous,
         "model": evidence.model,
         "out_of_fold_accuracy": round(evidence.oof_accuracy, 4),
