@@ -35,7 +35,7 @@ _QUIET_SETTINGS = {
     "save_code": False,
     "disable_git": True,
 }
-_RUN_FOLDER = re.compile(r"^(offline-)?run-\d{8}_\d{6}-\w+$")
+_RUN_FOLDER = re.compile(r"^(offline-)?run-\d{8}_\d{6}-(\w+)$")
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
@@ -45,6 +45,15 @@ def run_file(path: Path) -> Path | None:
         return path if path.suffix == ".wandb" else None
     found = sorted(path.glob("run-*.wandb"))
     return found[0] if len(found) == 1 else None
+
+
+def run_id_of(folder: Path) -> str | None:
+    """The run id of a run folder: from its name (`offline-run-20261205_110404-ID`), else its log's."""
+    match = _RUN_FOLDER.match(folder.name)
+    if match is not None:
+        return match.group(2)
+    log = run_file(folder)
+    return log.stem.removeprefix("run-") if log is not None else None
 
 
 def looks_like_run_folder(path: Path) -> bool:
