@@ -26,7 +26,10 @@ from trainmedic.trackers.learned import TrackerRun
 if TYPE_CHECKING:
     from trainmedic.trackers.attach import Attachment
 
-INSTALL = "reading MLflow runs needs the mlflow package: pip install 'trainmedic[mlflow]'"
+INSTALL = (
+    "reading MLflow runs needs the mlflow package: pip install mlflow "
+    "(or, in trainmedic's checkout, pip install -e '.[mlflow]')"
+)
 CONNECT_TIMEOUT_S = 5.0
 #: A server that does not answer fails in seconds, not after MLflow's default retries (minutes).
 _FAST_FAIL = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}

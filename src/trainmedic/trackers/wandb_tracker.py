@@ -24,7 +24,10 @@ from trainmedic.trackers.learned import TrackerRun
 if TYPE_CHECKING:
     from trainmedic.trackers.attach import Attachment
 
-INSTALL = "reading W&B runs needs the wandb package: pip install 'trainmedic[wandb]'"
+INSTALL = (
+    "reading W&B runs needs the wandb package: pip install wandb "
+    "(or, in trainmedic's checkout, pip install -e '.[wandb]')"
+)
 READ_TIMEOUT_S = 120.0
 #: What a resumed run must not add: system metrics, console capture, code and package snapshots.
 _QUIET_SETTINGS = {
