@@ -282,22 +282,20 @@ def _rerun(view: AttemptView, python: str) -> str:
 
 def _interpreter_words(interpreter: Interpreter) -> str:
     """'; the script ran under /usr/bin/python3, not trainmedic's /venv/bin/python, which has datasets 4.4.1'."""
-    ran = interpreter.executable or "an unknown interpreter"
-    if interpreter.announced:
-        words = f"; the script ran under {ran}"
-    else:
-        words = f"; the command's interpreter is {ran!r}"
-    if interpreter.own is None:
+    own, has = interpreter.own, interpreter.own_version
+    has_words = f"{interpreter.distribution} {has}"
+    if not interpreter.announced:  # no word from the interpreter itself: only the command's first word
+        words = f"; the command's interpreter is {interpreter.executable or 'unknown'!r}"
+        return words + (f"; trainmedic's environment ({own}) has {has_words}" if own and has else "")
+    words = f"; the script ran under {interpreter.executable}"
+    if own is None:
         return words
-    if interpreter.other:
-        words += f", not trainmedic's {interpreter.own}"
-    elif interpreter.announced:
-        words += " (trainmedic's own interpreter)"
-    if interpreter.own_version:
-        words += f", which has {interpreter.distribution} {interpreter.own_version}"
-    elif interpreter.other:
-        words += f", where no distribution named {interpreter.distribution} is installed either"
-    return words
+    if not interpreter.other:
+        return words + " (trainmedic's own interpreter)"
+    words += f", not trainmedic's {own}"
+    if has:
+        return words + f", which has {has_words}"
+    return words + f", where no distribution named {interpreter.distribution} is installed either"
 
 
 def _dropped(cause: Finding) -> str:
