@@ -66,7 +66,8 @@ def read_wandb_run(path: Path, *, with_attached: bool = True) -> LogRead:
     logs = [log for log in (wandb_tracker.run_file(f) for f in folders) if log is not None]
     if not logs:
         raise UsageError(f"{path}: not a W&B run (expected one run-ID.wandb log in the folder)")
-    read = LogRead(path=path if path.is_file() else folders[-1], format="wandb", framework="wandb")
+    named = path.is_file() or wandb_tracker.looks_like_run_folder(path)  # else the `wandb/` folder
+    read = LogRead(path=path if named else folders[-1], format="wandb", framework="wandb")
     if len(folders) > 1:
         read.label = f"{path} [W&B run {wandb_tracker.run_id_of(folders[-1])}, {len(folders)} folders]"
     histories: dict[str, tracker_series.History] = {}
