@@ -181,3 +181,11 @@ def test_a_run_opened_through_the_client_api_that_crashes(server: str, tmp_path:
     codes = run.data.tags["trainmedic.findings"].split(",")
     assert "TRN001" in codes
     assert run.data.tags["trainmedic.TRN001.step"] == "30"
+    # diagnosing the run shows what was attached to it: the crash is in no logged curve
+    diagnosed = subprocess.run(
+        [*trainmedic_cmd(), "diagnose", "--format", "json", "--tracking-uri", server, f"mlflow://{run_id}"],
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert diagnosed.returncode == 1, diagnosed.stderr
+    assert [f["code"] for f in json.loads(diagnosed.stdout)["findings"]] == codes
+    assert f"mlflow://{run_id}: trainmedic run attached" in diagnosed.stderr

@@ -120,6 +120,33 @@ def test_a_diverging_offline_run_carries_its_finding_and_report(tmp_path: Path) 
     assert "trainmedic.status" not in summary(first)
 
 
+def diagnose(tmp_path: Path, path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*trainmedic_cmd(), "diagnose", "--format", "json", str(path)],
+        capture_output=True, text=True, env=offline_env(tmp_path), cwd=tmp_path, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def test_diagnose_shows_what_was_attached_from_any_folder_of_the_run(tmp_path: Path) -> None:
+    """The script's folder, the resumed one, `latest-run` and `wandb/` are the same run; RUN004
+    (an exit after fewer epochs than `--expect-epochs`) is in no curve: only the attachment has it."""
+    result, run_id = trainmedic_run(tmp_path, "--expect-epochs", "5")
+    assert result.returncode == 0, result.stderr
+    attached = [f["code"] for f in json.loads((tmp_path / "run" / "findings.json").read_text())["findings"]]
+    assert attached == ["RUN004", "TRN002"]
+    original, resumed = folders(tmp_path, run_id)
+    wandb_dir = tmp_path / "wandb"
+    for path in (original, resumed, wandb_dir / "latest-run", wandb_dir):
+        diagnosed = diagnose(tmp_path, path)
+        assert diagnosed.returncode == 1, (path, diagnosed.stderr)
+        document = json.loads(diagnosed.stdout)
+        assert [f["code"] for f in document["findings"]] == attached, path
+        [source] = document["sources"]
+        assert source["points"] == 60  # the script's history, whichever folder was named
+        said = "trainmedic run attached 2 findings (RUN004, TRN002) to this run"
+        assert f"{said} ({resumed.name}/files/findings.json)" in diagnosed.stderr
+
+
 @pytest.mark.cgroup
 def test_an_oom_killed_offline_run_ends_failed(tmp_path: Path) -> None:
     result, run_id = trainmedic_run(

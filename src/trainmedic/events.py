@@ -94,6 +94,7 @@ class ProcessSpawn(Event):
     cmdline: list[str] = field(default_factory=list)
     role: str = "unknown"  # launcher | trainer | worker | unknown
     source: str = "supervisor"  # supervisor | announce
+    executable: str | None = None  # an announced Python process's interpreter (`sys.executable`)
 
 
 @dataclass(kw_only=True, eq=False, repr=False, slots=True)

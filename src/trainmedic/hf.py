@@ -24,7 +24,10 @@ from trainmedic.rules.trn.trn009_eval_set_is_train import EVAL_OVERLAP_CHECK
 try:
     from transformers import TrainerCallback
 except ImportError as exc:
-    raise ImportError("trainmedic.hf needs transformers: pip install 'trainmedic[hf]'") from exc
+    raise ImportError(
+        "trainmedic.hf needs transformers: pip install transformers "
+        "(or, in trainmedic's checkout, pip install -e '.[hf]')"
+    ) from exc
 
 import trainmedic.torch as tm
 from trainmedic.llm import params as llm_params

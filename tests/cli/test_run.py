@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import venv
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,37 @@ def test_crash_traceback_is_parsed(tmp_path: Path) -> None:
     assert crash["evidence"]["user_frame"].endswith("crash.py:9 in forward")
     assert "RUN009 crashed" in result.stderr
     assert "fix:" in result.stderr
+
+
+def test_an_import_that_fails_under_another_interpreter_names_it_and_trainmedics_own(tmp_path: Path) -> None:
+    """`trainmedic run -- python train.py` where `python` is not trainmedic's environment's."""
+    other = tmp_path / "bare-venv"
+    venv.EnvBuilder(with_pip=False).create(other)  # the base interpreter, none of our packages
+    other_python = other / "bin" / "python"
+    (tmp_path / "train.py").write_text("import numpy\n")
+    result, run_dir = run_tm(tmp_path, str(other_python), "train.py")
+    assert result.returncode == 1
+    crash = findings(run_dir)["crashed"]
+    numpy_version = json.loads((run_dir / "manifest.json").read_text())["packages"]["numpy"]
+    assert crash["message"].endswith(
+        f"; the script ran under {other_python}, not trainmedic's {PY}, which has numpy {numpy_version}"
+    )
+    assert crash["evidence"]["interpreter"] == {
+        "module": "numpy",
+        "script_python": str(other_python),
+        "trainmedic_python": PY,
+        "trainmedic_has": f"numpy {numpy_version}",
+    }
+    assert f"`trainmedic run -- {PY} train.py`" in crash["fix"]
+
+
+def test_an_import_that_fails_in_trainmedics_own_interpreter_says_so(tmp_path: Path) -> None:
+    result, run_dir = run_tm(tmp_path, PY, "-c", "import trainmedic_no_such_module")
+    assert result.returncode == 1
+    crash = findings(run_dir)["crashed"]
+    assert crash["message"].endswith(f"; the script ran under {PY} (trainmedic's own interpreter)")
+    assert crash["evidence"]["interpreter"]["trainmedic_has"] is None
+    assert f"`{PY} -m pip install trainmedic_no_such_module`" in crash["fix"]
 
 
 def test_json_format_is_the_last_stderr_line(tmp_path: Path) -> None:

@@ -93,8 +93,16 @@ def test_eval_rows_copied_from_train_are_contamination(tmp_path: Path) -> None:
     copied = write_jsonl(tmp_path / "copied.jsonl", EVAL[:30] + TRAIN[:20])
     rc, findings, output = check(train, "--val", copied)
     assert codes(findings) == ["DAT001"], output
-    assert findings[0]["evidence"]["rows"] == 20
-    assert findings[0]["evidence"]["example_rows"] == {"val": list(range(31, 41))}
+    evidence = findings[0]["evidence"]
+    assert evidence["examples"] == 20
+    assert evidence["lines"] == {"val": list(range(31, 41))}  # the JSONL's line numbers
+    assert evidence["compared"] == "conversation"
+    assert not {"features_compared", "feature_space_combinations", "p_value"} & set(evidence)
+    assert findings[0]["message"] == (
+        "20 of 50 val examples (40.0%) are also in train, the same conversation word for word "
+        "(val lines 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, ... (20 in all))"
+    )
+    assert "drop_duplicates" not in findings[0]["fix"]
     assert rc == 1  # an error
 
     def shouted(row: dict[str, Any]) -> dict[str, Any]:
@@ -103,7 +111,7 @@ def test_eval_rows_copied_from_train_are_contamination(tmp_path: Path) -> None:
     near = write_jsonl(tmp_path / "near.jsonl", EVAL[:30] + [shouted(r) for r in TRAIN[:20]])
     rc, findings, output = check(train, "--val", near)
     assert codes(findings) == ["DAT002"], output
-    assert findings[0]["evidence"]["rows"] == 20
+    assert findings[0]["evidence"]["examples"] == 20
 
 
 def test_repeats_and_empty_completions_within_a_split(tmp_path: Path) -> None:
@@ -112,9 +120,18 @@ def test_repeats_and_empty_completions_within_a_split(tmp_path: Path) -> None:
     _rc, findings, output = check(write_jsonl(tmp_path / "train.jsonl", rows))
     by_code = {f["code"]: f for f in findings}
     assert set(by_code) == {"DAT007", "DAT008"}, output
-    assert by_code["DAT007"]["evidence"]["duplicate_rows"] == 10
-    assert by_code["DAT008"]["evidence"]["example_rows"] == [111]
-    assert by_code["DAT008"]["evidence"]["column"] == "completion"
+    repeats, empty = by_code["DAT007"], by_code["DAT008"]
+    assert repeats["evidence"]["repeated_examples"] == 10
+    assert repeats["evidence"]["lines"] == list(range(101, 111))
+    assert repeats["message"].startswith("10 of 111 train examples (9.0%) repeat an earlier example")
+    assert "drop_duplicates" not in repeats["fix"]
+    assert "p_value" not in repeats["evidence"]
+    # an empty completion is a warning about an example, not a missing label of a table
+    assert empty["severity"] == "warning"
+    assert empty["evidence"]["lines"] == [111]
+    assert empty["evidence"]["part"] == "completion"
+    assert empty["message"] == "1 of 111 train examples (0.9%) has an empty completion (line 111)"
+    assert "label" not in empty["message"] + empty["fix"]
 
 
 def test_a_max_length_shorter_than_most_examples_cuts_completions(tmp_path: Path, tinylm_dir: Path) -> None:
@@ -190,7 +207,9 @@ def test_parquet_conversational_prompt_completion(tmp_path: Path, tinylm_dir: Pa
         "18",
     )
     assert sorted(codes(findings)) == ["DAT001", "DAT017", "DAT017"], output
-    assert next(f for f in findings if f["code"] == "DAT001")["evidence"]["rows"] == 10
+    overlap = next(f for f in findings if f["code"] == "DAT001")["evidence"]
+    assert overlap["examples"] == 10
+    assert overlap["rows"] == {"val": list(range(41, 51))}  # a Parquet file's row numbers
 
 
 @pytest.mark.slow

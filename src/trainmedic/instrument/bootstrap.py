@@ -1,6 +1,6 @@
 """What the boot `sitecustomize` runs in every Python process of a supervised tree.
 
-1. Announce the process (pid, ppid, argv, rank) so the supervisor knows the
+1. Announce the process (pid, ppid, argv, rank, interpreter) so the supervisor knows the
    real trainers for certain, not by guessing from command lines.
 2. Register post-import hooks so a framework is instrumented only when the
    user's code imports it.
@@ -81,7 +81,10 @@ def start() -> None:
         return
     _started = True
     argv = _argv()
-    channel.emit(ProcessSpawn(ppid=os.getppid(), cmdline=argv, role="python", source="announce"))
+    announce = ProcessSpawn(
+        ppid=os.getppid(), cmdline=argv, role="python", source="announce", executable=sys.executable
+    )
+    channel.emit(announce)
     if any("ipykernel" in arg for arg in argv[1:4]):  # a notebook kernel: record its cells
         from trainmedic.notebook import boot as notebook_boot
 

@@ -93,10 +93,13 @@ def _read_run(run: learned.TrackerRun) -> LogRead:
     if run.tracker == learned.MLFLOW:
         from trainmedic.diagnose import mlflow_runs
 
-        return mlflow_runs.read_mlflow_run(f"{mlflow_runs.SCHEME}{run.run_id}", run.location)
+        return mlflow_runs.read_mlflow_run(
+            f"{mlflow_runs.SCHEME}{run.run_id}", run.location, with_attached=False
+        )
     from trainmedic.diagnose import wandb_runs
 
-    return wandb_runs.read_wandb_run(Path(run.location))
+    # the curves only: findings an earlier supervised run attached are not this run's
+    return wandb_runs.read_wandb_run(Path(run.location), with_attached=False)
 
 
 def to_trackers(

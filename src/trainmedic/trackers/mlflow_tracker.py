@@ -11,6 +11,7 @@ start an empty store.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 from collections.abc import Iterator
@@ -25,7 +26,10 @@ from trainmedic.trackers.learned import TrackerRun
 if TYPE_CHECKING:
     from trainmedic.trackers.attach import Attachment
 
-INSTALL = "reading MLflow runs needs the mlflow package: pip install 'trainmedic[mlflow]'"
+INSTALL = (
+    "reading MLflow runs needs the mlflow package: pip install mlflow "
+    "(or, in trainmedic's checkout, pip install -e '.[mlflow]')"
+)
 CONNECT_TIMEOUT_S = 5.0
 #: A server that does not answer fails in seconds, not after MLflow's default retries (minutes).
 _FAST_FAIL = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
@@ -94,6 +98,22 @@ def histories(uri: str, run_id: str) -> tuple[dict[str, History], dict[str, str]
         except MlflowException as exc:
             raise UsageError(f"mlflow://{run_id}: {_reason(exc, uri)}") from exc
     return found, dict(run.data.tags)
+
+
+def attached_findings(uri: str, run_id: str) -> tuple[Any, str | None]:
+    """The `findings.json` that `trainmedic run` attached to the run (`ARTIFACT_DIR`), parsed;
+    (None, why) when it cannot be read."""
+    import tempfile
+
+    from mlflow.exceptions import MlflowException
+
+    with fast_fail(), tempfile.TemporaryDirectory(prefix="trainmedic-mlflow-") as folder:
+        try:
+            local = client(uri).download_artifacts(run_id, f"{ARTIFACT_DIR}/findings.json", folder)
+            return json.loads(Path(local).read_text(encoding="utf-8")), None
+        except (MlflowException, OSError, ValueError) as exc:
+            lines = str(exc).strip().splitlines()
+            return None, (lines[0][:200] if lines else type(exc).__name__)
 
 
 def _reason(exc: Exception, uri: str) -> str:

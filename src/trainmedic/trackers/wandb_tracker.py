@@ -24,7 +24,10 @@ from trainmedic.trackers.learned import TrackerRun
 if TYPE_CHECKING:
     from trainmedic.trackers.attach import Attachment
 
-INSTALL = "reading W&B runs needs the wandb package: pip install 'trainmedic[wandb]'"
+INSTALL = (
+    "reading W&B runs needs the wandb package: pip install wandb "
+    "(or, in trainmedic's checkout, pip install -e '.[wandb]')"
+)
 READ_TIMEOUT_S = 120.0
 #: What a resumed run must not add: system metrics, console capture, code and package snapshots.
 _QUIET_SETTINGS = {
@@ -35,7 +38,7 @@ _QUIET_SETTINGS = {
     "save_code": False,
     "disable_git": True,
 }
-_RUN_FOLDER = re.compile(r"^(offline-)?run-\d{8}_\d{6}-\w+$")
+_RUN_FOLDER = re.compile(r"^(offline-)?run-\d{8}_\d{6}-(\w+)$")
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
@@ -45,6 +48,15 @@ def run_file(path: Path) -> Path | None:
         return path if path.suffix == ".wandb" else None
     found = sorted(path.glob("run-*.wandb"))
     return found[0] if len(found) == 1 else None
+
+
+def run_id_of(folder: Path) -> str | None:
+    """The run id of a run folder: from its name (`offline-run-20261205_110404-ID`), else its log's."""
+    match = _RUN_FOLDER.match(folder.name)
+    if match is not None:
+        return match.group(2)
+    log = run_file(folder)
+    return log.stem.removeprefix("run-") if log is not None else None
 
 
 def looks_like_run_folder(path: Path) -> bool:

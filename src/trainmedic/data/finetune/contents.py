@@ -3,19 +3,20 @@ near), repeated examples within a split (DAT007) and empty completions (DAT008).
 
 An example's content is its turns' texts in order, roles left out, so a `messages` row and a
 prompt/completion row with the same texts are the same example; near-duplicates are equal
-once whitespace is collapsed and case folded. Free text does not collide by chance: the
-chance yardstick of the tabular checks is set to none expected. Cost: one hash a row.
+once whitespace is collapsed and case folded. Free text does not collide by chance: unlike
+the tabular checks, no chance yardstick applies. The findings name examples by their place
+in the file (the lines of a JSONL file, the rows of a Parquet file). Cost: one hash a row.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Callable
+from pathlib import Path
 
-from trainmedic.data.finetune.reader import TEXT, Example, FineTuneSet
+from trainmedic.data.finetune.reader import MESSAGES, PROMPT_COMPLETION, TEXT, Example, FineTuneSet, file_kind
 from trainmedic.findings import Finding
-from trainmedic.rules._helpers.chance import Chance
+from trainmedic.rules._helpers.examples import Located
 from trainmedic.rules.dat import dat001_split_overlap as dat001
 from trainmedic.rules.dat import dat002_near_duplicate_overlap as dat002
 from trainmedic.rules.dat import dat007_duplicate_rows as dat007
@@ -35,11 +36,6 @@ def near_key(example: Example) -> bytes:
         " ".join(content.split()).casefold() for _, content in example.prompt + example.completion
     )
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-
-def no_chance(observed: int) -> Chance:
-    """Texts written independently do not coincide: none expected by chance."""
-    return Chance(observed=observed, expected=0.0, combinations=math.inf, p_value=0.0 if observed else 1.0)
 
 
 def content_findings(sets: list[FineTuneSet]) -> list[Finding]:
@@ -64,13 +60,11 @@ def _overlap(earlier: FineTuneSet, later: FineTuneSet) -> list[Finding]:
     findings: list[Finding] = []
     if same:
         distinct = len({exact_key(e) for e in same})
-        findings += dat001.judge(
-            dat001.Overlap(
-                pair, len(same), len(later), distinct, _rows(same), _fields(later), no_chance(len(same))
-            )
-        )
+        overlap = dat001.ExampleOverlap(pair, len(later), distinct, _compared(later), _located(later, same))
+        findings += dat001.judge_examples(overlap)
     if close:
-        findings += dat002.judge(dat002.NearDuplicates(pair, len(close), len(later), _rows(close), 0, None))
+        normalised = dat002.NearExampleOverlap(pair, len(later), _compared(later), _located(later, close))
+        findings += dat002.judge_examples(normalised)
     return findings
 
 
@@ -85,25 +79,25 @@ def _repeats(split: FineTuneSet) -> list[Finding]:
     if not repeated:
         return []
     distinct = len({exact_key(e) for e in repeated})
-    evidence = dat007.RepeatedRows(
-        split.name, len(split), len(repeated), distinct, _rows(repeated), no_chance(len(repeated))
-    )
-    return dat007.judge(evidence)
+    evidence = dat007.RepeatedExamples(split.name, len(split), distinct, _located(split, repeated))
+    return dat007.judge_examples(evidence)
 
 
 def _empty_completions(split: FineTuneSet) -> list[Finding]:
     """Examples whose completion (the last assistant turn; the text of a `text` row) is blank."""
-    column, blank = completion_column(split), _blank_completion(split)
+    blank = _blank_completion(split)
     empty = [e for e in split.examples if blank(e)]
     if not empty:
         return []
-    return dat008.judge(dat008.MissingLabels(split.name, column, len(empty), len(split), _rows(empty)))
+    evidence = dat008.EmptyCompletions(split.name, completion_part(split), len(split), _located(split, empty))
+    return dat008.judge_examples(evidence)
 
 
-def completion_column(split: FineTuneSet) -> str:
+def completion_part(split: FineTuneSet) -> str:
+    """What an example's completion is in this format."""
     if split.format == TEXT:
         return TEXT
-    return "messages (assistant turn)" if split.format == "messages" else "completion"
+    return "assistant turn" if split.format == MESSAGES else "completion"
 
 
 def _blank_completion(split: FineTuneSet) -> Callable[[Example], bool]:
@@ -112,10 +106,14 @@ def _blank_completion(split: FineTuneSet) -> Callable[[Example], bool]:
     return lambda e: not any(content.strip() for _, content in e.completion)
 
 
-def _rows(examples: list[Example]) -> list[object]:
-    return [e.row for e in examples[:MAX_EXAMPLES]]
+def _located(split: FineTuneSet, examples: list[Example]) -> Located:
+    """Where `examples` are: lines of a JSONL file, rows otherwise."""
+    unit = "line" if file_kind(Path(split.path)) == "jsonl" else "row"
+    return Located(unit, [e.row for e in examples[:MAX_EXAMPLES]], len(examples))
 
 
-def _fields(split: FineTuneSet) -> int:
-    """The texts compared per example: prompt and completion, or the one text/conversation."""
-    return 2 if split.format == "prompt-completion" else 1
+def _compared(split: FineTuneSet) -> str:
+    """The texts compared per example, in the format's words."""
+    if split.format == PROMPT_COMPLETION:
+        return "prompt and completion"
+    return "conversation" if split.format == MESSAGES else "text"

@@ -64,7 +64,10 @@ def load_tokenizer(path: str) -> Any:
     try:
         from transformers import AutoTokenizer
     except ImportError:
-        raise UsageError("--tokenizer needs transformers: pip install 'trainmedic[hf]'") from None
+        raise UsageError(
+            "--tokenizer needs transformers: pip install transformers "
+            "(or, in trainmedic's checkout, pip install -e '.[hf]')"
+        ) from None
     try:
         return AutoTokenizer.from_pretrained(str(where), local_files_only=True)
     except Exception as exc:  # transformers raises OSError, ValueError, KeyError... for a bad folder

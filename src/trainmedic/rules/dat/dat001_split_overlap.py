@@ -18,6 +18,7 @@ from typing import Any
 
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.rules._helpers.chance import Chance
+from trainmedic.rules._helpers.examples import Located, examples_word
 from trainmedic.rules._helpers.tables import TablesExample, head, joined, rows, tables
 
 # Duplicates read as oversampling before the split when this share of them is of the minority
@@ -189,3 +190,41 @@ def _fold_evidence(evidence: FoldOverlap) -> dict[str, Any]:
             }
         )
     return out
+
+
+# -- fine-tuning examples (`check data` on JSONL / Parquet in TRL's formats) --------------------
+@dataclass(frozen=True, slots=True)
+class ExampleOverlap:
+    """Examples of `splits[1]` (of `total`) whose texts equal an example of `splits[0]`;
+    `compared` says which texts ("prompt and completion", "conversation", "text")."""
+
+    splits: tuple[str, str]
+    total: int
+    distinct: int
+    compared: str
+    where: Located
+
+
+def judge_examples(evidence: ExampleOverlap) -> list[Finding]:
+    count = evidence.where.count
+    if count == 0:
+        return []
+    earlier, later = evidence.splits
+    message = (
+        f"{count:,} of {evidence.total:,} {later} {examples_word(evidence.total)} "
+        f"({count / evidence.total:.1%}) {'is' if count == 1 else 'are'} also in {earlier}, the same {evidence.compared} word "
+        f"for word ({later} {evidence.where.words()})"
+    )
+    fix = (
+        f"Remove from {later} the examples that are in {earlier} (or deduplicate the data set before "
+        f"splitting it): the model trains on them, so {later}'s scores measure memory."
+    )
+    data = {
+        "splits": [earlier, later],
+        "examples": count,
+        "fraction": round(count / evidence.total, 6),
+        "distinct_examples": evidence.distinct,
+        "compared": evidence.compared,
+        evidence.where.key: {later: evidence.where.numbers},
+    }
+    return [SPEC.finding(message, evidence=data, fix=fix)]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.rules._helpers.chance import Chance
+from trainmedic.rules._helpers.examples import Located, examples_word
 from trainmedic.rules._helpers.tables import TablesExample, head, joined, rows, tables
 
 NEAR_DUPLICATE_HAMMING = 4  # bits of a 64-bit perceptual hash two near-identical images may differ by
@@ -131,3 +132,40 @@ def judge(evidence: NearDuplicates | ImageNearDuplicates) -> list[Finding]:
             **(chance.evidence() if chance is not None else {}),
         }
     return [SPEC.finding(message(evidence), evidence={**common, **details})]
+
+
+# -- fine-tuning examples (`check data` on JSONL / Parquet in TRL's formats) --------------------
+@dataclass(frozen=True, slots=True)
+class NearExampleOverlap:
+    """Examples of `splits[1]` (of `total`) equal to an example of `splits[0]` once case and
+    whitespace are ignored, not word for word."""
+
+    splits: tuple[str, str]
+    total: int
+    compared: str
+    where: Located
+
+
+def judge_examples(evidence: NearExampleOverlap) -> list[Finding]:
+    count = evidence.where.count
+    if count == 0:
+        return []
+    earlier, later = evidence.splits
+    message = (
+        f"{count:,} of {evidence.total:,} {later} {examples_word(evidence.total)} "
+        f"({count / evidence.total:.1%}) {'is' if count == 1 else 'are'} {earlier} examples up to case and whitespace, the same "
+        f"{evidence.compared} ({later} {evidence.where.words()})"
+    )
+    fix = (
+        f"Remove from {later} the examples that are in {earlier} up to case and whitespace (or "
+        f"deduplicate the data set, so normalised, before splitting it)."
+    )
+    data = {
+        "splits": [earlier, later],
+        "examples": count,
+        "fraction": round(count / evidence.total, 6),
+        "compared": evidence.compared,
+        "normalisation": "whitespace collapsed, case folded",
+        evidence.where.key: {later: evidence.where.numbers},
+    }
+    return [SPEC.finding(message, evidence=data, fix=fix)]

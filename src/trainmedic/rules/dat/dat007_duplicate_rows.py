@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.rules._helpers.chance import Chance
+from trainmedic.rules._helpers.examples import Located
 from trainmedic.rules._helpers.tables import TablesExample, head, joined, rows, tables
 
 
@@ -77,3 +78,38 @@ def judge(evidence: RepeatedRows) -> list[Finding]:
             },
         )
     ]
+
+
+# -- fine-tuning examples (`check data` on JSONL / Parquet in TRL's formats) --------------------
+@dataclass(frozen=True, slots=True)
+class RepeatedExamples:
+    """Examples of `split` (of `total`) whose texts equal an earlier example's; `distinct`
+    examples repeat."""
+
+    split: str
+    total: int
+    distinct: int
+    where: Located
+
+
+def judge_examples(evidence: RepeatedExamples) -> list[Finding]:
+    count = evidence.where.count
+    if count == 0:
+        return []
+    message = (
+        f"{count:,} of {evidence.total:,} {evidence.split} examples ({count / evidence.total:.1%}) "
+        f"{'repeats' if count == 1 else 'repeat'} an earlier example word for word ({evidence.where.words()})"
+    )
+    fix = (
+        "Remove the repeated examples (keep the first of each) unless the repetition is intended: "
+        "each copy weighs its example more in training, and a copy split off later is evaluated "
+        "on an example the model trained on."
+    )
+    data = {
+        "split": evidence.split,
+        "repeated_examples": count,
+        "fraction": round(count / evidence.total, 6),
+        "distinct_repeated": evidence.distinct,
+        evidence.where.key: evidence.where.numbers,
+    }
+    return [SPEC.finding(message, evidence=data, fix=fix)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.rules._helpers.examples import Located
 from trainmedic.rules._helpers.tables import TablesExample, rows, tables
 
 MISSING_FRACTION = 0.05  # a feature missing in more rows than this is reported
@@ -116,3 +117,38 @@ def judge(evidence: MissingLabels | MissingFeatures) -> list[Finding]:
             },
         )
     ]
+
+
+# -- fine-tuning examples (`check data` on JSONL / Parquet in TRL's formats) --------------------
+@dataclass(frozen=True, slots=True)
+class EmptyCompletions:
+    """Examples of `split` (of `total`) whose `part` is blank: "completion", "assistant turn"
+    (the last one of a conversation) or "text"."""
+
+    split: str
+    part: str
+    total: int
+    where: Located
+
+
+def judge_examples(evidence: EmptyCompletions) -> list[Finding]:
+    count, part = evidence.where.count, evidence.part
+    if count == 0:
+        return []
+    message = (
+        f"{count:,} of {evidence.total:,} {evidence.split} examples ({count / evidence.total:.1%}) "
+        f"{'has' if count == 1 else 'have'} an empty {part} ({evidence.where.words()})"
+    )
+    if part == "text":
+        lesson = "an empty text holds nothing to learn"
+    else:
+        lesson = f"an empty {part} teaches the model to answer with nothing (only its end of turn is left)"
+    fix = f"Write the missing {part}s or remove these examples before training: {lesson}."
+    data = {
+        "split": evidence.split,
+        "part": part,
+        "examples": count,
+        "fraction": round(count / evidence.total, 6),
+        evidence.where.key: evidence.where.numbers,
+    }
+    return [SPEC.finding(message, severity=Severity.WARNING, evidence=data, fix=fix)]

@@ -7,17 +7,20 @@ finding explains steps aside: a signal or a stop (RUN008), the OOM killer (RUN00
 device's out-of-memory error (RUN002). A crash on an overflow or NaN names the loss that blew
 up before it (TRN002, else TRN001) as its likely cause; a sampler given an empty training set
 (`num_samples=0`) after TRL dropped the examples truncation left without a completion names
-that truncation (DAT017, from the guard) as its cause, with its fix.
+that truncation (DAT017, from the guard) as its cause, with its fix. A failed import names the
+interpreter that ran the script (the boot module's announcement) and whether trainmedic's own
+environment (the run's manifest) has a distribution of that name.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
-from trainmedic.events import Event
+from trainmedic.events import EnvironmentManifest, Event, ProcessSpawn
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
 from trainmedic.rules._helpers import logtext as _logtext
@@ -77,6 +80,21 @@ NUMERIC_CRASH = re.compile(
     r"|non-?finite|\b(?:nan|inf|infinity)\b",
     re.IGNORECASE,
 )
+#: A failed import: "No module named 'datasets'" (or 'datasets.utils': its top-level package).
+MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
+#: Top-level modules whose distribution has another name (the others: the module's own name).
+DISTRIBUTIONS = {
+    "sklearn": "scikit-learn",
+    "PIL": "pillow",
+    "yaml": "pyyaml",
+    "cv2": "opencv-python",
+    "skimage": "scikit-image",
+    "bs4": "beautifulsoup4",
+    "google.protobuf": "protobuf",
+    "tensorflow": "tensorflow",
+    "attr": "attrs",
+    "dateutil": "python-dateutil",
+}
 #: torch's samplers on an empty data set ("... but got num_samples=0").
 EMPTY_TRAINING_SET = re.compile(r"\bnum_samples=0\b")
 
@@ -89,6 +107,7 @@ class Crash:
     view: AttemptView
     traceback: _logtext.ParsedTraceback | None
     cause: Finding | None = None  # TRN002 / TRN001, or DAT017 for an empty training set
+    interpreter: Interpreter | None = None  # for a failed import
 
     @property
     def file(self) -> str | None:
@@ -111,6 +130,35 @@ class Crash:
             )
         if cause is not None:
             evidence["likely_cause"] = {"code": cause.code, "slug": cause.slug, "message": cause.message}
+        if self.interpreter is not None:
+            evidence["interpreter"] = self.interpreter.evidence()
+        return evidence
+
+
+@dataclass(frozen=True, slots=True)
+class Interpreter:
+    """A failed import: the interpreter that ran the script, and trainmedic's own environment."""
+
+    module: str  # the top-level module the import missed
+    executable: str | None  # the script's interpreter (announced), else the command's first word
+    announced: bool  # `executable` is the interpreter's own `sys.executable`
+    own: str | None  # trainmedic's interpreter (the run's manifest)
+    distribution: str  # the distribution looked for in trainmedic's environment
+    own_version: str | None  # its version there; None: not installed (or no manifest)
+    manifest: bool  # trainmedic's packages were recorded
+
+    @property
+    def other(self) -> bool:
+        """The script ran under another interpreter than trainmedic's."""
+        return self.announced and self.own is not None and self.executable != self.own
+
+    def evidence(self) -> dict[str, object]:
+        evidence: dict[str, object] = {"module": self.module, "script_python": self.executable}
+        if self.manifest:
+            evidence.update(
+                trainmedic_python=self.own,
+                trainmedic_has=f"{self.distribution} {self.own_version}" if self.own_version else None,
+            )
         return evidence
 
 
@@ -141,9 +189,40 @@ def crashed(record: RunRecord) -> list[Finding]:
         tb = _logtext.parse_traceback(view.error_lines) or _logtext.parse_traceback(view.lines)
         if tb is not None and _logtext.ACCELERATOR_OOM.search(f"{tb.exc_type}: {tb.message}"):
             continue  # RUN002
-        crash = Crash(view, tb, _cause(record, tb) if tb is not None else None)
+        crash = Crash(
+            view,
+            tb,
+            _cause(record, tb) if tb is not None else None,
+            _interpreter(record, view, tb) if tb is not None else None,
+        )
         found.append(SPEC.finding(message(crash), evidence=crash.evidence(), fix=fix(crash), file=crash.file))
     return found
+
+
+def _interpreter(record: RunRecord, view: AttemptView, tb: _logtext.ParsedTraceback) -> Interpreter | None:
+    """For a ModuleNotFoundError: who ran the script, and whether trainmedic's environment has it."""
+    match = MISSING_MODULE.search(tb.message) if tb.exc_type == "ModuleNotFoundError" else None
+    if match is None:
+        return None
+    module = match.group(1)
+    top = module if module in DISTRIBUTIONS else module.split(".")[0]
+    spawned = [e for e in view.of(ProcessSpawn) if isinstance(e, ProcessSpawn)]
+    announced = [e.executable for e in spawned if e.source == "announce" and e.executable]
+    commands = [e.cmdline[0] for e in spawned if e.role == "trainer" and e.cmdline]
+    manifests = record.of_type(EnvironmentManifest)
+    manifest = manifests[-1].manifest if manifests else {}
+    packages = manifest.get("packages") or {}
+    distribution = DISTRIBUTIONS.get(top, top)
+    key = re.sub(r"[-_.]+", "-", distribution).lower()
+    return Interpreter(
+        module=top,
+        executable=announced[0] if announced else (commands[0] if commands else None),
+        announced=bool(announced),
+        own=(manifest.get("python") or {}).get("executable"),
+        distribution=distribution,
+        own_version=packages.get(key) if isinstance(packages, dict) else None,
+        manifest=bool(packages),
+    )
 
 
 def _cause(record: RunRecord, tb: _logtext.ParsedTraceback) -> Finding | None:
@@ -184,11 +263,39 @@ def message(crash: Crash) -> str:
     frame = tb.user_frame
     at = f" at {PurePath(frame.file).name}:{frame.line} in {frame.function}" if frame else ""
     message = f"Crashed with {tb.exc_type}: {tb.message[:160]}{at}{attempt_suffix(view)}"
+    if crash.interpreter is not None:
+        message += _interpreter_words(crash.interpreter)
     if cause is not None and cause.code == "DAT017":
         message += f"; the training set was empty: {_dropped(cause)} ({cause.code} {cause.slug})"
     elif cause is not None:
         message += f"; likely cause: the loss blew up before it ({cause.code} {cause.slug})"
     return message
+
+
+def _rerun(view: AttemptView, python: str) -> str:
+    """The run's command with `python` as its interpreter ('PYTHON SCRIPT' behind a launcher)."""
+    command = list(view.start.command) if view.start is not None else []
+    if not command or not PurePath(command[0]).name.startswith("python"):
+        return f"{python} SCRIPT"
+    return shlex.join([python, *command[1:]])
+
+
+def _interpreter_words(interpreter: Interpreter) -> str:
+    """'; the script ran under /usr/bin/python3, not trainmedic's /venv/bin/python, which has datasets 4.4.1'."""
+    own, has = interpreter.own, interpreter.own_version
+    has_words = f"{interpreter.distribution} {has}"
+    if not interpreter.announced:  # no word from the interpreter itself: only the command's first word
+        words = f"; the command's interpreter is {interpreter.executable or 'unknown'!r}"
+        return words + (f"; trainmedic's environment ({own}) has {has_words}" if own and has else "")
+    words = f"; the script ran under {interpreter.executable}"
+    if own is None:
+        return words
+    if not interpreter.other:
+        return words + " (trainmedic's own interpreter)"
+    words += f", not trainmedic's {own}"
+    if has:
+        return words + f", which has {has_words}"
+    return words + f", where no distribution named {interpreter.distribution} is installed either"
 
 
 def _dropped(cause: Finding) -> str:
@@ -209,7 +316,22 @@ def fix(crash: Crash) -> str:
             "Read the last log lines: the program chose this status (sys.exit, os._exit) or a "
             "native part failed; run it once without the launcher to see its own error."
         )
-    cause = crash.cause
+    cause, interpreter = crash.cause, crash.interpreter
+    if interpreter is not None and interpreter.other and interpreter.own_version:
+        return (
+            f"Run the script with trainmedic's interpreter, which has {interpreter.distribution}: "
+            f"`trainmedic run -- {_rerun(crash.view, interpreter.own or 'python')}`, or activate that environment so that "
+            f"`python` is its interpreter; or install {interpreter.distribution} for "
+            f"{interpreter.executable}."
+        )
+    if interpreter is not None:
+        python = interpreter.executable or "python"
+        return (
+            f"Install what provides `{interpreter.module}` for the interpreter that ran the script "
+            f"(`{python} -m pip install {interpreter.distribution}` when that is its name), or run "
+            f"the script with an interpreter that has it; if `{interpreter.module}` is the project's "
+            "own module, run from the folder that holds it or add that folder to PYTHONPATH."
+        )
     if cause is not None and cause.code == "DAT017":
         return (
             "The crash is a consequence: no training example was left once truncation at "
