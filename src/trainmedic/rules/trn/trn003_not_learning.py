@@ -7,11 +7,11 @@ noise. At chance: a classifier's loss stays at ln K, the loss of predicting the 
 distribution for every input; K comes from a `loss_function` observation (`LOSS_FUNCTION_CHECK`,
 sent by the Keras instrumentation and the PyTorch guard's forward hook with the classes and
 where they came from), or is inferred where it cannot be a coincidence. At the mean: a
-regression's loss stays at the loss of predicting its targets' mean, measured by the PyTorch
-guard beside the loss itself on the sampled steps of a mean squared error
+regression's loss stays at (or above) the loss of predicting its targets' mean, measured by the
+PyTorch guard beside the loss itself on the sampled steps of a mean squared error
 (`MEAN_PREDICTION_CHECK`, `torch/_losses.py`): over the second half of the run, the batches'
 squared error sums to at least (1 - MEAN_REL) x what their targets' variance sums to, and the
-loss no longer falls.
+loss no longer falls. A model that has not even learned the mean has learned nothing either.
 
 A loss that takes both signs again and again is not judged at all: its decrease does not
 mean learning. An error measure (cross-entropy, squared error) is never negative; a
@@ -77,10 +77,10 @@ MEAN_PREDICTION_CHECK = "mean_prediction"
 #: TRN003, at the mean: over the blocks of the second half of the run (at least MEAN_MIN_BATCHES
 #: batches), the squared error is at least (1 - MEAN_REL) x the loss of predicting the targets'
 #: mean: the model explains at most 5 % of their variance (R^2 <= 0.05), as chance level's
-#: CHANCE_REL does for a classifier; and at most (1 + MEAN_ABOVE) x it: a model far worse than
-#: the mean is something else than a model that learned nothing (TRN002's, or no finding).
+#: CHANCE_REL does for a classifier. No upper bound: a loss that no longer falls above the
+#: mean's loss has not even learned the constant (a rising one is TRN002's, and `_at_mean`
+#: leaves a loss that ends well above its best alone). MEAN_REL above it, the message says "at".
 MEAN_REL = 0.05
-MEAN_ABOVE = 0.25
 MEAN_MIN_BATCHES = 3
 MEAN_SOURCE = "the targets' variance, from the squared error's autograd graph on sampled steps"
 #: TRN003: the best level must undercut the start by MIN_REL_DECREASE x |start| and
@@ -116,8 +116,9 @@ SPEC = FindingSpec(
         "a classifier of K classes, and never got below it (from 3 epochs or 8 logged steps); the "
         "message names the chance level and where K came from. For a mean squared error under the "
         "PyTorch guard, chance is the loss of predicting the targets' mean (their variance, "
-        "measured on sampled batches): over the second half of the run the loss stays within "
-        "5% of it (R^2 <= 0.05) and no longer falls."
+        "measured on sampled batches): over the second half of the run the loss stays above "
+        "95% of it (R^2 <= 0.05, a model that has not even learned the mean included) and no "
+        "longer falls."
     ),
     why="Compute is spent with no progress: a bug in the loop, a learning rate far off, or frozen weights.",
     example="Loss stays at 2.30 (= ln 10) for 20 epochs on a 10-class problem.",
@@ -344,12 +345,17 @@ def _not_learning(
             sampled_rows=mean.rows,
             yardstick_from=chance.source,
         )
+        at = mean.ratio <= 1 + MEAN_REL
+        where, verdict = (
+            ("at", "predicts nothing of its targets from its inputs")
+            if at
+            else ("above", "has not even learned their mean")
+        )
         message = (
-            f"Loss `{c.name}` stayed at the loss of predicting the targets' mean over {span}: last "
+            f"Loss `{c.name}` stayed {where} the loss of predicting the targets' mean over {span}: last "
             f"{end:.4g}, best {best:.4g}. On {mean.batches} sampled batches of its second half "
             f"({mean.rows:,} rows) the squared error is {mean.error:.4g}, and predicting their mean "
-            f"costs {mean.level:.4g} (their variance): {mean.ratio:.3g}x that. The model predicts "
-            f"nothing of its targets from its inputs"
+            f"costs {mean.level:.4g} (their variance): {mean.ratio:.3g}x that. The model {verdict}"
         )
     elif chance is not None:
         evidence.update(chance_level=chance.level, classes=chance.classes, classes_from=chance.source)
@@ -390,7 +396,7 @@ class Chance:
 
 def _mean_prediction(record: RunRecord) -> MeanPrediction | None:
     """The `mean_prediction` blocks ending in the second half of their steps, every rank's summed,
-    when the loss there is within MEAN_REL below to MEAN_ABOVE above the mean's loss."""
+    when the loss there is no more than MEAN_REL below the mean's loss."""
     blocks = [o.data for o in record.guard_observations if o.check == MEAN_PREDICTION_CHECK]
     ends = [b.get("last_step") for b in blocks]
     if not blocks or not all(isinstance(e, int) for e in ends):
@@ -404,7 +410,7 @@ def _mean_prediction(record: RunRecord) -> MeanPrediction | None:
     if batches < MEAN_MIN_BATCHES or not means > 0:
         return None
     mean = MeanPrediction(errors / batches, means / batches, batches, rows)
-    return mean if 1 - MEAN_REL <= mean.ratio <= 1 + MEAN_ABOVE else None
+    return mean if mean.ratio >= 1 - MEAN_REL else None
 
 
 def _chance(record: RunRecord, level: float, sigma: float) -> Chance | None:
