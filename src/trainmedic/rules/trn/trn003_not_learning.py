@@ -25,9 +25,14 @@ scatters around zero later): at least `BOTH_SIGNS_CHANGES` sign changes, the les
 sign on at least `BOTH_SIGNS_SHARE` of the points (a log-density that crosses zero on its
 way down changes sign a few times around the crossing, then stays below), and the median
 within the interquartile range of zero (a flat loss at 0.3 that dips below zero now and then
-sits many of its spreads away from zero: it is judged). A loss flat near
-zero that takes both signs goes unjudged: a miss, never a false warning on a policy-gradient
-run.
+sits many of its spreads away from zero: it is judged). A surrogate can also be mostly of
+one sign for a whole run (REINFORCE on CartPole: positive on most episodes, its scatter as
+large as its level): it still goes over to the other sign again and again (a log-density
+crosses zero once and stays), and zero lies within SURROGATE_NOISE x its
+point-to-point noise of its median, so its level cannot be told from zero; what shows that
+such a run learns is its return, not its loss. An error measure is never negative: none of
+this touches a cross-entropy or a squared error. A loss flat near zero that takes both signs
+goes unjudged: a miss, never a false warning on a policy-gradient run.
 """
 
 from __future__ import annotations
@@ -95,6 +100,11 @@ EARLY_DROP = 2.0
 #: whole curve, the less frequent sign on this share of the points.
 BOTH_SIGNS_CHANGES = 6
 BOTH_SIGNS_SHARE = 0.15
+#: A loss mostly of one sign (see the module's docstring): this many separate excursions to the
+#: other sign after its first point of the usual one, and the median within this many noise sigmas of zero (the flat-loss test's
+#: own DECREASE_NOISE: a level that close to zero is not told apart from it).
+SURROGATE_OTHER_SIGN = 2
+SURROGATE_NOISE = DECREASE_NOISE
 
 
 def _example() -> list[Event]:
@@ -156,11 +166,24 @@ def _both_signs(c: Curve) -> bool:
     negative = float(np.mean(y < 0))
     changes = int(np.count_nonzero(np.diff(np.sign(y))))
     q1, middle, q3 = (float(v) for v in np.percentile(y, [25, 50, 75]))
-    return (
+    if (
         changes >= BOTH_SIGNS_CHANGES
         and min(negative, 1.0 - negative) >= BOTH_SIGNS_SHARE
         and abs(middle) <= q3 - q1
-    )
+    ):
+        return True
+    return _within_noise_of_zero(y, middle)
+
+
+def _within_noise_of_zero(y: FloatArray, middle: float) -> bool:
+    """Mostly one sign, the other again and again after its first, the median within
+    SURROGATE_NOISE x the noise of zero (see the module's docstring)."""
+    import numpy as np
+
+    minority = (y < 0) if middle >= 0 else (y > 0)
+    after = minority[int(np.argmax(~minority)) :]  # from the first point of the usual sign on
+    excursions = int(np.count_nonzero(after[1:] & ~after[:-1])) + int(after[0])
+    return excursions >= SURROGATE_OTHER_SIGN and abs(middle) <= SURROGATE_NOISE * noise_sigma(y)
 
 
 def _flat(record: RunRecord, full: Curve) -> Finding | None:
@@ -174,7 +197,7 @@ def _flat(record: RunRecord, full: Curve) -> Finding | None:
     start = float(np.median(c.y[:k]))
     end = float(np.median(c.y[-k:]))
     best = _best(c)
-    sigma = noise_sigma(c.y)
+    sigma = noise_sigma(c.y, c.source)
     threshold = max(MIN_REL_DECREASE * abs(start), DECREASE_NOISE * sigma)
     if start - best >= threshold or end - start > threshold:  # it learned, or it is diverging (TRN002)
         return None
@@ -208,7 +231,7 @@ def _at_chance(record: RunRecord, full: Curve) -> Finding | None:
     start = float(np.median(c.y[:k]))
     end = float(np.median(c.y[-k:]))
     best = _best(c)
-    sigma = noise_sigma(c.y)
+    sigma = noise_sigma(c.y, c.source)
     chance = _chance(record, end, sigma)
     if chance is None or chance.classes is None:  # a regression's yardstick: `_at_mean`
         return None
@@ -239,7 +262,7 @@ def _at_mean(record: RunRecord, full: Curve) -> Finding | None:
     k = max(1 if c.per == "epoch" else 2, n // 10)
     start = float(np.median(c.y[:k]))
     end = float(np.median(c.y[-k:]))
-    best, sigma = _best(c), noise_sigma(c.y)
+    best, sigma = _best(c), noise_sigma(c.y, c.source)
     threshold = max(MIN_REL_DECREASE * abs(end), min(DECREASE_NOISE * sigma, CHANCE_REL * abs(end)))
     half = c.y[n // 2 :]
     quarter = max(1, len(half) // 4)
