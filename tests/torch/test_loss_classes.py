@@ -58,8 +58,9 @@ def test_a_loss_that_falls_to_chance_and_stays_is_not_learning_at_ln_k() -> None
         nn.CrossEntropyLoss(),
         lambda out, y: F.nll_loss(F.log_softmax(out, dim=-1), y),
         lambda out, y: F.cross_entropy(out, y) / 1,  # Accelerate's backward without accumulation
+        lambda out, y: nn.CrossEntropyLoss()(out, F.one_hot(y, out.shape[-1]).float()),  # to_categorical
     ],
-    ids=["functional", "module", "log_softmax-nll", "divided-by-1"],
+    ids=["functional", "module", "log_softmax-nll", "divided-by-1", "one-hot-targets"],
 )
 def test_every_form_of_a_mean_cross_entropy_states_its_classes(loss_of: Loss) -> None:
     assert stated(train(loss_of, classes=4, steps=30)) == [4]
@@ -72,8 +73,19 @@ def test_every_form_of_a_mean_cross_entropy_states_its_classes(loss_of: Loss) ->
         lambda out, y: F.cross_entropy(out, y, reduction="sum"),
         lambda out, y: F.cross_entropy(out, y) / 4,  # accumulation over 4 micro-batches
         lambda out, y: F.cross_entropy(out, y) + 0.01 * out.pow(2).mean(),
+        lambda out, y: F.cross_entropy(out, 0.9 * F.one_hot(y, out.shape[-1]).float() + 0.025),
+        lambda out, y: F.cross_entropy(out, F.softmax(torch.randn_like(out), dim=-1)),  # a teacher's
+        lambda out, y: F.cross_entropy(out, F.one_hot(y, out.shape[-1]).float(), reduction="sum"),
     ],
-    ids=["smoothed", "summed", "divided-by-4", "plus-a-penalty"],
+    ids=[
+        "smoothed",
+        "summed",
+        "divided-by-4",
+        "plus-a-penalty",
+        "smoothed-one-hot",
+        "soft",
+        "summed-one-hot",
+    ],
 )
 def test_a_loss_that_is_not_at_ln_k_for_a_know_nothing_model_states_no_classes(loss_of: Loss) -> None:
     assert stated(train(loss_of, classes=4, steps=30)) == []

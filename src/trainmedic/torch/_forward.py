@@ -24,10 +24,18 @@ that checked step's gradients are ready. While on, they learn:
   loss passed to backward() is the mean cross-entropy itself (an NLL loss right
   on it), and only while every loss of every watched step agrees: a loss summed
   with others, scaled or smoothed is not at ln K when the model knows nothing.
+  The same holds for the mean over rows of -sum(target x log_softmax) whose targets
+  are one-hot rows (`nn.CrossEntropyLoss` given `to_categorical` labels, Keras'
+  `CategoricalCrossentropy(from_logits=True)` and `SparseCategoricalCrossentropy`
+  under the torch backend): the targets are read once on each of the first watched
+  steps (a host read until the class count is settled). Soft targets (a teacher's
+  probabilities, smoothed or mixed labels) are not one-hot: the least such a loss
+  reaches is their entropy, which may lie near ln K, so they state no classes.
 """
 
 from __future__ import annotations
 
+import math
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -300,6 +308,8 @@ def _cross_entropy_classes(loss: Any) -> int | None:
     mean NLL loss, right on a log-softmax over K (F.cross_entropy, nn.CrossEntropyLoss, or
     log_softmax + nll_loss); None for anything else (sums, scalings, label smoothing)."""
     node = _past_unit_scaling(getattr(loss, "grad_fn", None))
+    if node is not None and node.name() in ("WhereBackward0", "DivBackward0", "DivBackward1"):
+        return _one_hot_cross_entropy_classes(node)
     if node is None or node.name() not in _NLL or getattr(node, "_saved_reduction", None) != _MEAN:
         return None
     log_softmax = _log_softmax_of(node)
@@ -364,3 +374,81 @@ def _single_class_log_softmax(loss: Any) -> dict[str, Any] | None:
             return None
         todo.extend(child for child, _ in node.next_functions)
     return None
+
+
+_SUMS = frozenset({"NegBackward0", "SumBackward0", "SumBackward1"})
+_NONE = 0  # an NLL loss node's `_saved_reduction` for reduction="none"
+
+
+def _one_hot_cross_entropy_classes(node: Any) -> int | None:
+    """K when the loss is sum(-target x log_softmax(logits)) / rows over one-hot target rows
+    (or per-row NLL losses summed and divided by the rows): Keras' `where(count > 0, sum /
+    count, 0)`, torch's cross-entropy with probability targets. None for anything else."""
+    if node.name() == "WhereBackward0":
+        node = _first_input(node)
+    if node is None or node.name() not in ("DivBackward0", "DivBackward1"):
+        return None
+    divisor = _scalar(node)
+    node = _first_input(node)
+    for _ in range(4):
+        if node is None or node.name() not in _SUMS:
+            break
+        node = _first_input(node)
+    if node is None:
+        return None
+    if node.name() in _NLL:
+        if getattr(node, "_saved_reduction", None) != _NONE:
+            return None
+        log_softmax, target = _log_softmax_of(node), None
+    elif node.name() == "MulBackward0":
+        log_softmax, target = _log_softmax_times_target(node)
+    else:
+        return None
+    width = _log_softmax_width(log_softmax) if log_softmax is not None else None
+    if width is None:
+        return None
+    shape, dim = width
+    classes, rows = shape[dim], math.prod(shape) // max(shape[dim], 1)
+    if classes < 2 or divisor != rows or (target is not None and not _one_hot(target, dim)):
+        return None
+    return classes
+
+
+def _first_input(node: Any) -> Any:
+    inputs = [child for child, _ in node.next_functions if child is not None]
+    return inputs[0] if inputs else None
+
+
+def _scalar(div: Any) -> float | None:
+    """The divisor of a division node: a Python number, or a one-element CPU tensor."""
+    try:
+        other = div._saved_other
+    except RuntimeError:
+        return None
+    if isinstance(other, torch.Tensor):
+        return float(other) if other.numel() == 1 and other.device.type == "cpu" else None
+    return float(other) if isinstance(other, (int, float)) else None
+
+
+def _log_softmax_times_target(mul: Any) -> tuple[Any, Any]:
+    """(the log-softmax node, the target tensor) of `target * log_softmax(x)`; Nones otherwise."""
+    children = [child for child, _ in mul.next_functions]
+    try:
+        operands = (mul._saved_self, mul._saved_other)
+    except RuntimeError:
+        return None, None
+    for child, target in ((children[0], operands[1]), (children[-1], operands[0])):
+        log_softmax = child if child is not None and child.name() == "LogSoftmaxBackward0" else None
+        if log_softmax is not None and isinstance(target, torch.Tensor) and not target.requires_grad:
+            return log_softmax, target
+    return None, None
+
+
+def _one_hot(target: Any, dim: int) -> bool:
+    """Every row a 0/1 vector with a single 1 along `dim` (one host read)."""
+    if target.dim() <= dim or not target.is_floating_point():
+        return False
+    with torch.no_grad():
+        binary = ((target == 0) | (target == 1)).all()
+        single = (target.sum(dim) == 1).all()
+        return bool(binary & single)

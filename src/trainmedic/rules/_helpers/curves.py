@@ -46,6 +46,9 @@ class Curve:
     y: FloatArray
     per: str  # "step" | "epoch"
     epoch: FloatArray | None = None  # epoch of each point where known (0-based index or HF fraction)
+    # the process (pid) that logged each point, where several jobs or attempts of one run log the
+    # same curve; None for one process, merged ranks and read logs
+    source: FloatArray | None = None
 
     def __len__(self) -> int:
         return len(self.y)
@@ -59,7 +62,8 @@ class Curve:
 
     def head(self, n: int) -> Curve:
         epoch = None if self.epoch is None else self.epoch[:n]
-        return Curve(self.name, self.x[:n], self.y[:n], self.per, epoch)
+        source = None if self.source is None else self.source[:n]
+        return Curve(self.name, self.x[:n], self.y[:n], self.per, epoch, source)
 
     def epoch_at(self, i: int) -> int | None:
         """The epoch (0-based) of point i, when the log says."""
@@ -98,8 +102,8 @@ def curve(record: RunRecord, name: str, *, prefer: str = "epoch") -> Curve | Non
             return by_step
     epochs = last_training([e for e in record.of_type(Epoch) if name in e.metrics], lambda e: e.epoch)
     if epochs:
-        points = _across_ranks([(e.epoch, _num(e.metrics[name]), e.rank, math.nan) for e in epochs])
-        return _from_points(name, [(x, y) for x, y, _ in points], "epoch", None)
+        points = _across_ranks([(e.epoch, _num(e.metrics[name]), e.rank, math.nan, e.pid) for e in epochs])
+        return _from_points(name, [(x, y) for x, y, _, _ in points], "epoch", None, [p for *_, p in points])
     by_step = _step_curve(record, name)
     if by_step is not None:
         return by_step
@@ -169,41 +173,59 @@ def _step_curve(record: RunRecord, name: str) -> Curve | None:
         return None
     points = _across_ranks(
         [
-            (s.step, _num(s.metrics[name]), s.rank, float(s.epoch) if s.epoch is not None else math.nan)
+            (
+                s.step,
+                _num(s.metrics[name]),
+                s.rank,
+                float(s.epoch) if s.epoch is not None else math.nan,
+                s.pid,
+            )
             for s in steps
         ]
     )
-    return _from_points(name, [(x, y) for x, y, _ in points], "step", [e for _, _, e in points])
+    return _from_points(
+        name, [(x, y) for x, y, _, _ in points], "step", [e for _, _, e, _ in points], [p for *_, p in points]
+    )
 
 
-def _across_ranks(points: list[tuple[int, float, int | None, float]]) -> list[tuple[int, float, float]]:
+def _across_ranks(
+    points: list[tuple[int, float, int | None, float, int]],
+) -> list[tuple[int, float, float, int]]:
     """One point per step/epoch when several ranks log the same curve: the mean over ranks.
 
     Every rank of a data-parallel run logs its own loss for the same step or epoch; counted
     side by side they would double the epochs a curve spans ("6 epochs" for 3 on 2 ranks)
     and read the spread between ranks as noise. The mean is the loss over the global batch,
     what an all-reduced log shows; a NaN on any rank stays a NaN. A single rank (or none)
-    keeps every point as logged, restarts included.
+    keeps every point as logged, restarts included, each with the pid that logged it (merged
+    ranks: 0, one source).
     """
-    if len({rank for _, _, rank, _ in points}) < 2:
-        return [(x, y, e) for x, y, _, e in points]
+    if len({rank for _, _, rank, _, _ in points}) < 2:
+        return [(x, y, e, pid) for x, y, _, e, pid in points]
     grouped: dict[int, list[tuple[float, float]]] = {}
-    for x, y, _, e in points:
+    for x, y, _, e, _ in points:
         grouped.setdefault(x, []).append((y, e))
     merged = []
     for x, values in grouped.items():
         epochs = [e for _, e in values if math.isfinite(e)]
-        merged.append((x, sum(y for y, _ in values) / len(values), epochs[0] if epochs else math.nan))
+        merged.append((x, sum(y for y, _ in values) / len(values), epochs[0] if epochs else math.nan, 0))
     return merged
 
 
-def _from_points(name: str, points: list[tuple[int, float]], per: str, epochs: list[float] | None) -> Curve:
+def _from_points(
+    name: str,
+    points: list[tuple[int, float]],
+    per: str,
+    epochs: list[float] | None,
+    sources: list[int] | None = None,
+) -> Curve:
     import numpy as np
 
     x = np.fromiter((p[0] for p in points), dtype=np.float64, count=len(points))
     y = np.fromiter((_num(p[1]) for p in points), dtype=np.float64, count=len(points))
     ep = None if epochs is None else np.asarray(epochs, dtype=np.float64)
-    return _sorted(Curve(name, x, y, per, ep))
+    source = None if sources is None or len(set(sources)) < 2 else np.asarray(sources, dtype=np.float64)
+    return _sorted(Curve(name, x, y, per, ep, source))
 
 
 def _from_series(series: list[MetricSeries]) -> Curve | None:
@@ -232,7 +254,8 @@ def _sorted(c: Curve) -> Curve:
     if len(c.x) < 2 or bool(np.all(np.diff(c.x) >= 0)):
         return c
     order = np.argsort(c.x, kind="stable")  # merged ranks/restarts: order by step, keep file order on ties
-    return Curve(c.name, c.x[order], c.y[order], c.per, None if c.epoch is None else c.epoch[order])
+    epoch = None if c.epoch is None else c.epoch[order]
+    return Curve(c.name, c.x[order], c.y[order], c.per, epoch, None if c.source is None else c.source[order])
 
 
 def _num(value: object) -> float:
@@ -284,7 +307,7 @@ def reduce(c: Curve, max_points: int = MAX_POINTS) -> Curve:
     y = np.array([_nanmedian(c.y[a:b]) for a, b in itertools.pairwise(edges)])
     last = edges[1:] - 1
     epoch = None if c.epoch is None else c.epoch[last]
-    return Curve(c.name, c.x[last], y, c.per, epoch)
+    return Curve(c.name, c.x[last], y, c.per, epoch)  # a bucket may span processes: one source
 
 
 def _nanmedian(values: FloatArray) -> float:
@@ -307,13 +330,25 @@ def rolling_median(y: FloatArray, window: int) -> FloatArray:
     return np.asarray(np.median(windows, axis=1), dtype=np.float64)
 
 
-def noise_sigma(y: FloatArray) -> float:
-    """Point-to-point noise: MAD of first differences, scaled to a normal sigma (trend-free)."""
+def noise_sigma(y: FloatArray, source: FloatArray | None = None) -> float:
+    """Point-to-point noise: MAD of first differences, scaled to a normal sigma (trend-free).
+
+    With `source` (the process of each point: several jobs or attempts of one run logging the
+    same steps), only differences between consecutive points of one process count: a job
+    restarted from a trained checkpoint logs low losses at the steps where the first job's
+    were still high, and the steps interleave them; the jumps between the two are no noise.
+    """
     import numpy as np
 
     if len(y) < 3:
         return 0.0
     diffs = np.diff(y)
+    if source is not None and len(source) == len(y):
+        order = np.argsort(source, kind="stable")  # each process's points together, in step order
+        same = np.diff(source[order]) == 0
+        diffs = np.diff(y[order])[same]
+        if len(diffs) < 2:
+            return 0.0
     return float(1.4826 * np.median(np.abs(diffs - np.median(diffs))) / np.sqrt(2.0))
 
 

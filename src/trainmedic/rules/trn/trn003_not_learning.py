@@ -7,11 +7,11 @@ noise. At chance: a classifier's loss stays at ln K, the loss of predicting the 
 distribution for every input; K comes from a `loss_function` observation (`LOSS_FUNCTION_CHECK`,
 sent by the Keras instrumentation and the PyTorch guard's forward hook with the classes and
 where they came from), or is inferred where it cannot be a coincidence. At the mean: a
-regression's loss stays at the loss of predicting its targets' mean, measured by the PyTorch
-guard beside the loss itself on the sampled steps of a mean squared error
+regression's loss stays at (or above) the loss of predicting its targets' mean, measured by the
+PyTorch guard beside the loss itself on the sampled steps of a mean squared error
 (`MEAN_PREDICTION_CHECK`, `torch/_losses.py`): over the second half of the run, the batches'
 squared error sums to at least (1 - MEAN_REL) x what their targets' variance sums to, and the
-loss no longer falls.
+loss no longer falls. A model that has not even learned the mean has learned nothing either.
 
 A loss that takes both signs again and again is not judged at all: its decrease does not
 mean learning. An error measure (cross-entropy, squared error) is never negative; a
@@ -25,9 +25,14 @@ scatters around zero later): at least `BOTH_SIGNS_CHANGES` sign changes, the les
 sign on at least `BOTH_SIGNS_SHARE` of the points (a log-density that crosses zero on its
 way down changes sign a few times around the crossing, then stays below), and the median
 within the interquartile range of zero (a flat loss at 0.3 that dips below zero now and then
-sits many of its spreads away from zero: it is judged). A loss flat near
-zero that takes both signs goes unjudged: a miss, never a false warning on a policy-gradient
-run.
+sits many of its spreads away from zero: it is judged). A surrogate can also be mostly of
+one sign for a whole run (REINFORCE on CartPole: positive on most episodes, its scatter as
+large as its level): it still goes over to the other sign again and again (a log-density
+crosses zero once and stays), and zero lies within SURROGATE_NOISE x its
+point-to-point noise of its median, so its level cannot be told from zero; what shows that
+such a run learns is its return, not its loss. An error measure is never negative: none of
+this touches a cross-entropy or a squared error. A loss flat near zero that takes both signs
+goes unjudged: a miss, never a false warning on a policy-gradient run.
 """
 
 from __future__ import annotations
@@ -77,10 +82,10 @@ MEAN_PREDICTION_CHECK = "mean_prediction"
 #: TRN003, at the mean: over the blocks of the second half of the run (at least MEAN_MIN_BATCHES
 #: batches), the squared error is at least (1 - MEAN_REL) x the loss of predicting the targets'
 #: mean: the model explains at most 5 % of their variance (R^2 <= 0.05), as chance level's
-#: CHANCE_REL does for a classifier; and at most (1 + MEAN_ABOVE) x it: a model far worse than
-#: the mean is something else than a model that learned nothing (TRN002's, or no finding).
+#: CHANCE_REL does for a classifier. No upper bound: a loss that no longer falls above the
+#: mean's loss has not even learned the constant (a rising one is TRN002's, and `_at_mean`
+#: leaves a loss that ends well above its best alone). MEAN_REL above it, the message says "at".
 MEAN_REL = 0.05
-MEAN_ABOVE = 0.25
 MEAN_MIN_BATCHES = 3
 MEAN_SOURCE = "the targets' variance, from the squared error's autograd graph on sampled steps"
 #: TRN003: the best level must undercut the start by MIN_REL_DECREASE x |start| and
@@ -95,6 +100,11 @@ EARLY_DROP = 2.0
 #: whole curve, the less frequent sign on this share of the points.
 BOTH_SIGNS_CHANGES = 6
 BOTH_SIGNS_SHARE = 0.15
+#: A loss mostly of one sign (see the module's docstring): this many separate excursions to the
+#: other sign after its first point of the usual one, and the median within this many noise sigmas of zero (the flat-loss test's
+#: own DECREASE_NOISE: a level that close to zero is not told apart from it).
+SURROGATE_OTHER_SIGN = 2
+SURROGATE_NOISE = DECREASE_NOISE
 
 
 def _example() -> list[Event]:
@@ -116,8 +126,9 @@ SPEC = FindingSpec(
         "a classifier of K classes, and never got below it (from 3 epochs or 8 logged steps); the "
         "message names the chance level and where K came from. For a mean squared error under the "
         "PyTorch guard, chance is the loss of predicting the targets' mean (their variance, "
-        "measured on sampled batches): over the second half of the run the loss stays within "
-        "5% of it (R^2 <= 0.05) and no longer falls."
+        "measured on sampled batches): over the second half of the run the loss stays above "
+        "95% of it (R^2 <= 0.05, a model that has not even learned the mean included) and no "
+        "longer falls."
     ),
     why="Compute is spent with no progress: a bug in the loop, a learning rate far off, or frozen weights.",
     example="Loss stays at 2.30 (= ln 10) for 20 epochs on a 10-class problem.",
@@ -155,11 +166,24 @@ def _both_signs(c: Curve) -> bool:
     negative = float(np.mean(y < 0))
     changes = int(np.count_nonzero(np.diff(np.sign(y))))
     q1, middle, q3 = (float(v) for v in np.percentile(y, [25, 50, 75]))
-    return (
+    if (
         changes >= BOTH_SIGNS_CHANGES
         and min(negative, 1.0 - negative) >= BOTH_SIGNS_SHARE
         and abs(middle) <= q3 - q1
-    )
+    ):
+        return True
+    return _within_noise_of_zero(y, middle)
+
+
+def _within_noise_of_zero(y: FloatArray, middle: float) -> bool:
+    """Mostly one sign, the other again and again after its first, the median within
+    SURROGATE_NOISE x the noise of zero (see the module's docstring)."""
+    import numpy as np
+
+    minority = (y < 0) if middle >= 0 else (y > 0)
+    after = minority[int(np.argmax(~minority)) :]  # from the first point of the usual sign on
+    excursions = int(np.count_nonzero(after[1:] & ~after[:-1])) + int(after[0])
+    return excursions >= SURROGATE_OTHER_SIGN and abs(middle) <= SURROGATE_NOISE * noise_sigma(y)
 
 
 def _flat(record: RunRecord, full: Curve) -> Finding | None:
@@ -173,7 +197,7 @@ def _flat(record: RunRecord, full: Curve) -> Finding | None:
     start = float(np.median(c.y[:k]))
     end = float(np.median(c.y[-k:]))
     best = _best(c)
-    sigma = noise_sigma(c.y)
+    sigma = noise_sigma(c.y, c.source)
     threshold = max(MIN_REL_DECREASE * abs(start), DECREASE_NOISE * sigma)
     if start - best >= threshold or end - start > threshold:  # it learned, or it is diverging (TRN002)
         return None
@@ -207,7 +231,7 @@ def _at_chance(record: RunRecord, full: Curve) -> Finding | None:
     start = float(np.median(c.y[:k]))
     end = float(np.median(c.y[-k:]))
     best = _best(c)
-    sigma = noise_sigma(c.y)
+    sigma = noise_sigma(c.y, c.source)
     chance = _chance(record, end, sigma)
     if chance is None or chance.classes is None:  # a regression's yardstick: `_at_mean`
         return None
@@ -238,7 +262,7 @@ def _at_mean(record: RunRecord, full: Curve) -> Finding | None:
     k = max(1 if c.per == "epoch" else 2, n // 10)
     start = float(np.median(c.y[:k]))
     end = float(np.median(c.y[-k:]))
-    best, sigma = _best(c), noise_sigma(c.y)
+    best, sigma = _best(c), noise_sigma(c.y, c.source)
     threshold = max(MIN_REL_DECREASE * abs(end), min(DECREASE_NOISE * sigma, CHANCE_REL * abs(end)))
     half = c.y[n // 2 :]
     quarter = max(1, len(half) // 4)
@@ -344,12 +368,17 @@ def _not_learning(
             sampled_rows=mean.rows,
             yardstick_from=chance.source,
         )
+        at = mean.ratio <= 1 + MEAN_REL
+        where, verdict = (
+            ("at", "predicts nothing of its targets from its inputs")
+            if at
+            else ("above", "has not even learned their mean")
+        )
         message = (
-            f"Loss `{c.name}` stayed at the loss of predicting the targets' mean over {span}: last "
+            f"Loss `{c.name}` stayed {where} the loss of predicting the targets' mean over {span}: last "
             f"{end:.4g}, best {best:.4g}. On {mean.batches} sampled batches of its second half "
             f"({mean.rows:,} rows) the squared error is {mean.error:.4g}, and predicting their mean "
-            f"costs {mean.level:.4g} (their variance): {mean.ratio:.3g}x that. The model predicts "
-            f"nothing of its targets from its inputs"
+            f"costs {mean.level:.4g} (their variance): {mean.ratio:.3g}x that. The model {verdict}"
         )
     elif chance is not None:
         evidence.update(chance_level=chance.level, classes=chance.classes, classes_from=chance.source)
@@ -390,7 +419,7 @@ class Chance:
 
 def _mean_prediction(record: RunRecord) -> MeanPrediction | None:
     """The `mean_prediction` blocks ending in the second half of their steps, every rank's summed,
-    when the loss there is within MEAN_REL below to MEAN_ABOVE above the mean's loss."""
+    when the loss there is no more than MEAN_REL below the mean's loss."""
     blocks = [o.data for o in record.guard_observations if o.check == MEAN_PREDICTION_CHECK]
     ends = [b.get("last_step") for b in blocks]
     if not blocks or not all(isinstance(e, int) for e in ends):
@@ -404,7 +433,7 @@ def _mean_prediction(record: RunRecord) -> MeanPrediction | None:
     if batches < MEAN_MIN_BATCHES or not means > 0:
         return None
     mean = MeanPrediction(errors / batches, means / batches, batches, rows)
-    return mean if 1 - MEAN_REL <= mean.ratio <= 1 + MEAN_ABOVE else None
+    return mean if mean.ratio >= 1 - MEAN_REL else None
 
 
 def _chance(record: RunRecord, level: float, sigma: float) -> Chance | None:
