@@ -239,10 +239,13 @@ _LINE_START = (  # after the blanks, `*`s and "running " that EVAL_START allows 
     _BLANK + rb"*(?:\*+" + _BLANK + rb"*)?(?:[rR](?i:unning)" + _BLANK + rb"+)?"
     rb"(?:" + _EPOCH + rb"""|[eE](?i:valuat)|[vV](?i:alidat)|File ")"""
 )
-_FIRST = rb"(?=" + _BLANK + rb"*[*rReEvVF])"  # a cheap test of the first byte after the blanks
-# The same after a `\r`, where a bar clears its line with its width in blanks (tqdm.write, the HF
-# Trainer's log dicts): the group a lookahead matched is never backtracked into, so the blanks are
-# read once, not once more for each of them (3x faster on such output; Python 3.10 has no `*+`).
+# A cheap test of what follows a line's blanks: an epoch line's number and `/` or `:` (a per-step
+# "Epoch [1/5], Step ..." fails here, ~30 % faster), else the first bytes of the other patterns.
+_FIRST = rb"(?=" + _BLANK + rb"*(?:[*rRvVF]|[eE][vV]|" + _EPOCH + rb"))"
+# After a `\r`, the first byte only (a bar's updates rarely start with an `e`), and a bar that
+# clears its line with its width in blanks (tqdm.write, the HF Trainer's log dicts) has them read
+# once: the group a lookahead matched is never backtracked into, where `*` would read them again
+# for each of them (3x faster on such output; Python 3.10 has no `*+`).
 _FIRST_AFTER_BLANKS = rb"(?=(?P<blanks>" + _BLANK + rb"*))(?P=blanks)(?=[*rReEvVF])"
 _PIECES = (  # (anchor, pattern): each pattern starts with its anchor; lookbehinds check the bytes before it
     (b"\n", rb"\n" + _FIRST + _LINE_START),
