@@ -4,7 +4,9 @@ With `--end-to-end`: the wall-clock time of the whole command, from its start
 to the exit of its last process, per line, for a Python `print` loop of 1,000,000 short lines
 and for the same lines in 8 KiB `os.write` calls, `trainer | tee log` vs `trainmedic run --
 trainer`, each minus the same command writing no line (the fixed start-up), medians over
-rounds (the order rotates). Output to a file, and to a terminal (a pty that this process
+rounds (the order rotates). `--shapes` prints lines of other shapes (`SHAPES`: per-step
+prints that start like an epoch line, torchvision's MetricLogger, tqdm and Keras bars, the HF
+Trainer's log dicts). Output to a file, and to a terminal (a pty that this process
 drains): there also the trainer alone. Every command runs without PYTHONUNBUFFERED, as users
 have it (a shell that exports it makes the `| tee` baseline unbuffered too).
 
@@ -30,6 +32,8 @@ a shared machine hits all alike), medians over rounds:
   writes nothing subtracted). Runs of the same round.
 
     python benchmarks/supervise_output.py --end-to-end --rounds 3
+    python benchmarks/supervise_output.py --end-to-end --rounds 3 --writers print --where file --shapes \\
+        plain epoch-like tutorial torchvision tqdm keras hf
     python benchmarks/supervise_output.py --rounds 5
     python benchmarks/supervise_output.py --rounds 3 --kinds short --writers print --no-paced
     python benchmarks/supervise_output.py --parsing-only
@@ -37,7 +41,8 @@ a shared machine hits all alike), medians over rounds:
 Then a trainer that prints a line per 1 ms step (flushed, as logging's StreamHandler
 does): `tee`'s and the supervisor's CPU per line and share of a core (the supervisor's
 minus that of a run that sleeps the same steps without printing). Last, the line parsing
-alone, in this process: CPU per 64 KiB chunk of each kind once the budget of lines is spent.
+alone, in this process: CPU per 64 KiB chunk of each kind (and with `--shapes`, of each shape)
+once the budget of lines is spent.
 """
 
 from __future__ import annotations
@@ -118,17 +123,75 @@ with open(report, "w") as f:
 """
 )
 RECORDS = {"short": 400_000, "long": 40_000, "bars": 400_000, "binary": 200_000}
-E2E_TRAINER = """
+# The end-to-end trainer's lines, by shape: the f-string it prints at step i (in it, `NL[c]` is
+# "\\n" where c holds, and `epoch(i)` the "Epoch k/N" line at an epoch's first step).
+SHAPES = {
+    "plain": "step {i} loss 0.693147 lr 3.0e-04 grad 1.23\n",
+    # a per-step print that starts like an epoch line
+    "epoch-like": "epoch 1 step {i} loss 0.5123 lr 0.001 it/s 123.4\n",
+    # the PyTorch tutorials' print
+    "tutorial": "Epoch [1/5], Step [{i}/1000000], Loss: 0.2193\n",
+    # torchvision's reference scripts (MetricLogger.log_every)
+    "torchvision": (
+        "Epoch: [0]  [{i:7d}/1000000]  eta: 0:52:16  lr: 0.1  img/s: 245.63  loss: 6.9114 (6.9258)  "
+        "acc1: 0.0000 (0.0710)  acc5: 0.7812 (0.5682)  time: 0.6253  data: 0.0012  max mem: 10138\n"
+    ),
+    # a tqdm bar: a `\\r` update a step, its line ends with the epoch (1,000 steps)
+    "tqdm": (
+        "\rEpoch {i // 1000}:  45%|####5     | {i % 1000}/1000 [00:12<00:15, 36.12it/s, loss=0.512]"
+        "{NL[i % 1000 == 999]}"
+    ),
+    # Keras 3's progress bar (as on a terminal), after its "Epoch k/N" line
+    "keras": (
+        "{epoch(i)}\r{i % 1000 + 1:4d}/1000 ━━━━━━━━━━━━━━━━━━━━ 1s 2ms/step"
+        " - accuracy: 0.8012 - loss: 0.5123{NL[i % 1000 == 999]}"
+    ),
+    # the HF Trainer with logging_steps=1: its tqdm bar, then tqdm.write of the log dict
+    "hf": (
+        "\r  5%|5         | {i}/1000000 [00:10<03:10,  4.98it/s]\r" + " " * 60 + "\r"
+        "{{'loss': 0.5123, 'grad_norm': 1.2345, 'learning_rate': 4.99e-05, 'epoch': 0.01}}\n"
+    ),
+}
+LINE_HELPERS = """
+NL = ("", "\\n")
+def epoch(i):
+    return f"Epoch {i // 1000 + 1}/1000\\n" if i % 1000 == 0 else ""
+"""
+E2E_TRAINER = (
+    """
 import os, sys
 writer, n = sys.argv[1], int(sys.argv[2])
+"""
+    + LINE_HELPERS
+    + """
 if writer == "print":  # a trainer's log: a print per line
     for i in range(n):
-        print(f"step {i} loss 0.693147 lr 3.0e-04 grad 1.23")
+        print(LINE, end="")
 else:  # the same lines in 8 KiB writes
-    data = "".join(f"step {i} loss 0.693147 lr 3.0e-04 grad 1.23\\n" for i in range(n)).encode()
+    data = "".join(LINE for i in range(n)).encode()
     for start in range(0, len(data), 8192):
         os.write(1, data[start : start + 8192])
 """
+)
+
+
+def e2e_trainer(shape: str) -> str:
+    """The end-to-end trainer's source for one shape of line."""
+    return E2E_TRAINER.replace("LINE", "f" + repr(SHAPES[shape]))
+
+
+def shape_output(shape: str, size: int) -> tuple[bytes, int]:
+    """What the end-to-end trainer prints in that shape, made here: its first `size` bytes or
+    more, and how many steps they hold."""
+    namespace: dict[str, Any] = {}
+    exec(LINE_HELPERS, namespace)
+    line = eval("lambda i: f" + repr(SHAPES[shape]), namespace)
+    lines: list[bytes] = []
+    total = 0
+    while total < size:
+        lines.append(line(len(lines)).encode())
+        total += len(lines[-1])
+    return b"".join(lines), len(lines)
 
 
 def wait_cpu(proc: subprocess.Popen[bytes]) -> float:
@@ -207,9 +270,11 @@ class Terminal:
         os.close(self.ours)
 
 
-def end_to_end_once(variant: str, where: str, tmp: Path, writer: str, n: int) -> tuple[float, float]:
+def end_to_end_once(
+    variant: str, where: str, tmp: Path, writer: str, n: int, shape: str = "plain"
+) -> tuple[float, float]:
     """(wall seconds of the whole command, the supervisor's CPU seconds) for one command."""
-    trainer = [sys.executable, str(tmp / "e2e.py"), writer, str(n)]
+    trainer = [sys.executable, str(tmp / f"e2e-{shape}.py"), writer, str(n)]
     env = users_env()
     terminal = Terminal() if where == "terminal" else None
     with (tmp / "echo.out").open("wb") as file:
@@ -234,39 +299,45 @@ def end_to_end_once(variant: str, where: str, tmp: Path, writer: str, n: int) ->
     return wall, cpu
 
 
-def end_to_end(tmp: Path, rounds: int, lines: int, writers: list[str]) -> None:
-    """Per line, end to end, fixed start-up removed: `| tee` vs `run`, to a file and to a terminal."""
-    (tmp / "e2e.py").write_text(E2E_TRAINER)
+def end_to_end(tmp: Path, args: argparse.Namespace) -> None:
+    """Per line, end to end, fixed start-up removed: `| tee` vs `run`, to a file and to a terminal,
+    for each shape of line and writer."""
+    for shape in args.shapes:
+        (tmp / f"e2e-{shape}.py").write_text(e2e_trainer(shape), encoding="utf-8")
     if "PYTHONUNBUFFERED" in os.environ:
         print("(PYTHONUNBUFFERED is set here: removed for every command measured)", file=sys.stderr)
-    cases = [(where, variant) for where in ("file", "terminal") for variant in ("bare", "tee", "run")]
+    cases = [(where, variant) for where in args.where for variant in ("bare", "tee", "run")]
     cases = [c for c in cases if c != ("file", "bare")]
-    wall: dict[tuple[str, str, str], list[float]] = {}
-    cpu: dict[tuple[str, str, str], list[float]] = {}
-    for r in range(rounds):
-        for writer in writers:
-            for where, variant in cases[r % len(cases) :] + cases[: r % len(cases)]:
-                fixed, fixed_cpu = end_to_end_once(variant, where, tmp, writer, 0)
-                seconds, used = end_to_end_once(variant, where, tmp, writer, lines)
-                wall.setdefault((writer, where, variant), []).append((seconds - fixed) / lines)
-                cpu.setdefault((writer, where, variant), []).append((used - fixed_cpu) / lines)
+    lines = args.lines
+    wall: dict[tuple[str, str, str, str], list[float]] = {}
+    cpu: dict[tuple[str, str, str, str], list[float]] = {}
+    for r in range(args.rounds):
+        for shape in args.shapes:
+            for writer in args.writers:
+                for where, variant in cases[r % len(cases) :] + cases[: r % len(cases)]:
+                    fixed, fixed_cpu = end_to_end_once(variant, where, tmp, writer, 0, shape)
+                    seconds, used = end_to_end_once(variant, where, tmp, writer, lines, shape)
+                    wall.setdefault((shape, writer, where, variant), []).append((seconds - fixed) / lines)
+                    cpu.setdefault((shape, writer, where, variant), []).append((used - fixed_cpu) / lines)
         got = ", ".join(f"{' '.join(k)} {v[-1] * 1e6:.2f}" for k, v in wall.items())
-        print(f"end to end: round {r + 1}/{rounds}, µs a line: {got}", file=sys.stderr)
+        print(f"end to end: round {r + 1}/{args.rounds}, µs a line: {got}", file=sys.stderr)
     print(
-        f"\n| {lines:,} lines, end to end | output to | trainer alone | `\\| tee` | `run` | run / tee "
-        "| run / alone | supervisor CPU |\n|---|---|---|---|---|---|---|---|"
+        f"\n| {lines:,} lines, end to end | shape | output to | trainer alone | `\\| tee` | `run` "
+        "| run / tee | run / alone | supervisor CPU |\n|---|---|---|---|---|---|---|---|---|"
     )
-    for writer in writers:
-        for where in ("file", "terminal"):
-            per = {v: statistics.median(wall[(writer, where, v)]) * 1e6 for w, v in cases if w == where}
-            run_cpu = statistics.median(cpu[(writer, where, "run")]) * 1e6
-            alone = f"{per['bare']:.2f} µs" if "bare" in per else "-"
-            ratio = f"{per['run'] / per['bare']:.2f}" if "bare" in per else "-"
-            label = "print loop" if writer == "print" else "8 KiB writes"
-            print(
-                f"| {label} | {where} | {alone} | {per['tee']:.2f} µs | {per['run']:.2f} µs "
-                f"| {per['run'] / per['tee']:.2f} | {ratio} | {run_cpu:.2f} µs |"
-            )
+    for shape in args.shapes:
+        for writer in args.writers:
+            for where in args.where:
+                key = (shape, writer, where)
+                per = {v: statistics.median(wall[(*key, v)]) * 1e6 for w, v in cases if w == where}
+                run_cpu = statistics.median(cpu[(*key, "run")]) * 1e6
+                alone = f"{per['bare']:.2f} µs" if "bare" in per else "-"
+                ratio = f"{per['run'] / per['bare']:.2f}" if "bare" in per else "-"
+                label = "print loop" if writer == "print" else "8 KiB writes"
+                print(
+                    f"| {label} | {shape} | {where} | {alone} | {per['tee']:.2f} µs | {per['run']:.2f} µs "
+                    f"| {per['run'] / per['tee']:.2f} | {ratio} | {run_cpu:.2f} µs |"
+                )
 
 
 def paced(tmp: Path, rounds: int) -> None:
@@ -290,22 +361,26 @@ def paced(tmp: Path, rounds: int) -> None:
     print(f"| share of a core | {tee_cpu / 1e3:.2%} | {run_cpu / 1e3:.2%} |")
 
 
-def parsing(kinds: list[str]) -> None:
+def parsing(kinds: list[str], shapes: list[str]) -> None:
     """The line parsing alone, in this process: `LineScanner.feed` of 64 KiB chunks once the
     budget of lines is spent (the scan for the lines that may matter, and the stream's tail),
-    CPU per chunk, the least of 15 repeats of 20 chunks (steady under a shared machine's load)."""
+    CPU per chunk, the least of 15 repeats of 20 chunks (steady under a shared machine's load);
+    for each kind of record, then each shape of the end-to-end trainer's lines."""
     import random
 
     sys.path.insert(0, str(REPO / "src"))
     from trainmedic.supervise.loginterp import LogInterpreter
     from trainmedic.supervise.logstream import LineScanner
 
-    print("\n| records | parsing CPU per 64 KiB chunk | per byte | per record |\n|---|---|---|---|")
+    outputs = []
     for kind in kinds:
         namespace: dict[str, object] = {"kind": kind, "n": 20_000, "random": random}
         exec(RECORDS_CODE, namespace)
         records: list[bytes] = namespace["records"]  # type: ignore[assignment]
-        data = b"".join(records)
+        outputs.append((kind, b"".join(records), len(records)))
+    outputs += [(f"{shape} (lines)", *shape_output(shape, 20 * 65536)) for shape in shapes]
+    print("\n| records | parsing CPU per 64 KiB chunk | per byte | per record |\n|---|---|---|---|")
+    for kind, data, count in outputs:
         chunks = [data[i : i + 65536] for i in range(0, 20 * 65536, 65536)]
         logs = LogInterpreter(lambda event: None)
         logs._budget = 0
@@ -316,7 +391,7 @@ def parsing(kinds: list[str]) -> None:
             for chunk in chunks:
                 scanner.feed(chunk)
             best = min(best, (time.process_time() - start) / len(chunks))
-        per_record = best * len(data) / len(records) / 65536
+        per_record = best * len(data) / count / 65536
         print(f"| {kind} | {best * 1e6:.0f} µs | {best / 65536 * 1e9:.2f} ns | {per_record * 1e6:.2f} µs |")
 
 
@@ -330,14 +405,19 @@ def main() -> None:
     parser.add_argument("--parsing-only", action="store_true", help="only the line parsing, in this process")
     parser.add_argument("--end-to-end", action="store_true", help="only the end-to-end time per line")
     parser.add_argument("--lines", type=int, default=1_000_000, help="lines of the end-to-end trainer")
+    parser.add_argument(
+        "--shapes", nargs="+", choices=list(SHAPES), help="of the end-to-end trainer's lines (default: plain)"
+    )
+    parser.add_argument("--where", nargs="+", default=["file", "terminal"], choices=["file", "terminal"])
     args = parser.parse_args()
     if args.parsing_only:
-        parsing(args.kinds)
+        parsing(args.kinds, args.shapes or [])
         return
     if args.end_to_end:
+        args.shapes = args.shapes or ["plain"]
         with tempfile.TemporaryDirectory() as name:
             (Path(name) / "wrapper.py").write_text(WRAPPER)
-            end_to_end(Path(name), args.rounds, args.lines, args.writers)
+            end_to_end(Path(name), args)
         return
     variants = ["bare", "tee", "run"]
     rates: dict[tuple[str, str, str], list[float]] = {}
@@ -366,7 +446,7 @@ def main() -> None:
         table(args, rates, cpus)
         if args.paced:
             paced(tmp, args.rounds)
-    parsing(args.kinds)
+    parsing(args.kinds, [])
 
 
 def table(

@@ -70,6 +70,9 @@ FRAMEWORK_LINES = [
     "MyFailure: boom",
     "KeyboardInterrupt",
     "{'a': 1, 'b': 2}",
+    "{'loss': 0.5}\ra bar drawn over a log dict",
+    "epoch 1 step 7 loss 0.5123 lr 0.001 it/s 123.4",
+    "Epoch: [0]  [  10/500]  eta: 0:00:49  lr: 0.1  loss: 2.3026 (2.3100)  time: 0.1000  max mem: 123",
     "step 7 loss 0.3125 lr 3e-4",
     "validation accuracy is computed below",
     "",
@@ -77,6 +80,23 @@ FRAMEWORK_LINES = [
     "\u3000",
     "caf\u00e9 \u00a0 done\u00a0",
 ]
+
+
+# A trainer's per-step prints that look like progress lines and hold nothing the interpreter
+# reads (no "Epoch k/N", no error): prints that start like an epoch line, torchvision's
+# MetricLogger, and the HF Trainer's log dicts, which only repeat the training phase once open.
+CHATTY_SHAPES = {
+    "epoch-like print": "epoch 1 step {i} loss 0.5123 lr 0.001 it/s 123.4\n",
+    "torchvision MetricLogger": (
+        "Epoch: [0]  [{i:4d}/5005]  eta: 0:52:16  lr: 0.1  img/s: 245.6  loss: 6.9114 (6.9258)  "
+        "acc1: 0.0000 (0.0710)  acc5: 0.7812 (0.5682)  time: 0.6253  data: 0.0012  max mem: 10138\n"
+    ),
+    "HF log dicts": "{{'loss': 0.5123, 'grad_norm': 1.2345, 'learning_rate': 4.99e-05, 'epoch': {i}}}\n",
+    "HF log dicts under a tqdm bar": (
+        "\r  5%|5         | {i}/1000 [00:10<03:10,  4.98it/s]\r                         \r"
+        "{{'loss': 0.5123, 'grad_norm': 1.2345, 'learning_rate': 4.99e-05, 'epoch': {i}}}\n"
+    ),
+}
 
 
 def stream_bytes(seed: int) -> bytes:
@@ -97,6 +117,13 @@ def stream_bytes(seed: int) -> bytes:
         out.append(b"\xff\xfe broken utf-8 Traceback \xc3\n")
         out.append(b"windows line\r\nEpoch 2/3\r\n")
         out += [f"ordinary line {i}\n".encode() for i in range(rng.randrange(50, 300))]
+        dicts = [f"{{'loss': {rng.random():.4f}, 'epoch': {i}}}\n".encode() for i in range(rng.randrange(99))]
+        # an evaluation, then the training phase again at the next dict that is its line's text
+        evaluation = [b"***** Running Evaluation *****\n", b"{'loss': 0.5}\ra bar drawn over a log dict\n"]
+        at = rng.randrange(len(dicts) + 1)
+        dicts[at:at] = evaluation
+        out += dicts
+        out += [CHATTY_SHAPES[shape].format(i=i).encode() for shape in CHATTY_SHAPES for i in range(99)]
     out += [b'  File "t.py", line 9, in <module>\n', b"MyFailure: at the end\n"]
     out += [f"last words {i}\n".encode() for i in range(30)]
     out.append(b"".join(f"\r{p}%".encode() for p in range(5000)))  # never ends its line
@@ -248,6 +275,25 @@ def test_the_byte_scan_finds_every_line_that_matters(parts: list[str]) -> None:
         assert may_matter(raw) == [True] * 3
 
 
+@pytest.mark.parametrize("shape", CHATTY_SHAPES)
+def test_a_chatty_trainer_s_lines_are_not_parsed_one_by_one(
+    shape: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the budget, a chunk of such lines hands the interpreter at most one of them (the
+    first log dict of a stretch can open the training phase; the rest repeat it)."""
+    events: list[Event] = []
+    logs = LogInterpreter(events.append)
+    scanner = LineScanner("stdout", logs)
+    scanner.feed(b"step 0\n" * 2000)  # the budget
+    handed: list[str] = []
+    monkeypatch.setattr(logs, "on_match", lambda stream, text, t: handed.append(text))
+    data = "".join(CHATTY_SHAPES[shape].format(i=i) for i in range(20_000)).encode()
+    chunks = [data[at : at + 65536] for at in range(0, len(data), 65536)]
+    for chunk in chunks:
+        scanner.feed(chunk)
+    assert len(handed) <= len(chunks)
+
+
 def test_memory_is_bounded_for_bars_and_floods() -> None:
     logs = LogInterpreter(lambda event: None)
     scanner = LineScanner("stdout", logs)
@@ -266,7 +312,7 @@ def test_memory_is_bounded_for_bars_and_floods() -> None:
 FLOODING_TRAINER = """
 import sys
 for i in range(30_000):
-    print(f"step {i} loss {1 / (i + 1):.6f}")
+    print(f"epoch 1 step {i} loss {1 / (i + 1):.6f}")
 print("Epoch 2/4")
 for i in range(500):
     print(f"step {i} of epoch 2")
@@ -290,7 +336,7 @@ def test_a_flooding_trainer_under_run_keeps_what_matters(tmp_path: Path) -> None
     assert result.returncode == 1
     assert result.stdout.count(b"\n") == 30_000 + 1 + 500 + 1  # the echo is every byte
     log = (out / "output.log").read_bytes().splitlines()
-    assert sum(line.startswith(b"step ") for line in log) == 30_500
+    assert sum(line.startswith((b"epoch 1 step ", b"step ")) for line in log) == 30_500
     events = read_events(out / "events.jsonl").events
     texts = [e.text for e in events if e.kind == "log"]
     assert len(texts) < 2000 + 100  # the budget, the lines that matter, the tail

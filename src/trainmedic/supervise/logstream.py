@@ -5,9 +5,10 @@ the terminal and to output.log as it is, progress bars with `\\r` included. Line
 only where they can matter. While the interpreter still takes every line (its budget of
 ordinary lines at the start of an attempt), each line is decoded and handed over; after
 that, `_logtext.lines_that_may_matter` finds the chunk's complete lines that a piece of a
-log pattern hits (memchr for the pieces' rare bytes, one test per line start), and only
-those are decoded and parsed. The last lines of each stream are kept raw and handed over
-when the stream ends, so the rules still see how a run ended.
+log pattern hits (memchr for the pieces' rare bytes, one test per line start; of a stretch
+of HF log dicts, the first), and only those are decoded and parsed. The last lines of each
+stream are kept raw and handed over when the stream ends, so the rules still see how a run
+ended.
 
 The child's stdout is a pty where ours is a terminal, else a pipe (`start_child`): it
 buffers its output as it would without us (no PYTHONUNBUFFERED forced), line by line on a
