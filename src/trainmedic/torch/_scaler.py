@@ -31,7 +31,7 @@ from trainmedic.rules.trn.trn011_optimizer_steps_skipped import CHECK
 from trainmedic.torch._safety import part_never_breaks
 
 if TYPE_CHECKING:
-    from trainmedic.torch._interface import MonitorLike
+    from trainmedic.torch._interface import MonitorLike, OptState
     from trainmedic.torch._names import ParamNames
 
 
@@ -48,6 +48,7 @@ class ScalerWatch:
         self._read_unscales = 0
         self._read_steps = 0
         self._first_param: str | None = None
+        self._states: dict[int, OptState] = {}  # the optimizers' step counts, by the record's id
 
     @part_never_breaks
     def after_unscale(self, scaler: Any, optimizer: Any) -> None:
@@ -64,7 +65,9 @@ class ScalerWatch:
         if scaler is not None:
             self.scaler = weakref.ref(scaler)
         self.read_at = self.unscales + monitor.every
-        steps = sum(state.steps for state in list(monitor.opts.values()))
+        for state in list(monitor.opts.values()):  # kept: an optimizer freed before the end still counts
+            self._states[id(state)] = state
+        steps = sum(state.steps for state in self._states.values())
         iterations = self.unscales - self._read_unscales
         taken = steps - self._read_steps
         self._read_unscales, self._read_steps = self.unscales, steps
