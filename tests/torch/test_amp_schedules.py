@@ -5,15 +5,23 @@ schedule at 0 for most of the run, and bf16 weights under Adam each give their f
 their fixed forms and the healthy controls (fp16 AMP whose scale settles after early
 skips, warm-up + cosine or linear decay to 0 at the last step, OneCycle, ReduceLROnPlateau,
 StepLR, bf16 autocast on fp32 weights) give none of the three, and no warning at all.
+In this process: an unsampled step of an AMP loop with a schedule, or of bf16 weights,
+dispatches no tensor op beyond the loss's read, as an fp32 step.
 """
 
 from __future__ import annotations
 
+import collections
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
+from torch.utils._python_dispatch import TorchDispatchMode
 
+import torch
+import trainmedic.torch as tm
+from torch import nn
 from trainmedic.events import GuardObservation
 from trainmedic.findings import Finding, Severity
 from trainmedic.record import RunRecord
@@ -23,6 +31,7 @@ from ..helpers import InstrumentedRun, run_instrumented
 from .conftest import EXAMPLES, SINGLE_THREAD
 
 HERE = Path(__file__).resolve().parent
+torch.set_num_threads(1)
 BUGS = {
     "optimizer_steps_skipped": "TRN011",
     "zero_learning_rate": "TRN012",
@@ -124,3 +133,51 @@ def test_healthy_amp_and_schedules_stay_quiet(runs, variant: str) -> None:
         assert 1 <= skipped <= 32
     if variant in ("warmup-cosine", "onecycle", "plateau"):
         assert "lr_schedule" in checks
+
+
+class _CountOps(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: collections.Counter[str] = collections.Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.ops[str(func)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _ops_on_steps(guarded: bool, kind: str, counted: range) -> collections.Counter[str]:
+    """A fp16 GradScaler loop with a per-step schedule, or bf16 weights under Adam: the ops the
+    steps in `counted` dispatch (steps 2-9 lie between the first check and the second)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    if kind == "bf16":
+        model = model.to(torch.bfloat16)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 5))
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8, enabled=kind == "amp")
+    x, y = torch.randn(80, 8), torch.randint(0, 3, (80,))
+    guard = tm.guard(model, optimizer) if guarded else None
+    counter = _CountOps()
+    for step in range(1, 21):
+        xb, yb = x[4 * step - 4 : 4 * step], y[4 * step - 4 : 4 * step]
+        with counter if step in counted else _CountOps():
+            optimizer.zero_grad()
+            with torch.autocast("cpu", dtype=torch.float16, enabled=kind == "amp"):
+                logits = model(xb.to(torch.bfloat16) if kind == "bf16" else xb)
+            scaler.scale(nn.functional.cross_entropy(logits.float(), yb)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+    if guard is not None:
+        guard.stop()
+    return counter.ops
+
+
+@pytest.mark.parametrize("kind", ["amp", "bf16"])
+def test_unsampled_amp_and_bf16_steps_dispatch_only_the_loss_read(kind: str) -> None:
+    bare = _ops_on_steps(False, kind, range(2, 10))
+    guarded = _ops_on_steps(True, kind, range(2, 10))
+    assert sum(bare.values()) > 0
+    # The scaler's count, the scheduler's note and the weights' samples add no tensor op there.
+    assert guarded - bare == collections.Counter({"aten._local_scalar_dense.default": len(range(2, 10))})
+    assert not bare - guarded

@@ -58,9 +58,12 @@ class ScalerWatch:
         if self.unscales >= self.read_at:
             self.read(scaler)
 
-    def read(self, scaler: Any) -> None:
+    def read(self, scaler: Any, *, ended: bool = False) -> None:
         """Send the iterations and skips since the last read, with the scale (None: the scaler
-        was freed before the end of the run, where the last counts are sent without it)."""
+        was freed before the end of the run, where the last counts are sent without it).
+
+        Called from `unscale_`, the current iteration has not stepped yet: it is counted at the
+        next read. At the end every iteration is complete (`ended`)."""
         monitor = self.monitor
         if scaler is not None:
             self.scaler = weakref.ref(scaler)
@@ -68,9 +71,10 @@ class ScalerWatch:
         for state in list(monitor.opts.values()):  # kept: an optimizer freed before the end still counts
             self._states[id(state)] = state
         steps = sum(state.steps for state in self._states.values())
-        iterations = self.unscales - self._read_unscales
+        done = self.unscales if ended else self.unscales - 1
+        iterations = done - self._read_unscales
         taken = steps - self._read_steps
-        self._read_unscales, self._read_steps = self.unscales, steps
+        self._read_unscales, self._read_steps = done, steps
         if iterations <= 0:
             return
         scale = getattr(scaler, "_scale", None)
@@ -112,4 +116,4 @@ class ScalerWatch:
     def close(self) -> None:
         """The end of the run: the iterations since the last read."""
         if self.unscales > self._read_unscales:
-            self.read(self.scaler() if self.scaler is not None else None)
+            self.read(self.scaler() if self.scaler is not None else None, ended=True)
