@@ -29,4 +29,7 @@ EXPECTED: dict[str, set[str]] = {
     "exploding_gradients": {"TRN007"},
     "vanishing_gradients": {"TRN008"},
     "clipping_saturated": {"TRN010"},
+    "optimizer_steps_skipped": {"TRN011"},
+    "zero_learning_rate": {"TRN012"},
+    "updates_below_precision": {"TRN013"},
 }

@@ -17,6 +17,7 @@ import torch
 from trainmedic.events import GuardObservation
 from trainmedic.torch._budget import clock
 from trainmedic.torch._manual import ParameterUpdates
+from trainmedic.torch._precision import PrecisionWatch
 from trainmedic.torch._reads import floats, norms, readable
 from trainmedic.torch._safety import contained
 
@@ -57,6 +58,7 @@ class SampledChecks:
         self.updates = updates
         self.hygiene = hygiene
         self.names = names
+        self.precision = PrecisionWatch(monitor, names)  # bf16/fp16 weights whose updates round away
 
     def check(self, optimizer: Any, state: OptState, step: int, primary: bool) -> None:
         """Each check is `contained`: one that fails costs itself, and the others run."""
@@ -74,6 +76,8 @@ class SampledChecks:
             if self.forward.is_open:  # the losses' graphs are read only for a watched forward pass
                 contained(monitor, "forward_watch", self.forward.close, step, self.reads.of_step(step))
             self.flush(optimizer, step)
+            if not manual:
+                contained(monitor, "updates_below_precision", self.precision.on_check, optimizer, step)
             for watcher in monitor.watchers:
                 contained(monitor, type(watcher).__name__, watcher.on_check, step)
             budget.check_end, budget.full_step = clock(), step

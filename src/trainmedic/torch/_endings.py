@@ -109,5 +109,6 @@ class Endings:
         if primary is not None and state is not None and not isinstance(primary, ParameterUpdates):
             checks.hygiene.check_membership(primary, state, monitor.step)
         checks.clipping.read_rest()  # clip calls no read took (the optimizer was freed first)
+        monitor.scaler.close()  # the gradient scaler's iterations since its last read
         for watcher in monitor.watchers:
             contained(monitor, type(watcher).__name__, watcher.on_close)

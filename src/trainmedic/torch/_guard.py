@@ -25,6 +25,9 @@ from trainmedic.rules.trn import (
     trn008_vanishing_gradients,
     trn009_eval_set_is_train,
     trn010_clipping_saturated,
+    trn011_optimizer_steps_skipped,
+    trn012_zero_learning_rate,
+    trn013_updates_below_precision,
 )
 from trainmedic.torch import _patches
 from trainmedic.torch._monitor import Monitor
@@ -42,6 +45,9 @@ RULES: tuple[Rule, ...] = (
     trn007_exploding_gradients.exploding_gradients,
     trn008_vanishing_gradients.vanishing_gradients,
     trn010_clipping_saturated.clipping_saturated,
+    trn011_optimizer_steps_skipped.optimizer_steps_skipped,
+    trn012_zero_learning_rate.zero_learning_rate,
+    trn013_updates_below_precision.updates_below_precision,
     trn001_nonfinite_loss.nonfinite_loss,
     trn002_loss_divergence.loss_divergence,
     trn003_not_learning.not_learning,

@@ -20,9 +20,10 @@ from trainmedic.rules.tor import tor005_sampler_epoch_not_set as tor005
 from trainmedic.rules.tor import tor006_scheduler_before_optimizer as tor006
 from trainmedic.rules.tor import tor007_decay_on_norm_bias as tor007
 from trainmedic.rules.tor import tor008_unseeded_run as tor008
+from trainmedic.rules.trn import trn012_zero_learning_rate as trn012
 from trainmedic.torch._epochs import PASS_LOG_ATTR
 from trainmedic.torch._manual import ParameterUpdates
-from trainmedic.torch._reads import int_env
+from trainmedic.torch._reads import as_float, int_env
 from trainmedic.torch._safety import part_never_breaks
 from trainmedic.torch._zeroing import GradZeroWatch
 
@@ -111,6 +112,25 @@ class LoopHygiene:
                     "optimizer_steps": 0,
                 },
             )
+        elif type(scheduler) not in state.scheduler_kinds:  # one set lookup a scheduler step
+            self.note_schedule(scheduler, optimizer, state)
+
+    def note_schedule(self, scheduler: Any, optimizer: Any, state: OptState) -> None:
+        """A kind of scheduler steps this optimizer for the first time: its class and the base
+        learning rate (TRN012's reference; ReduceLROnPlateau sets none)."""
+        state.scheduler_kinds.add(type(scheduler))
+        groups = getattr(optimizer, "param_groups", None) or [{}]
+        base = groups[0].get("initial_lr")
+        self.monitor.observe(
+            trn012.CHECK,
+            {
+                "scheduler": type(scheduler).__name__,
+                "optimizer": type(optimizer).__name__,
+                "base_lr": as_float(base) if base is not None else None,
+            },
+            once=False,
+            step=state.steps,
+        )
 
     def watch_zeroing(self, optimizer: Any, state: OptState, step: int) -> None:
         """Gradients only backward() touched since the last check were never zeroed (see `_zeroing`).

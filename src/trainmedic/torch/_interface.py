@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from trainmedic.torch._forward import ForwardWatch
     from trainmedic.torch._losses import LossReads
     from trainmedic.torch._manual import ParameterUpdates
+    from trainmedic.torch._scaler import ScalerWatch
     from trainmedic.torch._zeroing import GradZeroWatch
 
 Sink = Callable[[Event], None]
@@ -42,6 +43,7 @@ class OptState:
     zero_checked_step: int = 0
     never_grad: set[int] | None = None
     checked_steps: list[int] = field(default_factory=list)
+    scheduler_kinds: set[type] = field(default_factory=set)  # the schedulers seen stepping it
 
 
 class ClipHooks(Protocol):
@@ -103,6 +105,8 @@ class MonitorLike(Protocol):
 
     @property
     def clipping(self) -> ClipHooks: ...
+    @property
+    def scaler(self) -> ScalerWatch: ...
     def emit(self, event: Event) -> None: ...
     def observe(
         self, check: str, data: dict[str, Any], *, once: bool = True, step: int | None = None

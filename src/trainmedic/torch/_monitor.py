@@ -47,9 +47,10 @@ The facade `Monitor` keeps what the hooks touch on every step; the rest is in it
 parts: `_checks` (the sampled reads), `_closures` (where a sampled step is measured:
 before the update, or after `step(closure)`), `_budget` (the rate), `_curve` (Step and
 Epoch events), `_epochs` (the loaders' passes, the known epoch), `_losses` (reading the
-kept losses; the non-finite loss), `_explosion` (updates that blew up), `_hygiene` (how
-the loop trains), `_outbox` (the events sent), `_forward` and `_clipping` (forward hooks
-and clipping), `_names` (parameter names).
+kept losses; the non-finite loss), `_scaler` (a gradient scaler's skipped steps),
+`_explosion` (updates that blew up), `_hygiene` (how the loop trains), `_outbox` (the
+events sent), `_forward` and `_clipping` (forward hooks and clipping), `_names` (parameter
+names).
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ from trainmedic.torch._optimizers import Optimizers
 from trainmedic.torch._outbox import Outbox
 from trainmedic.torch._reads import kept
 from trainmedic.torch._safety import NonFiniteLossError, turn_off
+from trainmedic.torch._scaler import ScalerWatch
 from trainmedic.torch._zeroing import GradZeroWatch
 
 __all__ = ["Monitor", "NonFiniteLossError"]
@@ -131,8 +133,7 @@ class Monitor:
         self._zero_armed = False  # within ZERO_WATCH_STEPS of the next check
         self.step = 0
         self.epoch = 0
-        # Written by the hooks on every step.
-        self.backwards = 0
+        self.backwards = 0  # this and the four below: written by the hooks on every step
         self.losses: list[Any] = []  # every scalar passed to backward() since the last read
         self.loss_steps: list[int] = []  # the optimizer step each of them belongs to
         self.data_wait = 0.0
@@ -157,6 +158,7 @@ class Monitor:
         self.forward = ForwardWatch(self)
         self.clipping = ClipWatch(self)
         self.names = ParamNames(self.roots)
+        self.scaler = ScalerWatch(self, self.names)
         self.budget = CheckBudget(self)
         self.reads = LossReads(self)
         self.curve = LossCurve(self, self.reads)

@@ -46,7 +46,6 @@ _active: MonitorLike | None = None
 _GRAD_RESCALERS = (
     (torch.nn.utils, "clip_grad_norm_"),
     (torch.nn.utils, "clip_grad_value_"),
-    (torch.amp.GradScaler, "unscale_"),
 )
 _UNCOUNTED = "_tm_uncounted"  # on a scheduler whose steps leave its _step_count at 0
 _undo: list[Callable[[], None]] = []
@@ -71,6 +70,7 @@ def install(monitor: MonitorLike) -> None:
     _wrap(Optimizer, "__init__", _optimizer_init)
     for owner, name in _GRAD_RESCALERS:
         _wrap(owner, name, _rescales_grads)
+    _wrap(torch.amp.GradScaler, "unscale_", _unscale)
     _wrap(_BaseDataLoaderIter, "__next__", _loader_next)
     _wrap(_BaseDataLoaderIter, "__init__", _loader_start)
     _wrap(_BaseDataLoaderIter, "_reset", _loader_start)
@@ -198,6 +198,30 @@ def _rescales_grads(original: Any) -> Any:
         return result
 
     return rescale
+
+
+def _unscale(original: Any) -> Any:
+    """`GradScaler.unscale_`, once an iteration under a scaler: rescales `.grad` in place, as
+    clipping does, and is counted: an iteration whose optimizer did not step was skipped
+    (`_scaler`). One integer added and compared; the scaler is read every `every` calls."""
+
+    def unscale_(self: Any, optimizer: Any) -> Any:
+        monitor = _active
+        if monitor is None or monitor.broken:
+            return original(self, optimizer)
+        plain = monitor.plain_backward
+        if not plain:
+            monitor.before_rescale()
+        result = original(self, optimizer)
+        if not plain:
+            monitor.after_rescale()
+        watch = monitor.scaler
+        watch.unscales += 1
+        if watch.unscales >= watch.read_at or watch.probe:
+            watch.after_unscale(self, optimizer)
+        return result
+
+    return unscale_
 
 
 def _optimizer_init(original: Any) -> Any:

@@ -3,7 +3,7 @@
 TRN001-TRN004 are pure, noise-robust rules over the loss curves of a `RunRecord`
 (`_helpers/curves.py` says which metric is "the loss"), shared by `trainmedic run`, the
 in-process guards and `trainmedic diagnose`; TRN005-TRN008 and TRN010 read what the
-PyTorch guard measures on sampled steps; TRN009 the eval sets of the boosters, the HF
+PyTorch guard measures on sampled steps, TRN011 what it counts of a gradient scaler; TRN009 the eval sets of the boosters, the HF
 Trainer and Spark MLlib. Every threshold is a named constant beside its rule.
 """
 
@@ -19,6 +19,23 @@ from trainmedic.rules.trn import trn007_exploding_gradients as trn007
 from trainmedic.rules.trn import trn008_vanishing_gradients as trn008
 from trainmedic.rules.trn import trn009_eval_set_is_train as trn009
 from trainmedic.rules.trn import trn010_clipping_saturated as trn010
+from trainmedic.rules.trn import trn011_optimizer_steps_skipped as trn011
+from trainmedic.rules.trn import trn012_zero_learning_rate as trn012
+from trainmedic.rules.trn import trn013_updates_below_precision as trn013
 
 #: The family table: one line a code, in catalogue order.
-FAMILY = (trn001, trn002, trn003, trn004, trn005, trn006, trn007, trn008, trn009, trn010)
+FAMILY = (
+    trn001,
+    trn002,
+    trn003,
+    trn004,
+    trn005,
+    trn006,
+    trn007,
+    trn008,
+    trn009,
+    trn010,
+    trn011,
+    trn012,
+    trn013,
+)
