@@ -21,10 +21,12 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
+from trainmedic.errors import install_hint
+
 try:
     import catboost
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("trainmedic.catboost needs CatBoost: pip install 'trainmedic[boosting]'") from exc
+    raise ImportError(f"trainmedic.catboost needs CatBoost: {install_hint('catboost', 'boosting')}") from exc
 
 from trainmedic._boosting import RoundWatch
 from trainmedic.findings import Finding

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["ExitCode", "TrainmedicError", "UsageError"]
+__all__ = ["ExitCode", "TrainmedicError", "UsageError", "install_hint"]
 
 
 class ExitCode(IntEnum):
@@ -39,3 +39,13 @@ class UsageError(TrainmedicError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+def install_hint(packages: str, extra: str) -> str:
+    """How to install what a missing framework needs, for the end of an error message.
+
+    trainmedic installs from its checkout, not from an index, so an extra is named as the
+    checkout's (`pip install -e '.[hf]'`); the packages themselves come first because they
+    are what the trainer's own environment needs, wherever trainmedic was installed from.
+    """
+    return f"pip install {packages} (or, in trainmedic's checkout, pip install -e '.[{extra}]')"

@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from trainmedic import llm
+from trainmedic.errors import install_hint
 from trainmedic.events import Epoch, Event, GuardObservation, Metric, PhaseEnd, PhaseStart, TrainingPlan
 from trainmedic.findings import Finding
 from trainmedic.instrument import hooks
@@ -24,10 +25,7 @@ from trainmedic.rules.trn.trn009_eval_set_is_train import EVAL_OVERLAP_CHECK
 try:
     from transformers import TrainerCallback
 except ImportError as exc:
-    raise ImportError(
-        "trainmedic.hf needs transformers: pip install transformers "
-        "(or, in trainmedic's checkout, pip install -e '.[hf]')"
-    ) from exc
+    raise ImportError(f"trainmedic.hf needs transformers: {install_hint('transformers', 'hf')}") from exc
 
 import trainmedic.torch as tm
 from trainmedic.llm import params as llm_params

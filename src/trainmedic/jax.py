@@ -26,13 +26,15 @@ import sys
 import threading
 from typing import Any, NamedTuple
 
+from trainmedic.errors import install_hint
+
 try:
     import jax
     import jax.numpy as jnp
     import numpy as np
     import optax
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("trainmedic.jax needs JAX and optax: pip install 'trainmedic[jax]'") from exc
+    raise ImportError(f"trainmedic.jax needs JAX and optax: {install_hint('jax optax', 'jax')}") from exc
 
 from trainmedic.events import FindingRaised, Step
 from trainmedic.findings import Finding

@@ -23,10 +23,12 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
+from trainmedic.errors import install_hint
+
 try:
     import lightgbm as lgb
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("trainmedic.lightgbm needs LightGBM: pip install 'trainmedic[boosting]'") from exc
+    raise ImportError(f"trainmedic.lightgbm needs LightGBM: {install_hint('lightgbm', 'boosting')}") from exc
 
 from trainmedic._boosting import RoundWatch, wrap_everywhere
 from trainmedic.findings import Finding

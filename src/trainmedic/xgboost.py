@@ -21,10 +21,12 @@ from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
+from trainmedic.errors import install_hint
+
 try:
     import xgboost as xgb
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("trainmedic.xgboost needs XGBoost: pip install 'trainmedic[boosting]'") from exc
+    raise ImportError(f"trainmedic.xgboost needs XGBoost: {install_hint('xgboost', 'boosting')}") from exc
 
 from trainmedic._boosting import RoundWatch, wrap_everywhere
 from trainmedic.findings import Finding

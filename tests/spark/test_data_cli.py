@@ -104,4 +104,7 @@ def test_no_pyspark_is_one_line_with_the_install_command(tmp_path: Path) -> None
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
     )
-    assert one_line_error(result) == "--engine spark needs pyspark: pip install 'trainmedic[spark]'"
+    assert one_line_error(result) == (
+        "--engine spark needs pyspark: pip install pyspark (or, in trainmedic's checkout, "
+        "pip install -e '.[spark]')"
+    )

@@ -23,7 +23,7 @@ from trainmedic.data._columns import Roles, validate_roles
 from trainmedic.data._context import Dataset, Split
 from trainmedic.data.readers import read_table
 from trainmedic.data.summary import DataSummary, summarize
-from trainmedic.errors import UsageError
+from trainmedic.errors import UsageError, install_hint
 from trainmedic.findings import Finding, sort_findings
 
 Check = Callable[[Dataset], list[Finding]]
@@ -225,7 +225,8 @@ def require_data_extra() -> None:
     missing = [m for m in ("scipy", "sklearn") if importlib.util.find_spec(m) is None]
     if missing:
         raise UsageError(
-            f"trainmedic check data needs {' and '.join(missing)}: pip install 'trainmedic[data]'"
+            f"trainmedic check data needs {' and '.join(missing)}: "
+            + install_hint("scipy scikit-learn", "data")
         )
 
 

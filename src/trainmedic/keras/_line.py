@@ -12,6 +12,8 @@ import os
 import sys
 from types import ModuleType
 
+from trainmedic.errors import install_hint
+
 LEGACY_ENV = "TF_USE_LEGACY_KERAS"
 
 
@@ -30,6 +32,6 @@ def keras_module() -> ModuleType:
     except ImportError as exc:
         package = "tf-keras" if name == "tf_keras" else "keras"
         raise ImportError(
-            f"trainmedic.keras needs {package}: pip install 'trainmedic[keras]'"
-            + (" tf-keras" if name == "tf_keras" else "")
+            f"trainmedic.keras needs {package}: "
+            + install_hint(package if name == "tf_keras" else "tensorflow-cpu keras", "keras")
         ) from exc

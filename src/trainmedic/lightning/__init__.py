@@ -17,13 +17,15 @@ from __future__ import annotations
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
+from trainmedic.errors import install_hint
+
 if TYPE_CHECKING:
     from trainmedic.lightning._guard import Guard
 
 __all__ = ["Guard"]
 
 if importlib.util.find_spec("lightning") is None and importlib.util.find_spec("pytorch_lightning") is None:
-    raise ImportError("trainmedic.lightning needs Lightning: pip install 'trainmedic[lightning]'")
+    raise ImportError(f"trainmedic.lightning needs Lightning: {install_hint('lightning', 'lightning')}")
 
 
 def __getattr__(name: str) -> Any:

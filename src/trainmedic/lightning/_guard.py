@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainmedic.errors import install_hint
 from trainmedic.events import Epoch, Event, PhaseEnd, PhaseStart, TrainingPlan
 from trainmedic.findings import Finding
 
@@ -14,7 +15,7 @@ except ImportError:  # the legacy package name
         from pytorch_lightning.callbacks import Callback, EarlyStopping  # type: ignore[assignment]
     except ImportError as exc:
         raise ImportError(
-            "trainmedic.lightning needs Lightning: pip install 'trainmedic[lightning]'"
+            f"trainmedic.lightning needs Lightning: {install_hint('lightning', 'lightning')}"
         ) from exc
 
 import trainmedic.torch as tm

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainmedic.errors import UsageError
+from trainmedic.errors import UsageError, install_hint
 
 DEFAULT_NAME = "trainmedic"
 METADATA_KEY = "trainmedic"  # kernel.json metadata that marks a spec as ours
@@ -89,7 +89,8 @@ def _manager() -> Any:
             raise ImportError("ipykernel")
     except ImportError:
         raise UsageError(
-            "trainmedic kernel needs jupyter_client and ipykernel: pip install 'trainmedic[notebook]'"
+            "trainmedic kernel needs jupyter_client and ipykernel: "
+            + install_hint("jupyter-client ipykernel", "notebook")
         ) from None
     return KernelSpecManager()
 

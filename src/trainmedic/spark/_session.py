@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from trainmedic.errors import UsageError
+from trainmedic.errors import UsageError, install_hint
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,7 +45,7 @@ CONNECT_TIMEOUT_S = 5.0
 JAVA_MAJOR_NEEDED = 17
 LOG_ENV = "TRAINMEDIC_SPARK_LOG"
 SUBMIT_GATEWAY = "PYSPARK_GATEWAY_PORT"  # set by spark-submit for the Python program it runs
-INSTALL_HINT = "pip install 'trainmedic[spark]'"
+INSTALL_HINT = install_hint("pyspark", "spark")
 _STANDALONE_PORT = 7077
 _HTTPS_PORT = 443
 

@@ -20,16 +20,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from trainmedic.diagnose.tracker_series import History
-from trainmedic.errors import UsageError
+from trainmedic.errors import UsageError, install_hint
 from trainmedic.trackers.learned import TrackerRun
 
 if TYPE_CHECKING:
     from trainmedic.trackers.attach import Attachment
 
-INSTALL = (
-    "reading MLflow runs needs the mlflow package: pip install mlflow "
-    "(or, in trainmedic's checkout, pip install -e '.[mlflow]')"
-)
+INSTALL = f"reading MLflow runs needs the mlflow package: {install_hint('mlflow', 'mlflow')}"
 CONNECT_TIMEOUT_S = 5.0
 #: A server that does not answer fails in seconds, not after MLflow's default retries (minutes).
 _FAST_FAIL = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}

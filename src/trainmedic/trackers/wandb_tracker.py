@@ -18,16 +18,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainmedic.errors import UsageError
+from trainmedic.errors import UsageError, install_hint
 from trainmedic.trackers.learned import TrackerRun
 
 if TYPE_CHECKING:
     from trainmedic.trackers.attach import Attachment
 
-INSTALL = (
-    "reading W&B runs needs the wandb package: pip install wandb "
-    "(or, in trainmedic's checkout, pip install -e '.[wandb]')"
-)
+INSTALL = f"reading W&B runs needs the wandb package: {install_hint('wandb', 'wandb')}"
 READ_TIMEOUT_S = 120.0
 #: What a resumed run must not add: system metrics, console capture, code and package snapshots.
 _QUIET_SETTINGS = {

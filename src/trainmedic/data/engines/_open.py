@@ -8,7 +8,7 @@ from pathlib import Path
 
 from trainmedic.data.engines._budget import shares
 from trainmedic.data.engines._protocol import TableEngine
-from trainmedic.errors import UsageError
+from trainmedic.errors import UsageError, install_hint
 
 
 def open_table_engine(
@@ -36,7 +36,7 @@ def _open_duckdb(inputs: Mapping[str, object], budget: int) -> TableEngine:
             )
         paths[name] = value
     if importlib.util.find_spec("duckdb") is None:
-        raise UsageError("--engine duckdb needs duckdb: pip install 'trainmedic[bigdata]'")
+        raise UsageError(f"--engine duckdb needs duckdb: {install_hint('duckdb', 'bigdata')}")
     from trainmedic.data.engines.duckdb_engine import open_duckdb
 
     return open_duckdb(paths, memory=shares(budget))
@@ -47,7 +47,7 @@ def _open_spark(inputs: Mapping[str, object], master: str | None, conf: dict[str
         spark_data = importlib.import_module("trainmedic.spark.data")  # pyspark only when asked for
     except ImportError as exc:
         if exc.name == "pyspark" or (exc.name or "").startswith("pyspark."):
-            raise UsageError("--engine spark needs pyspark: pip install 'trainmedic[spark]'") from exc
+            raise UsageError(f"--engine spark needs pyspark: {install_hint('pyspark', 'spark')}") from exc
         raise UsageError(
             "--engine spark: this trainmedic has no Spark data engine (trainmedic.spark.data); "
             "use --engine duckdb or auto"

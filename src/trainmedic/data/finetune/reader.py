@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainmedic.errors import UsageError
+from trainmedic.errors import UsageError, install_hint
 
 MESSAGES = "messages"
 PROMPT_COMPLETION = "prompt-completion"
@@ -173,7 +173,9 @@ def _parquet_rows(path: Path) -> Iterator[tuple[int, Any]]:
 
         table = pq.read_table(path)
     except ImportError:
-        raise UsageError(f"{path}: reading Parquet needs pyarrow: pip install 'trainmedic[data]'") from None
+        raise UsageError(
+            f"{path}: reading Parquet needs pyarrow: {install_hint('pyarrow', 'data')}"
+        ) from None
     except Exception as exc:  # pyarrow raises several types for a file that is no Parquet
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UsageError(f"{path}: cannot read as Parquet ({first})") from None

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainmedic.errors import UsageError
+from trainmedic.errors import UsageError, install_hint
 
 _PROBE_USER = "trainmedic probe question 17"
 _PROBE_ASSISTANT = "trainmedic probe answer 23"
@@ -64,10 +64,7 @@ def load_tokenizer(path: str) -> Any:
     try:
         from transformers import AutoTokenizer
     except ImportError:
-        raise UsageError(
-            "--tokenizer needs transformers: pip install transformers "
-            "(or, in trainmedic's checkout, pip install -e '.[hf]')"
-        ) from None
+        raise UsageError(f"--tokenizer needs transformers: {install_hint('transformers', 'hf')}") from None
     try:
         return AutoTokenizer.from_pretrained(str(where), local_files_only=True)
     except Exception as exc:  # transformers raises OSError, ValueError, KeyError... for a bad folder
