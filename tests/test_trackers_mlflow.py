@@ -55,7 +55,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
     ]  # fmt: skip
     log = (root / "server.log").open("wb")
-    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    # the server's job runner (a huey consumer per job kind, each importing mlflow) is for
+    # GenAI evaluation jobs these tests never submit: off, it costs no CPU beside the suite
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     try:
         deadline = time.monotonic() + SERVER_START_S
         while not _healthy(uri):
