@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -244,9 +245,13 @@ _LINE_START = (  # after the blanks, `*`s and "running " that EVAL_START allows 
 _FIRST = rb"(?=" + _BLANK + rb"*(?:[*rRvVF]|[eE][vV]|" + _EPOCH + rb"))"
 # After a `\r`, the first byte only (a bar's updates rarely start with an `e`), and a bar that
 # clears its line with its width in blanks (tqdm.write, the HF Trainer's log dicts) has them read
-# once: the group a lookahead matched is never backtracked into, where `*` would read them again
-# for each of them (3x faster on such output; Python 3.10 has no `*+`).
-_FIRST_AFTER_BLANKS = rb"(?=(?P<blanks>" + _BLANK + rb"*))(?P=blanks)(?=[*rReEvVF])"
+# once, never backtracked into, where `*` would read them again for each of them: a possessive
+# `*+` from Python 3.11 (~2x faster again on the HF Trainer's output, 3 `\r` a line), on 3.10 the
+# group a lookahead matched (3x faster than `*`).
+if sys.version_info >= (3, 11):
+    _FIRST_AFTER_BLANKS = _BLANK + rb"*+(?=[*rReEvVF])"
+else:  # pragma: no cover - Python 3.10
+    _FIRST_AFTER_BLANKS = rb"(?=(?P<blanks>" + _BLANK + rb"*))(?P=blanks)(?=[*rReEvVF])"
 _PIECES = (  # (anchor, pattern): each pattern starts with its anchor; lookbehinds check the bytes before it
     (b"\n", rb"\n" + _FIRST + _LINE_START),
     (b"\r", rb"\r" + _FIRST_AFTER_BLANKS + _LINE_START),  # a progress bar's last update is its line
