@@ -8,8 +8,8 @@ the model's parameters and persistent buffers (`model_tensors`), the keys of the
 file's matched nothing (`unexpected`), a few of each (`missing_examples`, `unexpected_examples`),
 the renaming of the file's keys that would load the most of them (`strip`, then `add`, a leading
 prefix such as DDP's `module.` or torch.compile's `_orig_mod.`, with `prefix_matches`, the keys it
-would load), the unexpected entries that are themselves dicts (`nested`: a whole checkpoint
-passed for its `model` entry), the model's class and the caller's line (`where`). It calls
+would load), the unexpected entries that are state dicts themselves (`nested`: a whole
+checkpoint passed for its `model` entry), the model's class and the caller's line (`where`). It calls
 `judge`, and observes `load_keys_mismatch` with the evidence and the `reason` when it fires.
 
 Checked here: loads with `strict=False` in the process. Reloading what a script saved, merges
@@ -36,7 +36,9 @@ PREFIX, MOSTLY_UNLOADED = "prefix", "mostly-unloaded"
 # would load at least this share of the keys on the smaller side (of the model's keys not loaded,
 # and the file's keys unused). Names of a healthy model and of another checkpoint do not map
 # onto each other by one prefix for half of them by chance; a wrapper's prefix (DDP's `module.`,
-# torch.compile's `_orig_mod.`, a LightningModule's attribute) maps all of them.
+# torch.compile's `_orig_mod.`, a LightningModule's attribute) maps all of them. A prefix that
+# is not a wrapper's counts only with most of the model unloaded (MOSTLY): an old head and a
+# new one named otherwise (`fc.` against `head.`) map by a prefix too, and are a minority.
 PREFIX_SHARE = 0.5
 # Without such a prefix, the load is judged failed when most of the model was not loaded AND
 # most of the file was not used: the two do not share their names. Each alone has intended
