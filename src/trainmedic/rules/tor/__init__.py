@@ -20,6 +20,7 @@ from trainmedic.rules.tor import tor011_eos_never_supervised as tor011
 from trainmedic.rules.tor import tor012_adapters_not_learning as tor012
 from trainmedic.rules.tor import tor013_labels_double_shifted as tor013
 from trainmedic.rules.tor import tor014_new_tokens_untrained as tor014
+from trainmedic.rules.tor import tor015_saved_model_differs as tor015
 
 #: The family table: one line a code, in catalogue order.
 FAMILY = (
@@ -37,4 +38,5 @@ FAMILY = (
     tor012,
     tor013,
     tor014,
+    tor015,
 )

@@ -1,0 +1,208 @@
+"""TOR015 `saved-model-differs`: a checkpoint loaded with `strict=False` whose keys miss the model.
+
+Collector: the PyTorch guard (`trainmedic.torch._loads`), which wraps `nn.Module.load_state_dict`
+(under `trainmedic run` when torch is imported, or with `trainmedic.torch.guard()`). For a call with
+`strict=False` that left keys on either side, it measures what PyTorch returns and does not raise:
+the model's parameters and persistent buffers (`model_tensors`), the keys of the state dict
+(`state_dict_keys`), how many of the model's were not loaded (`missing`) and how many of the
+file's matched nothing (`unexpected`), a few of each (`missing_examples`, `unexpected_examples`),
+the renaming of the file's keys that would load the most of them (`strip`, then `add`, a leading
+prefix such as DDP's `module.` or torch.compile's `_orig_mod.`, with `prefix_matches`, the keys it
+would load), the unexpected entries that are state dicts themselves (`nested`: a whole
+checkpoint passed for its `model` entry), the model's class and the caller's line (`where`). It calls
+`judge`, and observes `load_keys_mismatch` with the evidence and the `reason` when it fires.
+
+Checked here: loads with `strict=False` in the process. Reloading what a script saved, merges
+and the other saves the catalogue names are not measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from trainmedic.events import Event
+from trainmedic.findings import FindingSpec, Severity
+from trainmedic.record import Rule
+from trainmedic.rules._helpers.guard import names, observation_rule, observed
+
+#: The guard's observation this finding words.
+CHECK = "load_keys_mismatch"
+
+#: The two reasons `judge` gives.
+PREFIX, MOSTLY_UNLOADED = "prefix", "mostly-unloaded"
+
+# A renaming of the file's keys (a prefix stripped or added) explains the mismatch when it
+# would load at least this share of the keys on the smaller side (of the model's keys not loaded,
+# and the file's keys unused). Names of a healthy model and of another checkpoint do not map
+# onto each other by one prefix for half of them by chance; a wrapper's prefix (DDP's `module.`,
+# torch.compile's `_orig_mod.`, a LightningModule's attribute) maps all of them. A prefix that
+# is not a wrapper's counts only with most of the model unloaded (MOSTLY): an old head and a
+# new one named otherwise (`fc.` against `head.`) map by a prefix too, and are a minority.
+PREFIX_SHARE = 0.5
+# Without such a prefix, the load is judged failed when most of the model was not loaded AND
+# most of the file was not used: the two do not share their names. Each alone has intended
+# uses: a new head or a few new layers are a minority of a model's tensors; a deliberate partial
+# load (an adapter, one shard of a sharded checkpoint, a backbone into a larger model) leaves
+# most of the model as it was, but every key it holds is the model's; a pretrained checkpoint
+# with a task head of its own leaves that head (a minority of its keys) unused.
+MOSTLY = 0.5
+# The attributes wrappers put in front of every key of their state_dict(): DistributedDataParallel
+# and DataParallel (`module`), torch.compile's OptimizedModule (`_orig_mod`).
+WRAPPER_PARTS = frozenset({"module", "_orig_mod"})
+
+
+def _example() -> list[Event]:
+    """plain.load_state_dict(ddp_model.state_dict(), strict=False): every key has `module.`."""
+    keys = ["body.0.weight", "body.0.bias", "head.weight", "head.bias"]
+    return observed(
+        CHECK,
+        reason=PREFIX,
+        model="MLP",
+        where="finetune.py:41",
+        model_tensors=4,
+        state_dict_keys=4,
+        missing=4,
+        unexpected=4,
+        missing_examples=keys,
+        unexpected_examples=[f"module.{key}" for key in keys],
+        strip="module.",
+        add="",
+        prefix_matches=4,
+        nested=[],
+    )
+
+
+SPEC = FindingSpec(
+    code="TOR015",
+    slug="saved-model-differs",
+    severity=Severity.ERROR,
+    title="Saved model differs",
+    what=(
+        "The model a checkpoint was loaded into is not the model that was saved: "
+        "load_state_dict(..., strict=False) matched few or none of the checkpoint's keys (a "
+        "`module.` prefix from DDP, `_orig_mod.` from torch.compile, another model's names), so "
+        "the model kept its initial values; the keys not loaded, the prefix that explains them "
+        "and the share of the model left unloaded are given."
+    ),
+    why=(
+        "With strict=False, load_state_dict returns the missing and unexpected keys and raises "
+        "nothing. A state_dict() taken from a DistributedDataParallel model names every key "
+        "`module.<name>`, from a torch.compile'd module `_orig_mod.<name>`; loaded into the plain "
+        "model, not one tensor matches, and training or evaluation goes on from random weights "
+        "(a fine-tune that starts from scratch, an evaluation at chance). trainmedic reads the "
+        "keys PyTorch returns at every strict=False load and looks for the prefix that maps them "
+        "onto each other. It stays quiet on the intended uses: a backbone loaded into a model "
+        "with a new head, an adapter or one shard loaded on purpose (every key in the file is the "
+        "model's), a pretrained checkpoint whose own head is left out."
+    ),
+    example=(
+        "torch.save(ddp_model.state_dict(), 'ckpt.pt'); "
+        "model.load_state_dict(torch.load('ckpt.pt'), strict=False)  # every key starts with 'module.'"
+    ),
+    fix=(
+        "Save the inner model (model.module.state_dict() under DDP, model._orig_mod.state_dict() "
+        "after torch.compile), or strip the prefix before loading "
+        "(torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(state_dict, 'module.')); "
+        "load with strict=True so that a mismatch raises, or check the keys load_state_dict returns."
+    ),
+    example_input=_example,
+)
+
+
+def judge(
+    *,
+    model_tensors: int,
+    state_dict_keys: int,
+    missing: int,
+    unexpected: int,
+    strip: str,
+    add: str,
+    prefix_matches: int,
+) -> str | None:
+    """Why a strict=False load failed (`PREFIX` or `MOSTLY_UNLOADED`), or None when it is healthy.
+
+    A renaming by a wrapper's prefix is never intended. Another prefix counts only when most of
+    the model was not loaded: a new head named differently from the old one (`fc.` against
+    `head.`) also maps by a prefix, and is a minority of the model.
+    """
+    mostly_missing = model_tensors > 0 and missing > MOSTLY * model_tensors
+    smaller = min(missing, unexpected)
+    explained = smaller > 0 and prefix_matches >= max(1.0, PREFIX_SHARE * smaller)
+    if explained and ((_wrapper_only(strip) and _wrapper_only(add)) or mostly_missing):
+        return PREFIX
+    if mostly_missing and state_dict_keys and unexpected > MOSTLY * state_dict_keys:
+        return MOSTLY_UNLOADED
+    return None
+
+
+def _wrapper_only(prefix: str) -> bool:
+    """Whether a prefix is made of wrappers' prefixes only ("" included): `module._orig_mod.`."""
+    return all(part in WRAPPER_PARTS for part in prefix.split(".")[:-1])
+
+
+def _renaming(evidence: Mapping[str, Any]) -> str:
+    strip, add = evidence.get("strip") or "", evidence.get("add") or ""
+    if strip and add:
+        return f"the checkpoint's keys start with {strip!r} where the model's start with {add!r}"
+    if strip:
+        return f"the checkpoint's keys start with {strip!r} and the model's do not"
+    return f"the model's keys start with {add!r} and the checkpoint's do not"
+
+
+def message(evidence: Mapping[str, Any]) -> str:
+    total, missing = evidence.get("model_tensors"), evidence.get("missing")
+    loaded = int(total or 0) - int(missing or 0)
+    where = f" at {evidence['where']}" if evidence.get("where") else ""
+    text = (
+        f"load_state_dict(strict=False){where} loaded {loaded} of the {total} parameters and "
+        f"buffers of {evidence.get('model', 'the model')}; {missing} kept their initial values and "
+        f"{evidence.get('unexpected')} of the checkpoint's {evidence.get('state_dict_keys')} keys "
+        "matched nothing"
+    )
+    if evidence.get("reason") == PREFIX:
+        text += f": {_renaming(evidence)} ({evidence.get('prefix_matches')} keys differ only by it)"
+    nested = evidence.get("nested")
+    if nested:
+        text += f"; the checkpoint holds whole dicts under {names(nested, 3)}: pass the model's entry"
+    return (
+        f"{text} (not loaded: {names(evidence.get('missing_examples'), 3)}; "
+        f"unused: {names(evidence.get('unexpected_examples'), 3)})"
+    )
+
+
+def fix(evidence: Mapping[str, Any]) -> str | None:
+    """The fix for the prefix found, in PyTorch's terms (None: the spec's)."""
+    strip, add = evidence.get("strip") or "", evidence.get("add") or ""
+    strict = "; load with strict=True so that a mismatch raises."
+    if evidence.get("reason") != PREFIX:
+        if evidence.get("nested"):
+            entry = str(evidence["nested"][0])
+            return f"Load the model's entry: model.load_state_dict(checkpoint[{entry!r}]){strict}"
+        return None
+    if strip and not add:
+        saved = {"module.": "model.module.state_dict()", "_orig_mod.": "model._orig_mod.state_dict()"}
+        save = f", or save {saved[strip]} instead" if strip in saved else ""
+        return (
+            "Strip the prefix before loading: torch.nn.modules.utils."
+            f"consume_prefix_in_state_dict_if_present(state_dict, {strip!r}){save}{strict}"
+        )
+    if add and not strip:
+        return (
+            "Load into the submodule the checkpoint was saved from: "
+            f"{_submodule(add)}.load_state_dict(state_dict){strict}"
+        )
+    return (
+        f"Rename the keys: {{{add!r} + k.removeprefix({strip!r}): v for k, v in state_dict.items()}}{strict}"
+    )
+
+
+def _submodule(prefix: str) -> str:
+    """'module.' -> model.module; 'layers.0.' -> model.layers[0]."""
+    path = "model"
+    for part in prefix.rstrip(".").split("."):
+        path += f"[{part}]" if part.isdigit() else f".{part}"
+    return path
+
+
+RULES: tuple[Rule, ...] = (observation_rule(SPEC, CHECK, message, fix),)
