@@ -297,3 +297,13 @@ def test_bad_pairs_are_one_line_and_exit_2(tmp_path: Path, rows: list[dict[str, 
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert expected in lines[0], result.stderr
+
+
+def test_pairs_read_as_a_table_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    """A tabular role (--label) makes the file a table: its message lists are named, no traceback."""
+    chats = write_jsonl(tmp_path / "chats.jsonl", [tinylm.conversational(p) for p in TRAIN[:20]])
+    result = run_cli("check", "data", str(chats), "--label", "chosen")
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "column 'prompt' holds lists (e.g. chat messages)" in lines[0]
