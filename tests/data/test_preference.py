@@ -256,6 +256,23 @@ def test_no_double_bos_where_trl_renders_one(tmp_path: Path, tinylm_bos_dir: Pat
     assert summary["notes"] == ["truncation not measured: give --max-length N (the trainer's max_length)"]
 
 
+def test_sft_text_rendered_with_a_bos_template_is_dat020_too(tmp_path: Path, tinylm_bos_dir: Path) -> None:
+    """Not only pairs: SFT `text` rows rendered with the same template, as examples."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tinylm_bos_dir)
+    texts = [
+        {"text": tokenizer.apply_chat_template(row["messages"], tokenize=False)}
+        for row in tinylm.conversations(400)[:60]
+    ]
+    _rc, _summary, findings, output = check(
+        write_jsonl(tmp_path / "sft.jsonl", texts), "--tokenizer", tinylm_bos_dir
+    )
+    assert "DAT020" in codes(findings), output
+    found = next(f for f in findings if f["code"] == "DAT020")
+    assert found["message"].startswith("60 of 60 train examples (100.0%) begin with two BOS tokens")
+
+
 def test_parquet_conversational_pairs(tmp_path: Path) -> None:
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
@@ -307,3 +324,33 @@ def test_pairs_read_as_a_table_are_one_line_and_exit_2(tmp_path: Path) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert "column 'prompt' holds lists (e.g. chat messages)" in lines[0]
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # DPOConfig's own deprecations
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_the_dropped_count_is_what_dpotrainer_drops(tmp_path: Path, tinylm_dir: Path) -> None:
+    """DPOTrainer prepares the same pairs with max_length=20: the pairs it drops (the prompt fills
+    max_length) are the ones DAT017 counts as losing their responses entirely."""
+    pytest.importorskip("trl")
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import DPOConfig, DPOTrainer
+
+    rows = [tinylm.conversational(p) for p in TRAIN[:120]]
+    _rc, _summary, findings, output = check(
+        write_jsonl(tmp_path / "chats.jsonl", rows), "--tokenizer", tinylm_dir, "--max-length", "20"
+    )
+    assert codes(findings) == ["DAT017"], output
+    tokenizer = AutoTokenizer.from_pretrained(tinylm_dir)
+    tokenizer.pad_token = "<|endoftext|>"
+    args = DPOConfig(output_dir=str(tmp_path / "out"), max_length=20, report_to=[], use_cpu=True, bf16=False)
+    trainer = DPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(tinylm_dir),
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+    )
+    dropped_by_trl = len(rows) - len(trainer.train_dataset)
+    assert 0 < dropped_by_trl < len(rows)
+    assert findings[0]["evidence"]["dropped"] == dropped_by_trl
