@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,6 +80,31 @@ def base_temp_made_once(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 
 TINYLM = Path(__file__).resolve().parents[1] / "examples" / "llm" / "tinylm.py"
+
+
+def load_tinylm() -> Any:
+    """examples/llm/tinylm.py as a module (its data generators, its tokenizer makers)."""
+    if "tinylm" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("tinylm", TINYLM)
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["tinylm"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["tinylm"]
+
+
+@pytest.fixture(scope="session")
+def tinylm_bos_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tinylm's tokenizer alone, with a BOS token that its call adds and its chat template writes
+    first (`tinylm.py --bos`): text rendered with the template and tokenized with the call
+    starts with two."""
+    pytest.importorskip("transformers")
+    out = tmp_path_factory.mktemp("tinylm-bos")
+    subprocess.run(
+        [sys.executable, str(TINYLM), "--bos", str(out)], check=True, capture_output=True, timeout=300
+    )
+    return out
 
 
 @pytest.fixture(scope="session")

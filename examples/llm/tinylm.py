@@ -1,6 +1,7 @@
 """A tiny chat model and its tokenizer, made offline: the stand-in for a Hub checkpoint.
 
     python examples/llm/tinylm.py OUT_DIR        # writes OUT_DIR/{tokenizer,model files}
+    python examples/llm/tinylm.py --bos OUT_DIR  # the tokenizer alone, with a BOS its template writes
 
 The fine-tuning examples, tests and benchmarks load OUT_DIR exactly as a user loads
 `Qwen/Qwen2.5-0.5B-Instruct`: `AutoTokenizer.from_pretrained(OUT_DIR)`,
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 EOS = "<|im_end|>"
+BOS = "<|begin_of_text|>"  # only in the tokenizer of make_bos_tokenizer
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", EOS]
 # ChatML, as Qwen2.5's tokenizer_config.json has it (without the tool-calling branches).
 CHAT_TEMPLATE = (
@@ -70,23 +72,70 @@ _WORDS = [
 def instructions(n: int, *, seed: int = 0) -> list[dict[str, str]]:
     """`n` prompt/completion pairs of three small tasks (sums, reversal, counting letters)."""
     rng = random.Random(seed)
-    rows = []
+    return [{"prompt": prompt, "completion": completion} for prompt, completion, _ in _tasks(n, rng)]
+
+
+def _tasks(n: int, rng: random.Random) -> list[tuple[str, str, str]]:
+    """`n` tasks as (prompt, right answer, a wrong answer of the same form)."""
+    tasks = []
     for _ in range(n):
         kind = rng.randrange(3)
         if kind == 0:
             a, b = rng.randrange(7), rng.randrange(6)
             prompt = f"What is {_NUMBERS[a]} plus {_NUMBERS[b]}?"
             completion = f"{_NUMBERS[a]} plus {_NUMBERS[b]} is {_NUMBERS[a + b]}."
+            wrong = f"{_NUMBERS[a]} plus {_NUMBERS[b]} is {_NUMBERS[(a + b + 2) % len(_NUMBERS)]}."
         elif kind == 1:
             words = rng.sample(_WORDS, 3)
             prompt = "Reverse the words: " + " ".join(words)
             completion = " ".join(reversed(words))
+            wrong = " ".join(words[1:] + words[:1])
         else:
             word = rng.choice(_WORDS)
             prompt = f"How many letters are in the word {word}?"
             completion = f"The word {word} has {_NUMBERS[len(word)]} letters."
-        rows.append({"prompt": prompt, "completion": completion})
-    return rows
+            wrong = f"The word {word} has {_NUMBERS[len(word) + 1]} letters."
+        tasks.append((prompt, completion, wrong))
+    return tasks
+
+
+def preferences(n: int, *, seed: int = 0, chosen_longer: float = 0.5) -> list[dict[str, str]]:
+    """`n` preference pairs of the same tasks in TRL's plain format (`prompt`, `chosen`,
+    `rejected`), one pair a prompt: the right answer is chosen, a wrong one rejected. The wrong
+    answer is cut short (a generation stopped early) in a share `chosen_longer` of the pairs
+    and drawn out (a hedge appended) in the others, so the chosen is the longer response in
+    that share of the pairs."""
+    rng = random.Random(seed)
+    pairs, seen = [], set()
+    for prompt, completion, wrong in _tasks(40 * n, rng):
+        if prompt in seen:
+            continue
+        seen.add(prompt)
+        if rng.random() < chosen_longer:
+            rejected = _shorter(wrong, len(completion))
+        else:
+            rejected = f"{wrong} I think, but I am not sure."
+        pairs.append({"prompt": prompt, "chosen": completion, "rejected": rejected})
+        if len(pairs) == n:
+            return pairs
+    raise ValueError(f"only {len(pairs)} distinct prompts: ask for fewer pairs")
+
+
+def _shorter(text: str, than: int) -> str:
+    """`text` without its last words until it is shorter than `than` characters (one word kept)."""
+    words = text.split()
+    while len(words) > 1 and len(" ".join(words)) >= than:
+        words.pop()
+    return " ".join(words)
+
+
+def conversational(pair: dict[str, str]) -> dict[str, list[dict[str, str]]]:
+    """A plain preference pair in TRL's conversational format (lists of messages)."""
+    return {
+        "prompt": [{"role": "user", "content": pair["prompt"]}],
+        "chosen": [{"role": "assistant", "content": pair["chosen"]}],
+        "rejected": [{"role": "assistant", "content": pair["rejected"]}],
+    }
 
 
 def conversations(n: int, *, seed: int = 0) -> list[dict[str, Any]]:
@@ -120,6 +169,20 @@ def make_tokenizer(out_dir: Path) -> Any:
         tokenizer_object=bpe, eos_token=EOS, additional_special_tokens=SPECIAL_TOKENS
     )
     tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(out_dir)
+    return tokenizer
+
+
+def make_bos_tokenizer(out_dir: Path) -> Any:
+    """The tokenizer of `make_tokenizer` with a BOS token, as Llama 3's: its call adds BOS to
+    every text (`add_bos_token=True`) and its chat template writes BOS first. A text rendered
+    with the template and tokenized with the tokenizer's call starts with two (double BOS);
+    `apply_chat_template(..., tokenize=True)` starts with one. Saved to `out_dir`."""
+    from transformers import AutoTokenizer
+
+    make_tokenizer(out_dir)
+    tokenizer = AutoTokenizer.from_pretrained(out_dir, bos_token=BOS, add_bos_token=True)
+    tokenizer.chat_template = "{{ bos_token }}" + CHAT_TEMPLATE
     tokenizer.save_pretrained(out_dir)
     return tokenizer
 
@@ -174,6 +237,10 @@ def cached() -> Path:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python examples/llm/tinylm.py OUT_DIR")
-    print(ensure(sys.argv[1]))
+    if len(sys.argv) == 3 and sys.argv[1] == "--bos":
+        make_bos_tokenizer(Path(sys.argv[2]))
+        print(sys.argv[2])
+    elif len(sys.argv) == 2:
+        print(ensure(sys.argv[1]))
+    else:
+        sys.exit("usage: python examples/llm/tinylm.py [--bos] OUT_DIR")

@@ -94,9 +94,10 @@ def command(  # click passes every parameter by keyword
 ) -> int:
     """Leakage, duplicates, labels, imbalance, missing values, schema and drift of a dataset.
 
-    Fine-tuning data (JSONL or Parquet with `messages`, `prompt`/`completion` or `text` rows):
-    contamination, empty completions, the chat template (--tokenizer, --serving) and
-    truncation (--tokenizer with --max-length).
+    Fine-tuning data (JSONL or Parquet with `messages`, `prompt`/`completion`,
+    `chosen`/`rejected` or `text` rows): contamination, empty completions, identical and
+    length-biased preference pairs, the chat template (--tokenizer, --serving), double BOS
+    (--tokenizer) and truncation (--tokenizer with --max-length).
     """
     report: DataReport | FineTuneReport
     if finetune_data(
@@ -156,8 +157,9 @@ def finetune_data(
     asked = tokenizer is not None or max_length is not None
     if asked and (images or any(tabular)):
         raise UsageError(
-            "--tokenizer and --max-length are for fine-tuning data (JSONL/Parquet of messages or "
-            "prompt/completion), not with --images, --label, --group, --time, --id or --ignore"
+            "--tokenizer and --max-length are for fine-tuning data (JSONL/Parquet of messages, "
+            "prompt/completion or preference pairs), not with --images, --label, --group, --time, "
+            "--id or --ignore"
         )
     if images or any(tabular):
         return False
@@ -166,7 +168,7 @@ def finetune_data(
     if asked:
         raise UsageError(
             f"{train}: --tokenizer and --max-length expect a .jsonl or .parquet file of fine-tuning "
-            "rows ('messages', 'prompt' and 'completion', or 'text')"
+            "rows ('messages', 'prompt' and 'completion', 'chosen' and 'rejected', or 'text')"
         )
     return False
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
+import numpy as np
 import pandas as pd
 
 from trainmedic.data import _identifiers as identifiers
@@ -231,6 +232,29 @@ def require_data_extra() -> None:
 
 
 def _as_frame(value: TableLike, name: str) -> pd.DataFrame:
+    frame = _frame_of(value, name)
+    _reject_nested(frame, name)
+    return frame
+
+
+def _reject_nested(frame: pd.DataFrame, name: str) -> None:
+    """A column of lists or objects (chat messages, preference pairs read as a table) cannot be
+    hashed or compared as a value: one line naming it, not a traceback from a check."""
+    for column, dtype in frame.dtypes.items():
+        if not pd.api.types.is_object_dtype(dtype):
+            continue
+        where = frame[column].first_valid_index()
+        first = frame[column].at[where] if where is not None else None
+        if isinstance(first, (list, dict, np.ndarray)):  # unhashable: a Parquet list reads as an array
+            kind = {"list": "lists", "dict": "objects"}.get(type(first).__name__, "arrays")
+            raise UsageError(
+                f"{name}: column {column!r} holds {kind} (e.g. chat messages), not "
+                "one value a cell; expected a table of values (fine-tuning data in TRL's formats is "
+                "checked without --label, --group, --time, --id and --ignore)"
+            )
+
+
+def _frame_of(value: TableLike, name: str) -> pd.DataFrame:
     if isinstance(value, (str, Path)):
         return read_table(value)
     if not isinstance(value, pd.DataFrame):

@@ -1,10 +1,12 @@
 """`trainmedic check data` for fine-tuning data sets (JSONL or Parquet in TRL's formats).
 
-`is_finetune_file` tells a fine-tuning file from a table by its keys (`messages`, or `prompt`
-and `completion`; `text` alone); `check_finetune_report` reads the splits (`reader`) and runs
-the content checks (`contents`: DAT001, DAT002, DAT007, DAT008), the template check
-(`templates`: DAT016) and, with a tokenizer and a maximum length, the truncation check
-(`lengths`: DAT017). Each measures and hands its evidence to the finding's file.
+`is_finetune_file` tells a fine-tuning file from a table by its keys (`messages`, `prompt` and
+`completion`, `chosen` and `rejected`; `text` alone); `check_finetune_report` reads the splits
+(`reader`) and runs the content checks (`contents`: DAT001, DAT002, DAT007, DAT008), the
+checks of preference pairs (`preference`: DAT018, DAT019), the template check (`templates`:
+DAT016), with a tokenizer the double-BOS check (`bos`: DAT020) and, with a maximum length too,
+the truncation check (`lengths`: DAT017). Each measures and hands its evidence to the
+finding's file.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainmedic.data.finetune import contents, lengths, templates
+from trainmedic.data.finetune import bos, contents, lengths, preference, templates
 from trainmedic.data.finetune.reader import (
     MESSAGES,
+    PREFERENCE,
     PROMPT_COMPLETION,
     FineTuneSet,
     file_kind,
@@ -31,16 +34,16 @@ __all__ = ["FineTuneReport", "FineTuneSummary", "check_finetune_report", "is_fin
 
 
 def is_finetune_file(path: str | Path, *, asked: bool = False) -> bool:
-    """A JSONL/Parquet file of `messages` or `prompt`/`completion` rows, or of `text` rows alone;
-    anything else stays a table. `asked` (--tokenizer or --max-length given): any JSONL/Parquet
-    file is fine-tuning data, and the reader names what is wrong with it."""
+    """A JSONL/Parquet file of `messages`, `prompt`/`completion` or `chosen`/`rejected` rows, or
+    of `text` rows alone; anything else stays a table. `asked` (--tokenizer or --max-length
+    given): any JSONL/Parquet file is fine-tuning data, and the reader names what is wrong with it."""
     if asked:
         return file_kind(Path(path)) is not None
     keys = peek_keys(Path(path))
     if not keys:
         return False
     fmt = format_of(keys)
-    if fmt in (MESSAGES, PROMPT_COMPLETION):
+    if fmt in (MESSAGES, PROMPT_COMPLETION, PREFERENCE):
         return True
     return fmt is not None and set(keys) == {"text"}
 
@@ -101,8 +104,12 @@ def check_finetune_report(
         sets.append(read_set("serving", serving, serving=True))
     loaded = load_tokenizer(tokenizer) if tokenizer is not None else None
     findings = contents.content_findings(sets)
+    findings += preference.preference_findings(sets)
     findings += templates.template_findings(sets, loaded)
     notes = []
+    if loaded is not None:
+        findings += bos.double_bos_findings(sets, loaded)
+        notes += bos.conversational_note(sets, loaded)
     if loaded is not None and max_length is not None:
         for split in (s for s in sets if s.name != "serving"):
             measured = lengths.measure(split, loaded)
@@ -124,6 +131,11 @@ def _eos_notes(split: FineTuneSet, measured: list[lengths.Lengths], tokenizer: A
     without = sum(not x.eos_in_completion for x in measured)
     if not without:
         return []
+    if split.format == PREFERENCE:
+        return [
+            f"{split.name}: {without:,} of {len(measured):,} pairs have no EOS token "
+            f"({tokenizer.eos_token!r}) in a response once rendered: the policy does not learn to stop"
+        ]
     return [
         f"{split.name}: {without:,} of {len(measured):,} examples have no EOS token "
         f"({tokenizer.eos_token!r}) in their completion once rendered: the model does not learn to stop"
@@ -131,6 +143,7 @@ def _eos_notes(split: FineTuneSet, measured: list[lengths.Lengths], tokenizer: A
 
 
 def _format_name(split: FineTuneSet) -> str:
-    if split.format == PROMPT_COMPLETION and split.examples and split.examples[0].conversational:
-        return "conversational prompt-completion"
+    conversational = bool(split.examples) and split.examples[0].conversational
+    if split.format in (PROMPT_COMPLETION, PREFERENCE) and conversational:
+        return f"conversational {split.format}"
     return split.format

@@ -6,6 +6,11 @@ prompt/completion row with the same texts are the same example; near-duplicates 
 once whitespace is collapsed and case folded. Free text does not collide by chance: unlike
 the tabular checks, no chance yardstick applies. The findings name examples by their place
 in the file (the lines of a JSONL file, the rows of a Parquet file). Cost: one hash a row.
+
+Preference pairs are counted as pairs: a pair repeats when its prompt, chosen and rejected
+responses all repeat (several pairs per prompt are the rule, not a repeat); an evaluation
+pair is contamination when its prompt is a training prompt (the policy was trained to prefer
+one answer to that very prompt); a pair is empty when either response is.
 """
 
 from __future__ import annotations
@@ -14,7 +19,16 @@ import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
-from trainmedic.data.finetune.reader import MESSAGES, PROMPT_COMPLETION, TEXT, Example, FineTuneSet, file_kind
+from trainmedic.data.finetune.reader import (
+    MESSAGES,
+    PREFERENCE,
+    PROMPT_COMPLETION,
+    TEXT,
+    Example,
+    FineTuneSet,
+    Turn,
+    file_kind,
+)
 from trainmedic.findings import Finding
 from trainmedic.rules._helpers.examples import Located
 from trainmedic.rules.dat import dat001_split_overlap as dat001
@@ -24,18 +38,39 @@ from trainmedic.rules.dat import dat008_missing_values as dat008
 
 MAX_EXAMPLES = 10  # row numbers an evidence lists
 _SEPARATOR = "\x1f"
+_SIDE = "\x1e"  # between a pair's chosen and rejected turns
 
 
 def exact_key(example: Example) -> bytes:
-    text = _SEPARATOR.join(content for _, content in example.prompt + example.completion)
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    return _digest(_texts(example, lambda content: content))
 
 
 def near_key(example: Example) -> bytes:
-    text = _SEPARATOR.join(
-        " ".join(content.split()).casefold() for _, content in example.prompt + example.completion
-    )
+    return _digest(_texts(example, normalised))
+
+
+def normalised(content: str) -> str:
+    """Whitespace collapsed, case folded: how near-duplicates are compared."""
+    return " ".join(content.split()).casefold()
+
+
+def _texts(example: Example, form: Callable[[str], str]) -> str:
+    text = _joined(example.prompt + example.completion, form)
+    if example.rejected is not None:
+        text += _SIDE + _joined(example.rejected, form)
+    return text
+
+
+def _joined(turns: tuple[Turn, ...], form: Callable[[str], str]) -> str:
+    return _SEPARATOR.join(form(content) for _, content in turns)
+
+
+def _digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _prompt_key(form: Callable[[str], str]) -> Callable[[Example], bytes]:
+    return lambda example: _digest(_joined(example.prompt, form))
 
 
 def content_findings(sets: list[FineTuneSet]) -> list[Finding]:
@@ -53,19 +88,37 @@ def content_findings(sets: list[FineTuneSet]) -> list[Finding]:
 
 def _overlap(earlier: FineTuneSet, later: FineTuneSet) -> list[Finding]:
     pair = (earlier.name, later.name)
-    exact = {exact_key(e) for e in earlier.examples}
-    near = {near_key(e) for e in earlier.examples}
-    same = [e for e in later.examples if exact_key(e) in exact]
-    close = [e for e in later.examples if exact_key(e) not in exact and near_key(e) in near]
+    by_prompt = _by_prompt(earlier) and _by_prompt(later)
+    exact_of = _prompt_key(lambda content: content) if by_prompt else exact_key
+    near_of = _prompt_key(normalised) if by_prompt else near_key
+    compared = "prompt" if by_prompt else _compared(later)
+    exact = {exact_of(e) for e in earlier.examples}
+    near = {near_of(e) for e in earlier.examples}
+    same = [e for e in later.examples if exact_of(e) in exact]
+    close = [e for e in later.examples if exact_of(e) not in exact and near_of(e) in near]
     findings: list[Finding] = []
     if same:
-        distinct = len({exact_key(e) for e in same})
-        overlap = dat001.ExampleOverlap(pair, len(later), distinct, _compared(later), _located(later, same))
+        distinct = len({exact_of(e) for e in same})
+        overlap = dat001.ExampleOverlap(
+            pair, len(later), distinct, compared, located(later, same), noun=noun(later)
+        )
         findings += dat001.judge_examples(overlap)
     if close:
-        normalised = dat002.NearExampleOverlap(pair, len(later), _compared(later), _located(later, close))
-        findings += dat002.judge_examples(normalised)
+        near_copies = dat002.NearExampleOverlap(
+            pair, len(later), compared, located(later, close), noun=noun(later)
+        )
+        findings += dat002.judge_examples(near_copies)
     return findings
+
+
+def _by_prompt(split: FineTuneSet) -> bool:
+    """Preference pairs are compared by prompt when every pair has one."""
+    return split.format == PREFERENCE and all(any(c.strip() for _, c in e.prompt) for e in split.examples)
+
+
+def noun(split: FineTuneSet) -> str:
+    """What one row of this split is called in a message."""
+    return "pair" if split.format == PREFERENCE else "example"
 
 
 def _repeats(split: FineTuneSet) -> list[Finding]:
@@ -79,7 +132,9 @@ def _repeats(split: FineTuneSet) -> list[Finding]:
     if not repeated:
         return []
     distinct = len({exact_key(e) for e in repeated})
-    evidence = dat007.RepeatedExamples(split.name, len(split), distinct, _located(split, repeated))
+    evidence = dat007.RepeatedExamples(
+        split.name, len(split), distinct, located(split, repeated), noun=noun(split)
+    )
     return dat007.judge_examples(evidence)
 
 
@@ -89,7 +144,9 @@ def _empty_completions(split: FineTuneSet) -> list[Finding]:
     empty = [e for e in split.examples if blank(e)]
     if not empty:
         return []
-    evidence = dat008.EmptyCompletions(split.name, completion_part(split), len(split), _located(split, empty))
+    evidence = dat008.EmptyCompletions(
+        split.name, completion_part(split), len(split), located(split, empty), noun=noun(split)
+    )
     return dat008.judge_examples(evidence)
 
 
@@ -97,16 +154,24 @@ def completion_part(split: FineTuneSet) -> str:
     """What an example's completion is in this format."""
     if split.format == TEXT:
         return TEXT
+    if split.format == PREFERENCE:
+        return dat008.EITHER_RESPONSE
     return "assistant turn" if split.format == MESSAGES else "completion"
 
 
 def _blank_completion(split: FineTuneSet) -> Callable[[Example], bool]:
     if split.format == TEXT:
-        return lambda e: not any(content.strip() for _, content in e.prompt)
-    return lambda e: not any(content.strip() for _, content in e.completion)
+        return lambda e: _blank(e.prompt)
+    if split.format == PREFERENCE:
+        return lambda e: _blank(e.completion) or _blank(e.rejected or ())
+    return lambda e: _blank(e.completion)
 
 
-def _located(split: FineTuneSet, examples: list[Example]) -> Located:
+def _blank(turns: tuple[Turn, ...]) -> bool:
+    return not any(content.strip() for _, content in turns)
+
+
+def located(split: FineTuneSet, examples: list[Example]) -> Located:
     """Where `examples` are: lines of a JSONL file, rows otherwise."""
     unit = "line" if file_kind(Path(split.path)) == "jsonl" else "row"
     return Located(unit, [e.row for e in examples[:MAX_EXAMPLES]], len(examples))
@@ -116,4 +181,6 @@ def _compared(split: FineTuneSet) -> str:
     """The texts compared per example, in the format's words."""
     if split.format == PROMPT_COMPLETION:
         return "prompt and completion"
+    if split.format == PREFERENCE:
+        return "prompt, chosen and rejected"
     return "conversation" if split.format == MESSAGES else "text"

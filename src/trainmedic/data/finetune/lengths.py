@@ -8,14 +8,19 @@ TRL keeps the first `max_length` tokens, so an example whose prompt fills `max_l
 completion left (dropped) and a longer one loses its end (cut). Also counted for the summary:
 examples with no EOS token in their completion once rendered. Cost: one tokenization of every
 example (up to `MAX_MEASURED`, evenly spaced beyond).
+
+A preference pair is rendered twice, as TRL's DPOTrainer does (prompt + chosen, prompt +
+rejected, each with EOS when plain): its prompt ends where the shorter common prefix does, it
+is dropped when that prompt fills `max_length` (DPOTrainer drops it), and cut when either side
+is longer than `max_length`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from trainmedic.data.finetune.reader import TEXT, Example, FineTuneSet
+from trainmedic.data.finetune.reader import PREFERENCE, TEXT, Example, FineTuneSet
 from trainmedic.data.finetune.tokenizer import render
 from trainmedic.errors import UsageError
 from trainmedic.findings import Finding
@@ -38,8 +43,21 @@ class Lengths:
 def measure(split: FineTuneSet, tokenizer: Any) -> list[Lengths]:
     """The examples' token counts (those without a completion left out: DAT008 reports them)."""
     picked = [e for e in _spread(split.examples) if split.format == TEXT or e.completion]
+    if split.format != PREFERENCE:
+        return _measured(picked, tokenizer, split.path)
+    chosen = _measured(picked, tokenizer, split.path)
+    rejected = _measured([replace(e, completion=e.rejected or ()) for e in picked], tokenizer, split.path)
+    return [
+        Lengths(
+            c.row, min(c.prompt, r.prompt), max(c.total, r.total), c.eos_in_completion and r.eos_in_completion
+        )
+        for c, r in zip(chosen, rejected, strict=True)
+    ]
+
+
+def _measured(picked: list[Example], tokenizer: Any, path: str) -> list[Lengths]:
     prompts, fulls = (
-        zip(*(_rendered(e, tokenizer, split.path) for e in picked), strict=True) if picked else ((), ())
+        zip(*(_rendered(e, tokenizer, path) for e in picked), strict=True) if picked else ((), ())
     )
     special = not (picked and picked[0].conversational)  # a rendered template holds its own BOS
     prompt_ids = _ids(tokenizer, list(prompts), special)
@@ -58,6 +76,7 @@ def truncation_findings(split: FineTuneSet, lengths: list[Lengths], max_length: 
     listed = sorted(dropped + cut, key=lambda x: x.row)[:MAX_ROWS_LISTED]
     evidence = dat017.Truncation(
         split=split.name,
+        noun="pair" if split.format == PREFERENCE else "example",
         max_length=max_length,
         examples=len(lengths),
         cut=len(cut),
@@ -70,8 +89,11 @@ def truncation_findings(split: FineTuneSet, lengths: list[Lengths], max_length: 
 
 
 def _how_rendered(split: FineTuneSet) -> str:
+    pair = split.format == PREFERENCE
     if split.examples and split.examples[0].conversational:
-        return "chat template"
+        return "chat template, prompt + chosen and prompt + rejected" if pair else "chat template"
+    if pair:
+        return "prompt + chosen + EOS and prompt + rejected + EOS"
     return "text + EOS" if split.format == TEXT else "prompt + completion + EOS"
 
 

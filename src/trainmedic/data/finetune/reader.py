@@ -2,15 +2,20 @@
 
 The formats are TRL's: conversational (`messages`: a list of {role, content}),
 prompt/completion (`prompt`, `completion`: strings, or both lists of messages: TRL's
-conversational prompt/completion) and plain `text` (already rendered). The format is told
-from the first row's keys (a Parquet file's columns); every row must then have its keys.
-Served prompts (`--serving`) need no completion: `prompt` (or `messages`, `text`) alone.
+conversational prompt/completion), preference pairs (`chosen`, `rejected` and, explicit or
+not, `prompt`: strings, or lists of messages) and plain `text` (already rendered). The format
+is told from the first row's keys (a Parquet file's columns); every row must then have its
+keys. Served prompts (`--serving`) need no completion: `prompt` (or `messages`, `text`) alone.
+
+A pair without a `prompt` holds it implicitly: TRL's `extract_prompt` takes the longest
+common start of `chosen` and `rejected` (messages, or characters) as the prompt, and so does
+the reader.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,11 +24,15 @@ from trainmedic.errors import UsageError, install_hint
 
 MESSAGES = "messages"
 PROMPT_COMPLETION = "prompt-completion"
+PREFERENCE = "preference"
 TEXT = "text"
 PROMPT_ONLY = "prompt"  # served prompts
 
 SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet"}
-EXPECTED = "rows with 'messages' (a list of {role, content}), 'prompt' and 'completion', or 'text'"
+EXPECTED = (
+    "rows with 'messages' (a list of {role, content}), 'prompt' and 'completion', "
+    "'chosen' and 'rejected' (a preference pair), or 'text'"
+)
 
 #: One turn: (role, content); a plain prompt or completion string has the role "".
 Turn = tuple[str, str]
@@ -31,15 +40,21 @@ Turn = tuple[str, str]
 
 @dataclass(frozen=True, slots=True)
 class Example:
-    """One row: the turns before the completion and the completion's (text: all in `prompt`)."""
+    """One row: the turns before the completion and the completion's (text: all in `prompt`);
+    a preference pair's chosen response is its completion, and `rejected` the other one."""
 
     row: int  # 1-based: the line of a JSONL file, the row of a Parquet file
     prompt: tuple[Turn, ...]
     completion: tuple[Turn, ...]
+    rejected: tuple[Turn, ...] | None = None  # None: not a preference pair
 
     @property
     def conversational(self) -> bool:
-        return any(role for role, _ in self.prompt + self.completion)
+        return any(role for role, _ in self.prompt + self.completion + (self.rejected or ()))
+
+    @property
+    def pair(self) -> bool:
+        return self.rejected is not None
 
     def messages(self, turns: tuple[Turn, ...] | None = None) -> list[dict[str, str]]:
         """Turns as the message dicts `apply_chat_template` takes (all of them by default)."""
@@ -72,6 +87,8 @@ def format_of(keys: list[str] | set[str], *, serving: bool = False) -> str | Non
     """The fine-tuning format these keys name, None when they name none."""
     if MESSAGES in keys:
         return MESSAGES
+    if "chosen" in keys and "rejected" in keys:
+        return PREFERENCE
     if "prompt" in keys and "completion" in keys:
         return PROMPT_COMPLETION
     if serving and "prompt" in keys:
@@ -184,6 +201,8 @@ def _parquet_rows(path: Path) -> Iterator[tuple[int, Any]]:
 
 def _example(path: Path, row_number: int, row: dict[str, Any], fmt: str) -> Example:
     at = f"{path} row {row_number}"
+    if fmt == PREFERENCE:
+        return _pair(at, row_number, row)
     if fmt == MESSAGES:
         turns = _turns(at, MESSAGES, row.get(MESSAGES))
         last = max((i for i, (role, _) in enumerate(turns) if role == "assistant"), default=len(turns))
@@ -207,6 +226,41 @@ def _example(path: Path, row_number: int, row: dict[str, Any], fmt: str) -> Exam
 
 
 _MISSING = object()
+
+
+def _pair(at: str, row_number: int, row: dict[str, Any]) -> Example:
+    """A preference pair, plain or conversational (all three parts alike), its prompt implicit
+    in `chosen` and `rejected` when the row has none."""
+    chosen, rejected, prompt = (row.get(k, _MISSING) for k in ("chosen", "rejected", "prompt"))
+    if isinstance(chosen, list) or isinstance(rejected, list):
+        chosen_turns = tuple(_turns(at, "chosen", chosen))
+        rejected_turns = tuple(_turns(at, "rejected", rejected))
+        if prompt is _MISSING:
+            k = _implicit_prompt(chosen_turns, rejected_turns)
+            return Example(row_number, chosen_turns[:k], chosen_turns[k:], rejected_turns[k:])
+        if not isinstance(prompt, list):
+            raise UsageError(
+                f"{at}: 'prompt' is a {type(prompt).__name__}; expected a list of {{role, content}} "
+                "objects, like 'chosen' and 'rejected'"
+            )
+        return Example(row_number, tuple(_turns(at, "prompt", prompt)), chosen_turns, rejected_turns)
+    chosen_text, rejected_text = _text(at, "chosen", chosen), _text(at, "rejected", rejected)
+    if prompt is _MISSING:
+        k = _implicit_prompt(chosen_text, rejected_text)
+        prompt, chosen_text, rejected_text = chosen_text[:k], chosen_text[k:], rejected_text[k:]
+    return Example(
+        row_number, (("", _text(at, "prompt", prompt)),), (("", chosen_text),), (("", rejected_text),)
+    )
+
+
+def _implicit_prompt(chosen: Sequence[object], rejected: Sequence[object]) -> int:
+    """Where TRL's `extract_prompt` ends the prompt: the first place the two differ (a space
+    before it left to the responses), or before the last element when neither differs."""
+    n = min(len(chosen), len(rejected))
+    k = next((i for i in range(n) if chosen[i] != rejected[i]), None)
+    if k is None:
+        return max(n - 1, 0)
+    return k - 1 if k > 0 and chosen[k - 1] == " " else k
 
 
 def _text(at: str, key: str, value: object) -> str:

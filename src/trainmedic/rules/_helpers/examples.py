@@ -31,5 +31,6 @@ class Located:
         return f"{unit} {shown}{more}"
 
 
-def examples_word(count: int) -> str:
-    return "example" if count == 1 else "examples"
+def examples_word(count: int, noun: str = "example") -> str:
+    """`noun` ("example", "pair") in the number `count` asks for."""
+    return noun if count == 1 else f"{noun}s"

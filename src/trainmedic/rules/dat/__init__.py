@@ -24,6 +24,9 @@ from trainmedic.rules.dat import dat014_preprocessing_before_split as dat014
 from trainmedic.rules.dat import dat015_identifier_column as dat015
 from trainmedic.rules.dat import dat016_chat_template_mismatch as dat016
 from trainmedic.rules.dat import dat017_completion_truncated as dat017
+from trainmedic.rules.dat import dat018_identical_preference_pairs as dat018
+from trainmedic.rules.dat import dat019_preference_length_bias as dat019
+from trainmedic.rules.dat import dat020_double_bos as dat020
 
 #: The family table: one line a code, in catalogue order.
 FAMILY = (
@@ -44,4 +47,7 @@ FAMILY = (
     dat015,
     dat016,
     dat017,
+    dat018,
+    dat019,
+    dat020,
 )

@@ -196,13 +196,15 @@ def _fold_evidence(evidence: FoldOverlap) -> dict[str, Any]:
 @dataclass(frozen=True, slots=True)
 class ExampleOverlap:
     """Examples of `splits[1]` (of `total`) whose texts equal an example of `splits[0]`;
-    `compared` says which texts ("prompt and completion", "conversation", "text")."""
+    `compared` says which texts ("prompt and completion", "conversation", "text"; "prompt" for
+    preference pairs, whose `noun` is "pair")."""
 
     splits: tuple[str, str]
     total: int
     distinct: int
     compared: str
     where: Located
+    noun: str = "example"
 
 
 def judge_examples(evidence: ExampleOverlap) -> list[Finding]:
@@ -210,15 +212,22 @@ def judge_examples(evidence: ExampleOverlap) -> list[Finding]:
     if count == 0:
         return []
     earlier, later = evidence.splits
+    noun = evidence.noun
     message = (
-        f"{count:,} of {evidence.total:,} {later} {examples_word(evidence.total)} "
+        f"{count:,} of {evidence.total:,} {later} {examples_word(evidence.total, noun)} "
         f"({count / evidence.total:.1%}) {'is' if count == 1 else 'are'} also in {earlier}, the same {evidence.compared} word "
         f"for word ({later} {evidence.where.words()})"
     )
     fix = (
-        f"Remove from {later} the examples that are in {earlier} (or deduplicate the data set before "
+        f"Remove from {later} the {noun}s that are in {earlier} (or deduplicate the data set before "
         f"splitting it): the model trains on them, so {later}'s scores measure memory."
     )
+    if evidence.compared == "prompt":
+        fix = (
+            f"Remove from {later} the {noun}s whose prompt is in {earlier} (or split the data set by "
+            f"prompt): the policy was trained to prefer an answer to these prompts, so {later}'s "
+            "reward accuracies and margins measure memory."
+        )
     data = {
         "splits": [earlier, later],
         "examples": count,

@@ -144,6 +144,7 @@ class NearExampleOverlap:
     total: int
     compared: str
     where: Located
+    noun: str = "example"  # "pair" for preference pairs, compared by prompt
 
 
 def judge_examples(evidence: NearExampleOverlap) -> list[Finding]:
@@ -151,13 +152,14 @@ def judge_examples(evidence: NearExampleOverlap) -> list[Finding]:
     if count == 0:
         return []
     earlier, later = evidence.splits
+    noun = evidence.noun
     message = (
-        f"{count:,} of {evidence.total:,} {later} {examples_word(evidence.total)} "
-        f"({count / evidence.total:.1%}) {'is' if count == 1 else 'are'} {earlier} examples up to case and whitespace, the same "
+        f"{count:,} of {evidence.total:,} {later} {examples_word(evidence.total, noun)} "
+        f"({count / evidence.total:.1%}) {'is' if count == 1 else 'are'} {earlier} {noun}s up to case and whitespace, the same "
         f"{evidence.compared} ({later} {evidence.where.words()})"
     )
     fix = (
-        f"Remove from {later} the examples that are in {earlier} up to case and whitespace (or "
+        f"Remove from {later} the {noun}s that are in {earlier} up to case and whitespace (or "
         f"deduplicate the data set, so normalised, before splitting it)."
     )
     data = {

@@ -90,20 +90,21 @@ class RepeatedExamples:
     total: int
     distinct: int
     where: Located
+    noun: str = "example"  # "pair": a preference pair (prompt, chosen and rejected all repeat)
 
 
 def judge_examples(evidence: RepeatedExamples) -> list[Finding]:
-    count = evidence.where.count
+    count, noun = evidence.where.count, evidence.noun
     if count == 0:
         return []
     message = (
-        f"{count:,} of {evidence.total:,} {evidence.split} examples ({count / evidence.total:.1%}) "
-        f"{'repeats' if count == 1 else 'repeat'} an earlier example word for word ({evidence.where.words()})"
+        f"{count:,} of {evidence.total:,} {evidence.split} {noun}s ({count / evidence.total:.1%}) "
+        f"{'repeats' if count == 1 else 'repeat'} an earlier {noun} word for word ({evidence.where.words()})"
     )
     fix = (
-        "Remove the repeated examples (keep the first of each) unless the repetition is intended: "
-        "each copy weighs its example more in training, and a copy split off later is evaluated "
-        "on an example the model trained on."
+        f"Remove the repeated {noun}s (keep the first of each) unless the repetition is intended: "
+        f"each copy weighs its {noun} more in training, and a copy split off later is evaluated "
+        f"on a {noun} the model trained on."
     )
     data = {
         "split": evidence.split,

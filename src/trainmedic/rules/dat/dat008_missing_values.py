@@ -123,12 +123,17 @@ def judge(evidence: MissingLabels | MissingFeatures) -> list[Finding]:
 @dataclass(frozen=True, slots=True)
 class EmptyCompletions:
     """Examples of `split` (of `total`) whose `part` is blank: "completion", "assistant turn"
-    (the last one of a conversation) or "text"."""
+    (the last one of a conversation), "text", or either response of a preference pair."""
 
     split: str
     part: str
     total: int
     where: Located
+    noun: str = "example"  # "pair" for preference pairs (part: EITHER_RESPONSE)
+
+
+#: The part of a preference pair that is blank: either response.
+EITHER_RESPONSE = "chosen or rejected response"
 
 
 def judge_examples(evidence: EmptyCompletions) -> list[Finding]:
@@ -136,14 +141,9 @@ def judge_examples(evidence: EmptyCompletions) -> list[Finding]:
     if count == 0:
         return []
     message = (
-        f"{count:,} of {evidence.total:,} {evidence.split} examples ({count / evidence.total:.1%}) "
+        f"{count:,} of {evidence.total:,} {evidence.split} {evidence.noun}s ({count / evidence.total:.1%}) "
         f"{'has' if count == 1 else 'have'} an empty {part} ({evidence.where.words()})"
     )
-    if part == "text":
-        lesson = "an empty text holds nothing to learn"
-    else:
-        lesson = f"an empty {part} teaches the model to answer with nothing (only its end of turn is left)"
-    fix = f"Write the missing {part}s or remove these examples before training: {lesson}."
     data = {
         "split": evidence.split,
         "part": part,
@@ -151,4 +151,19 @@ def judge_examples(evidence: EmptyCompletions) -> list[Finding]:
         "fraction": round(count / evidence.total, 6),
         evidence.where.key: evidence.where.numbers,
     }
-    return [SPEC.finding(message, severity=Severity.WARNING, evidence=data, fix=fix)]
+    return [SPEC.finding(message, severity=Severity.WARNING, evidence=data, fix=_fix(part))]
+
+
+def _fix(part: str) -> str:
+    """What to do about an empty `part`, and what it teaches left as it is."""
+    if part == EITHER_RESPONSE:
+        return (
+            "Write the missing responses or remove these pairs before training: an empty chosen "
+            "response teaches the policy to answer with nothing, and an empty rejected one makes a "
+            "pair that any answer wins, teaching nothing about quality."
+        )
+    if part == "text":
+        lesson = "an empty text holds nothing to learn"
+    else:
+        lesson = f"an empty {part} teaches the model to answer with nothing (only its end of turn is left)"
+    return f"Write the missing {part}s or remove these examples before training: {lesson}."

@@ -31,6 +31,14 @@ LOST_SHARE = 0.05
 # it, the Trainer trains on nothing), a loss of whole examples beyond a long tail.
 DROPPED_SHARE = 0.01
 
+#: The fix in DPOTrainer's terms: it truncates prompt + response at `max_length`, keeping the start.
+PAIR_FIX = (
+    "Raise `max_length` (DPOConfig(max_length=...), default 1024) above the longest prompt + "
+    "response, or filter/shorten the long prompts: DPOTrainer drops a pair whose prompt fills "
+    "`max_length` and compares cut responses by their beginnings only, so the preference it "
+    "learns is not the one the pair holds."
+)
+
 
 def _guard_example() -> list[Event]:
     """SFTTrainer with max_length=64 on examples whose prompts alone are often longer."""
@@ -80,6 +88,7 @@ class Truncation:
     rendered: str  # how the examples were rendered to count their tokens
     longest: int  # tokens of the longest example
     example_rows: list[object]  # ids (1-based row numbers) of truncated examples, read order
+    noun: str = "example"  # "pair": a preference pair, cut when either response is
 
 
 def significant(cut: int, dropped: int, examples: int) -> bool:
@@ -90,13 +99,15 @@ def significant(cut: int, dropped: int, examples: int) -> bool:
 
 
 def message(evidence: Mapping[str, Any]) -> str:
-    """One wording for the guard and `check data`: cut and dropped among the examples."""
+    """One wording for the guard and `check data`: cut and dropped among the examples (pairs)."""
     examples = int(evidence.get("examples", 0))
     cut, dropped = int(evidence.get("cut", 0)), int(evidence.get("dropped", 0))
     lost = cut + dropped
     where = f" ({evidence['trainer']})" if evidence.get("trainer") else ""
+    noun = str(evidence.get("noun", "example"))
+    what = "chosen or rejected response" if noun == "pair" else "completion"
     return (
-        f"{lost:,} of {examples:,} examples ({lost / max(examples, 1):.1%}) lose their completion at "
+        f"{lost:,} of {examples:,} {noun}s ({lost / max(examples, 1):.1%}) lose their {what} at "
         f"max_length {evidence.get('max_length')}{where}: {dropped:,} entirely, {cut:,} in part"
     )
 
@@ -115,7 +126,10 @@ def judge(evidence: Truncation) -> list[Finding]:
         "rendered": evidence.rendered,
         "example_rows": evidence.example_rows,
     }
-    return [SPEC.finding(f"{evidence.split}: {message(data)}", evidence=data)]
+    if evidence.noun != "pair":
+        return [SPEC.finding(f"{evidence.split}: {message(data)}", evidence=data)]
+    data["noun"] = evidence.noun
+    return [SPEC.finding(f"{evidence.split}: {message(data)}", evidence=data, fix=PAIR_FIX)]
 
 
 _guard_rule = observation_rule(SPEC, GUARD_CHECK, message)
