@@ -94,6 +94,28 @@ def load_tinylm() -> Any:
     return sys.modules["tinylm"]
 
 
+def trl_dropped(
+    trainer: str, rows: list[dict[str, Any]], tinylm_dir: Path, out: Path, max_length: int
+) -> int:
+    """How many of `rows` TRL's `trainer` ("SFT" or "DPO") drops while preparing them for the
+    tiny chat model at `max_length`: what DAT017's `dropped` must equal."""
+    import trl
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tinylm_dir)
+    tokenizer.pad_token = "<|endoftext|>"
+    config = getattr(trl, f"{trainer}Config")
+    args = config(output_dir=str(out), max_length=max_length, report_to=[], use_cpu=True, bf16=False)
+    prepared = getattr(trl, f"{trainer}Trainer")(
+        model=AutoModelForCausalLM.from_pretrained(tinylm_dir),
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+    )
+    return len(rows) - len(prepared.train_dataset)
+
+
 @pytest.fixture(scope="session")
 def tinylm_bos_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tinylm's tokenizer alone, with a BOS token that its call adds and its chat template writes

@@ -4,9 +4,7 @@ guard-side DAT016/DAT017 rules' thresholds."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,20 +16,9 @@ from trainmedic.rules._helpers.guard import observed
 from trainmedic.rules.dat import dat016_chat_template_mismatch as dat016
 from trainmedic.rules.dat import dat017_completion_truncated as dat017
 
-from ..conftest import TINYLM, run_cli
+from ..conftest import load_tinylm, run_cli, trl_dropped
 
-
-def _tinylm() -> Any:
-    spec = importlib.util.spec_from_file_location("tinylm", TINYLM)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("tinylm", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-tinylm = _tinylm()
+tinylm = load_tinylm()
 
 
 def distinct(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -295,24 +282,11 @@ def test_the_dropped_count_is_what_trl_drops(tmp_path: Path, tinylm_dir: Path) -
     """SFTTrainer prepares the same file with max_length=20: the examples it drops as fully masked
     are the ones DAT017 counts as losing their whole completion."""
     pytest.importorskip("trl")
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import SFTConfig, SFTTrainer
-
     rows = [{"prompt": r["messages"][:1], "completion": r["messages"][1:]} for r in TRAIN]
     _, findings, output = check(
         write_jsonl(tmp_path / "train.jsonl", rows), "--tokenizer", tinylm_dir, "--max-length", "20"
     )
     assert codes(findings) == ["DAT017"], output
-    tokenizer = AutoTokenizer.from_pretrained(tinylm_dir)
-    tokenizer.pad_token = "<|endoftext|>"
-    args = SFTConfig(output_dir=str(tmp_path / "out"), max_length=20, report_to=[], use_cpu=True, bf16=False)
-    trainer = SFTTrainer(
-        model=AutoModelForCausalLM.from_pretrained(tinylm_dir),
-        args=args,
-        train_dataset=Dataset.from_list(rows),
-        processing_class=tokenizer,
-    )
-    dropped_by_trl = len(rows) - len(trainer.train_dataset)
+    dropped_by_trl = trl_dropped("SFT", rows, tinylm_dir, tmp_path / "out", max_length=20)
     assert dropped_by_trl > 0
     assert findings[0]["evidence"]["dropped"] == dropped_by_trl

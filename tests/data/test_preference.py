@@ -23,7 +23,7 @@ from trainmedic.rules._helpers.examples import Located
 from trainmedic.rules.dat import dat018_identical_preference_pairs as dat018
 from trainmedic.rules.dat import dat019_preference_length_bias as dat019
 
-from ..conftest import load_tinylm, run_cli
+from ..conftest import load_tinylm, run_cli, trl_dropped
 
 tinylm = load_tinylm()
 
@@ -333,24 +333,11 @@ def test_the_dropped_count_is_what_dpotrainer_drops(tmp_path: Path, tinylm_dir: 
     """DPOTrainer prepares the same pairs with max_length=20: the pairs it drops (the prompt fills
     max_length) are the ones DAT017 counts as losing their responses entirely."""
     pytest.importorskip("trl")
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import DPOConfig, DPOTrainer
-
     rows = [tinylm.conversational(p) for p in TRAIN[:120]]
     _rc, _summary, findings, output = check(
         write_jsonl(tmp_path / "chats.jsonl", rows), "--tokenizer", tinylm_dir, "--max-length", "20"
     )
     assert codes(findings) == ["DAT017"], output
-    tokenizer = AutoTokenizer.from_pretrained(tinylm_dir)
-    tokenizer.pad_token = "<|endoftext|>"
-    args = DPOConfig(output_dir=str(tmp_path / "out"), max_length=20, report_to=[], use_cpu=True, bf16=False)
-    trainer = DPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(tinylm_dir),
-        args=args,
-        train_dataset=Dataset.from_list(rows),
-        processing_class=tokenizer,
-    )
-    dropped_by_trl = len(rows) - len(trainer.train_dataset)
+    dropped_by_trl = trl_dropped("DPO", rows, tinylm_dir, tmp_path / "out", max_length=20)
     assert 0 < dropped_by_trl < len(rows)
     assert findings[0]["evidence"]["dropped"] == dropped_by_trl
