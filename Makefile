@@ -35,9 +35,10 @@ chromium:
 	@scripts/ensure-chromium
 
 # pytest exits 5 when it collects no test: that is a failure here, not a pass. Two workers
-# (pytest-xdist), each taking whole files, so a module's prepared runs are made once.
+# (pytest-xdist), each taking whole files, so a module's prepared runs are made once. The 30
+# slowest tests are listed at the end, so a run shows where the suite's 15 minutes go.
 test: $(STAMP) chromium
-	@$(BIN)/python -m pytest -n 2 --dist loadfile $(PYTEST_ARGS); rc=$$?; \
+	@$(BIN)/python -m pytest -n 2 --dist loadfile --durations=30 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 # Every failure trainmedic knows, reproduced for real (docs/failure-benchmark.md); PEERS=1 adds the peers.
