@@ -1,0 +1,163 @@
+"""TRL's DPOTrainer at chance (TRN014) and the pairs it builds (DAT018, DAT020), from the guard.
+
+Real DPOTrainer runs of 8 steps on the tiny offline model, each guarded by
+`trainmedic.hf.Guard` (what `trainmedic run` adds to every Trainer): the pairs' chosen equal
+to their rejected, `beta` 0, a reference model that shares the policy's tensors (TRL refuses
+`ref_model=model` itself, not a shallow copy), prompts rendered with a template that writes
+BOS, and the healthy twin, whose loss starts at ln 2 at its first step and leaves it. Each
+scenario runs once per module; the tests read its findings.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import load_tinylm
+from trainmedic.findings import Finding
+
+trl = pytest.importorskip("trl")
+# TRL 1.16's DPOConfig sets transformers' deprecated names itself
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::FutureWarning"),
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+]
+
+STEPS = 8
+SCENARIOS = ("healthy", "identical", "beta0", "shared_reference", "double_bos")
+
+
+def _dpo(model_dir: Path, out: Path, scenario: str) -> tuple[list[Finding], list[dict[str, Any]]]:
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import torch
+    import trainmedic.hf
+
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.pad_token = "<|endoftext|>"
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    rows = load_tinylm().preferences(32)
+    config: dict[str, Any] = {}
+    ref_model = None
+    if scenario == "identical":  # a join that wrote the chosen answer into `rejected`
+        rows = [{**r, "rejected": r["chosen"]} for r in rows]
+    elif scenario == "beta0":
+        config["beta"] = 0.0
+    elif scenario == "shared_reference":
+        ref_model = copy.copy(model)  # a new object holding the policy's own tensors
+    elif scenario == "double_bos":  # prompts rendered with the template, as strings
+        rows = [
+            {
+                **r,
+                "prompt": tokenizer.apply_chat_template(
+                    [{"role": "user", "content": r["prompt"]}], tokenize=False, add_generation_prompt=True
+                ),
+            }
+            for r in rows
+        ]
+    args = trl.DPOConfig(
+        output_dir=str(out),
+        max_steps=STEPS,
+        per_device_train_batch_size=4,
+        logging_steps=1,
+        learning_rate=5e-4,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        bf16=False,
+        disable_tqdm=True,
+        **config,
+    )
+    guard = trainmedic.hf.Guard()
+    trainer = trl.DPOTrainer(
+        model=model,
+        ref_model=ref_model,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        callbacks=[guard],
+    )
+    trainer.train()
+    return guard.findings(), [h for h in trainer.state.log_history if "loss" in h]
+
+
+@pytest.fixture(scope="module")
+def runs(
+    tinylm_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[dict[str, Finding], list[dict[str, Any]]]]:
+    from transformers import AutoModelForCausalLM
+
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    bos_model = tmp_path_factory.mktemp("tinylm-bos-model")
+    tokenizer = load_tinylm().make_bos_tokenizer(bos_model)  # the same vocabulary and a BOS
+    model = AutoModelForCausalLM.from_pretrained(tinylm_dir)
+    model.resize_token_embeddings(len(tokenizer), mean_resizing=False)  # a row for the BOS
+    model.save_pretrained(bos_model)  # TRL loads the reference from the same folder
+    done = {}
+    try:
+        for scenario in SCENARIOS:
+            model_dir = bos_model if scenario == "double_bos" else tinylm_dir
+            found, logs = _dpo(model_dir, tmp_path_factory.mktemp(scenario), scenario)
+            done[scenario] = ({f.code: f for f in found}, logs)
+    finally:
+        torch.set_num_threads(threads)
+    return done
+
+
+def test_a_healthy_dpo_run_starts_at_ln2_leaves_it_and_stays_quiet(runs) -> None:
+    found, logs = runs["healthy"]
+    assert logs[0]["loss"] == pytest.approx(math.log(2), abs=1e-4)  # policy == reference at step 1
+    assert max(h["rewards/margins"] for h in logs) > 0.05  # then it separates the pairs
+    assert min(h["loss"] for h in logs) < 0.65
+    assert not {"TRN014", "TRN003", "DAT018", "DAT020"} & set(found), [f.message for f in found.values()]
+
+
+def test_identical_pairs_put_dpo_at_chance_and_are_named(runs) -> None:
+    found, logs = runs["identical"]
+    assert all(h["loss"] == pytest.approx(math.log(2), abs=1e-4) for h in logs)
+    assert all(h["rewards/margins"] == 0 for h in logs)  # what TRL prints: 0.6931 and 0.0
+    finding = found["TRN014"]
+    assert finding.evidence["cause"] == "identical_pairs"
+    assert finding.evidence["identical_pairs"] == finding.evidence["pairs_checked"] > 0
+    assert "identical in" in finding.message
+    assert "ln 2 = 0.6931" in finding.message
+    assert "TRN003" not in found  # one cause, one finding: no classifier's "chance ln 2"
+    assert found["DAT018"].evidence["fraction"] == 1.0
+    assert "steps 1, 2" in found["DAT018"].message
+
+
+def test_beta_zero_puts_dpo_at_chance_and_is_named(runs) -> None:
+    found, logs = runs["beta0"]
+    assert all(h["rewards/chosen"] == 0 and h["rewards/rejected"] == 0 for h in logs)
+    finding = found["TRN014"]
+    assert finding.evidence["cause"] == "beta_zero"
+    assert "beta" in finding.fix
+    assert not {"DAT018", "TRN003"} & set(found)
+
+
+def test_a_reference_that_shares_the_policy_puts_dpo_at_chance(runs) -> None:
+    found, _ = runs["shared_reference"]
+    finding = found["TRN014"]
+    assert finding.evidence["cause"] == "reference_is_policy"
+    assert finding.evidence["shared_parameters"] > 0
+    assert "ref_model=None" in finding.fix
+    assert "TRN003" not in found
+
+
+def test_prompts_rendered_with_bos_give_double_bos_from_the_guard(runs) -> None:
+    found, logs = runs["double_bos"]
+    assert max(h["rewards/margins"] for h in logs) > 0.05  # the pairs differ: it learns, no TRN014
+    assert "TRN014" not in found
+    bos = found["DAT020"]
+    assert bos.evidence["fraction"] == 1.0
+    assert bos.evidence["served_bos_tokens"] == 1
+    assert "<|begin_of_text|>" in bos.message
