@@ -161,3 +161,65 @@ def test_prompts_rendered_with_bos_give_double_bos_from_the_guard(runs) -> None:
     assert bos.evidence["fraction"] == 1.0
     assert bos.evidence["served_bos_tokens"] == 1
     assert "<|begin_of_text|>" in bos.message
+
+
+# -- the rule alone, on the events the guard sends (no TRL run) ---------------------------------
+
+
+def _points(margins: list[float], *, loss: float | None = None, beta: float = 0.1) -> list[Any]:
+    """A DPO run's logs, one per 10 steps: each margin with the sigmoid loss it gives."""
+    from trainmedic.events import GuardObservation
+    from trainmedic.rules.trn import trn014_preference_at_chance as trn014
+
+    events: list[Any] = [
+        GuardObservation(
+            t=0.0,
+            pid=1,
+            check=trn014.SETUP_CHECK,
+            data={"trainer": "DPOTrainer", "beta": beta, "loss_type": ["sigmoid"], "reference": "separate"},
+            step=1,
+        )
+    ]
+    for i, m in enumerate(margins):
+        value = loss if loss is not None else math.log1p(math.exp(-m))
+        data = {"loss": round(value, 4), "margins": m, "chosen": m / 2, "rejected": -m / 2, "accuracies": 0.5}
+        events.append(
+            GuardObservation(t=float(i + 1), pid=1, check=trn014.LOG_CHECK, data=data, step=10 * (i + 1))
+        )
+    return events
+
+
+def _codes(events: list[Any]) -> set[str]:
+    from trainmedic.record import RunRecord
+    from trainmedic.registry import run_rules
+
+    return {f.code for f in run_rules(RunRecord.of(events))}
+
+
+def test_a_slow_healthy_run_whose_margins_grow_past_noise_is_quiet() -> None:
+    # lr 5e-7-like: the margin grows by a few thousandths a log; the loss hardly moves from ln 2
+    assert "TRN014" not in _codes(_points([0.0005, 0.001, 0.002, 0.004, 0.006, 0.009]))
+    assert "TRN014" in _codes(_points([0.0, 1e-6, -1e-6, 0.0, 2e-6, 0.0]))
+    assert "TRN014" not in _codes(_points([0.0, 0.0, 0.0, 0.0]))  # 4 logs: too short to judge
+
+
+def test_trn003_steps_aside_for_trn014_on_a_long_dpo_run_at_ln2() -> None:
+    from trainmedic.events import Step
+
+    steps = [Step(t=float(s), pid=1, step=s, metrics={"loss": 0.6931}) for s in range(10, 401, 10)]
+    assert "TRN003" in _codes(steps)  # the generic reading: a 2-class classifier at chance
+    codes = _codes(steps + _points([0.0] * 8))
+    assert "TRN014" in codes
+    assert "TRN003" not in codes
+
+
+def test_chance_values_follow_trl_loss_code_at_zero_margin() -> None:
+    from trainmedic.rules.trn.trn014_preference_at_chance import chance_level
+
+    assert chance_level({"loss_type": ["sigmoid"]}) == pytest.approx(math.log(2))
+    assert chance_level({"loss_type": ["hinge"]}) == 1.0
+    assert chance_level({"loss_type": ["ipo"], "beta": 0.1}) == pytest.approx(25.0)
+    weighted = chance_level({"loss_type": ["sigmoid", "hinge"], "loss_weights": [0.5, 2.0]})
+    assert weighted == pytest.approx(0.5 * math.log(2) + 2.0)
+    assert chance_level({"loss_type": ["sigmoid", "sft"]}) is None  # no single value there
+    assert chance_level({"loss_type": ["sigmoid"], "use_weighting": True}) is None
