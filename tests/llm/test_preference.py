@@ -28,6 +28,8 @@ pytestmark = [
 ]
 
 STEPS = 8
+#: scenario -> (its findings by code, TRL's training logs)
+Runs = dict[str, tuple[dict[str, Finding], list[dict[str, Any]]]]
 SCENARIOS = ("healthy", "identical", "beta0", "shared_reference", "double_bos")
 
 
@@ -88,9 +90,7 @@ def _dpo(model_dir: Path, out: Path, scenario: str) -> tuple[list[Finding], list
 
 
 @pytest.fixture(scope="module")
-def runs(
-    tinylm_dir: Path, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, tuple[dict[str, Finding], list[dict[str, Any]]]]:
+def runs(tinylm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Runs:
     from transformers import AutoModelForCausalLM
 
     import torch
@@ -102,7 +102,7 @@ def runs(
     model = AutoModelForCausalLM.from_pretrained(tinylm_dir)
     model.resize_token_embeddings(len(tokenizer), mean_resizing=False)  # a row for the BOS
     model.save_pretrained(bos_model)  # TRL loads the reference from the same folder
-    done = {}
+    done: Runs = {}
     try:
         for scenario in SCENARIOS:
             model_dir = bos_model if scenario == "double_bos" else tinylm_dir
@@ -113,7 +113,7 @@ def runs(
     return done
 
 
-def test_a_healthy_dpo_run_starts_at_ln2_leaves_it_and_stays_quiet(runs) -> None:
+def test_a_healthy_dpo_run_starts_at_ln2_leaves_it_and_stays_quiet(runs: Runs) -> None:
     found, logs = runs["healthy"]
     assert logs[0]["loss"] == pytest.approx(math.log(2), abs=1e-4)  # policy == reference at step 1
     assert max(h["rewards/margins"] for h in logs) > 0.05  # then it separates the pairs
@@ -121,7 +121,7 @@ def test_a_healthy_dpo_run_starts_at_ln2_leaves_it_and_stays_quiet(runs) -> None
     assert not {"TRN014", "TRN003", "DAT018", "DAT020"} & set(found), [f.message for f in found.values()]
 
 
-def test_identical_pairs_put_dpo_at_chance_and_are_named(runs) -> None:
+def test_identical_pairs_put_dpo_at_chance_and_are_named(runs: Runs) -> None:
     found, logs = runs["identical"]
     assert all(h["loss"] == pytest.approx(math.log(2), abs=1e-4) for h in logs)
     assert all(h["rewards/margins"] == 0 for h in logs)  # what TRL prints: 0.6931 and 0.0
@@ -135,7 +135,7 @@ def test_identical_pairs_put_dpo_at_chance_and_are_named(runs) -> None:
     assert "steps 1, 2" in found["DAT018"].message
 
 
-def test_beta_zero_puts_dpo_at_chance_and_is_named(runs) -> None:
+def test_beta_zero_puts_dpo_at_chance_and_is_named(runs: Runs) -> None:
     found, logs = runs["beta0"]
     assert all(h["rewards/chosen"] == 0 and h["rewards/rejected"] == 0 for h in logs)
     finding = found["TRN014"]
@@ -144,7 +144,7 @@ def test_beta_zero_puts_dpo_at_chance_and_is_named(runs) -> None:
     assert not {"DAT018", "TRN003"} & set(found)
 
 
-def test_a_reference_that_shares_the_policy_puts_dpo_at_chance(runs) -> None:
+def test_a_reference_that_shares_the_policy_puts_dpo_at_chance(runs: Runs) -> None:
     found, _ = runs["shared_reference"]
     finding = found["TRN014"]
     assert finding.evidence["cause"] == "reference_is_policy"
@@ -153,7 +153,7 @@ def test_a_reference_that_shares_the_policy_puts_dpo_at_chance(runs) -> None:
     assert "TRN003" not in found
 
 
-def test_prompts_rendered_with_bos_give_double_bos_from_the_guard(runs) -> None:
+def test_prompts_rendered_with_bos_give_double_bos_from_the_guard(runs: Runs) -> None:
     found, logs = runs["double_bos"]
     assert max(h["rewards/margins"] for h in logs) > 0.05  # the pairs differ: it learns, no TRN014
     assert "TRN014" not in found
