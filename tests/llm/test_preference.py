@@ -49,8 +49,9 @@ def _dpo(model_dir: Path, out: Path, scenario: str) -> tuple[list[Finding], list
     ref_model = None
     if scenario == "identical":  # a join that wrote the chosen answer into `rejected`
         rows = [{**r, "rejected": r["chosen"]} for r in rows]
-    elif scenario == "beta0":
+    elif scenario == "beta0":  # and pairs whose chosen is the longer in ~95 % of them (DAT019)
         config["beta"] = 0.0
+        rows = load_tinylm().preferences(32, chosen_longer=0.95)
     elif scenario == "shared_reference":
         ref_model = copy.copy(model)  # a new object holding the policy's own tensors
     elif scenario == "double_bos":  # prompts rendered with the template, as strings
@@ -118,7 +119,9 @@ def test_a_healthy_dpo_run_starts_at_ln2_leaves_it_and_stays_quiet(runs: Runs) -
     assert logs[0]["loss"] == pytest.approx(math.log(2), abs=1e-4)  # policy == reference at step 1
     assert max(h["rewards/margins"] for h in logs) > 0.05  # then it separates the pairs
     assert min(h["loss"] for h in logs) < 0.65
-    assert not {"TRN014", "TRN003", "DAT018", "DAT020"} & set(found), [f.message for f in found.values()]
+    assert not {"TRN014", "TRN003", "DAT018", "DAT019", "DAT020"} & set(found), [
+        f.message for f in found.values()
+    ]
 
 
 def test_identical_pairs_put_dpo_at_chance_and_are_named(runs: Runs) -> None:
@@ -141,6 +144,9 @@ def test_beta_zero_puts_dpo_at_chance_and_is_named(runs: Runs) -> None:
     finding = found["TRN014"]
     assert finding.evidence["cause"] == "beta_zero"
     assert "beta" in finding.fix
+    bias = found["DAT019"]  # the same judge as `check data`, on the token lengths of TRL's batches
+    assert bias.evidence["length_unit"] == "tokens"
+    assert bias.evidence["chosen_longer_share"] >= 0.8
     assert not {"DAT018", "TRN003"} & set(found)
 
 

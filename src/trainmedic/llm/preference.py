@@ -14,7 +14,8 @@ training batches, with a guard running:
   built (`input_ids` rows `[chosen..., rejected...]`, right-padded by its collator): those
   whose chosen and rejected rows are the same token ids (TRN014's cause, DAT018), and those
   whose chosen row starts with the tokenizer's BOS twice (DAT020), against the BOS tokens a
-  served prompt starts with (`data.finetune.bos.served_start`, the measure of `check data`);
+  served prompt starts with (`data.finetune.bos.served_start`, the measure of `check data`),
+  and the responses' lengths in tokens (`completion_mask`), chosen against rejected (DAT019);
   sent as `trn014.PAIRS_CHECK`.
 
 `on_log`, called by `trainmedic.hf.Guard.on_log`, sends the metrics TRL adds to each training
@@ -22,13 +23,15 @@ log (`rewards/margins`, `rewards/chosen`, `rewards/rejected`, `rewards/accuracie
 loss) as `trn014.LOG_CHECK`. The findings' files decide.
 
 Cost: per step, one Python call and a dictionary lookup; per checked batch, four element-wise
-comparisons of the batch's ids and masks and one read of a few integers; once per trainer,
+comparisons of the batch's ids and masks, a row sum of the completion mask, and one read of a
+few integers a pair; once per trainer,
 the parameters' storage addresses of policy and reference. Per log, a dictionary copy.
 """
 
 from __future__ import annotations
 
 import functools
+import statistics
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +43,7 @@ from trainmedic.rules.trn import trn014_preference_at_chance as trn014
 FIRST_BATCHES = 8
 EVERY_BATCHES = 10
 MAX_STEPS_LISTED = 10
+MAX_RATIOS = 10_000  # length ratios kept for DAT019's median
 #: TRL's training-log keys and the names the observation gives them.
 LOG_KEYS = {
     "loss": "loss",
@@ -58,6 +62,11 @@ class PairCounts:
     pairs: int = 0
     identical: int = 0
     double_bos: int = 0
+    chosen_longer: int = 0
+    rejected_longer: int = 0
+    chosen_tokens: int = 0
+    rejected_tokens: int = 0
+    ratios: list[float] = field(default_factory=list)  # chosen/rejected tokens, where they differ
     identical_steps: list[int] = field(default_factory=list)
     double_bos_steps: list[int] = field(default_factory=list)
 
@@ -204,6 +213,16 @@ def _count_pairs(inputs: Any, watch: _TrainerWatch, step: int) -> bool:
     )
     identical = int(same.sum())
     counts = watch.counts
+    completion = inputs.get("completion_mask")
+    if isinstance(completion, torch.Tensor) and completion.shape == ids.shape:
+        lengths = completion.sum(dim=1).tolist()  # the responses' tokens (EOS included on both sides)
+        for chosen, rejected in zip(lengths[:half], lengths[half:], strict=True):
+            counts.chosen_longer += chosen > rejected
+            counts.rejected_longer += chosen < rejected
+            counts.chosen_tokens += chosen
+            counts.rejected_tokens += rejected
+            if chosen != rejected and rejected > 0 and len(counts.ratios) < MAX_RATIOS:
+                counts.ratios.append(chosen / rejected)
     counts.batches += 1
     counts.pairs += half
     counts.identical += identical
@@ -223,6 +242,11 @@ def _pairs_evidence(watch: _TrainerWatch) -> dict[str, Any]:
         "pairs": c.pairs,
         "identical": c.identical,
         "identical_steps": list(c.identical_steps),
+        "chosen_longer": c.chosen_longer,
+        "rejected_longer": c.rejected_longer,
+        "chosen_mean_tokens": c.chosen_tokens / c.pairs if c.pairs else 0.0,
+        "rejected_mean_tokens": c.rejected_tokens / c.pairs if c.pairs else 0.0,
+        "median_ratio": statistics.median(c.ratios) if c.ratios else 1.0,
     }
     if watch.bos:
         data.update(watch.bos, double_bos=c.double_bos, double_bos_steps=list(c.double_bos_steps))

@@ -16,6 +16,7 @@ from trainmedic.rules.dat import (
     dat016_chat_template_mismatch,
     dat017_completion_truncated,
     dat018_identical_preference_pairs,
+    dat019_preference_length_bias,
     dat020_double_bos,
 )
 from trainmedic.rules.run import run011_guard_check_failed
@@ -48,6 +49,7 @@ RULES: tuple[Rule, ...] = (
     *dat016_chat_template_mismatch.RULES,
     *dat017_completion_truncated.RULES,
     *dat018_identical_preference_pairs.RULES,
+    *dat019_preference_length_bias.RULES,
     *dat020_double_bos.RULES,
     trn005_input_bound.input_bound,
     trn006_cannot_overfit_batch.cannot_overfit_batch,
