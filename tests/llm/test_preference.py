@@ -229,3 +229,18 @@ def test_chance_values_follow_trl_loss_code_at_zero_margin() -> None:
     assert weighted == pytest.approx(0.5 * math.log(2) + 2.0)
     assert chance_level({"loss_type": ["sigmoid", "sft"]}) is None  # no single value there
     assert chance_level({"loss_type": ["sigmoid"], "use_weighting": True}) is None
+
+
+def test_a_reference_synced_into_the_policy_every_step_is_named() -> None:
+    from trainmedic.events import GuardObservation
+    from trainmedic.record import RunRecord
+    from trainmedic.registry import run_rules
+
+    synced = {"reference": "synced", "ref_model_mixup_alpha": 1.0, "ref_model_sync_steps": 1}
+    events = _points([0.0] * 6)
+    setup = events[0]
+    events[0] = GuardObservation(t=0.0, pid=1, check=setup.check, data={**setup.data, **synced}, step=1)
+    [finding] = [f for f in run_rules(RunRecord.of(events)) if f.code == "TRN014"]
+    assert finding.evidence["cause"] == "reference_is_policy"
+    assert "sync_ref_model=True" in finding.message
+    assert "sync_ref_model=False" in finding.fix
