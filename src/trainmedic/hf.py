@@ -29,6 +29,7 @@ except ImportError as exc:
 
 import trainmedic.torch as tm
 from trainmedic.llm import params as llm_params
+from trainmedic.llm import preference as llm_preference
 from trainmedic.llm import sft as llm_sft
 from trainmedic.llm import templates as llm_templates
 
@@ -38,6 +39,7 @@ from trainmedic.llm import templates as llm_templates
 hooks.when_imported("transformers.modeling_utils", llm_params.install)
 hooks.when_imported("transformers.tokenization_utils_base", llm_templates.install)
 hooks.when_imported("trl.trainer.sft_trainer", llm_sft.install)
+hooks.when_imported("trl.trainer.dpo_trainer", llm_preference.install)  # TRN014, DAT018/020 on DPO
 
 
 def trainer_tokenizer(kwargs: Mapping[str, Any]) -> Any:
@@ -102,6 +104,8 @@ class Guard(TrainerCallback):
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
         if logs and isinstance(logs.get("loss"), (int, float)):
             self._losses.append(float(logs["loss"]))
+        if self.guard is not None:  # TRL's DPO metrics (rewards/margins...): TRN014
+            llm_preference.on_log(self.guard.monitor, state.global_step, logs)
 
     def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         epoch = self._epoch(state)

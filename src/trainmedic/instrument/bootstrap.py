@@ -36,6 +36,8 @@ FRAMEWORK_HOOKS: dict[str, str] = {
     # fine-tuning: the chat template renders that serve a model, TRL's truncation at max_length
     "transformers.tokenization_utils_base": "trainmedic.llm.templates:install",
     "trl.trainer.sft_trainer": "trainmedic.llm.sft:install",
+    # DPO: the setup and the pairs DPOTrainer builds (TRN014, DAT018, DAT020)
+    "trl.trainer.dpo_trainer": "trainmedic.llm.preference:install",
     "sklearn.model_selection": "trainmedic.sklearn:install",
     "xgboost": "trainmedic.xgboost:install",
     "lightgbm": "trainmedic.lightgbm:install",

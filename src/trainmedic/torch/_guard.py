@@ -12,7 +12,13 @@ from trainmedic.instrument import channel
 from trainmedic.record import Rule, RunRecord
 from trainmedic.registry import run_rules
 from trainmedic.rules import tor
-from trainmedic.rules.dat import dat016_chat_template_mismatch, dat017_completion_truncated
+from trainmedic.rules.dat import (
+    dat016_chat_template_mismatch,
+    dat017_completion_truncated,
+    dat018_identical_preference_pairs,
+    dat019_preference_length_bias,
+    dat020_double_bos,
+)
 from trainmedic.rules.run import run011_guard_check_failed
 from trainmedic.rules.trn import (
     trn001_nonfinite_loss,
@@ -28,18 +34,23 @@ from trainmedic.rules.trn import (
     trn011_optimizer_steps_skipped,
     trn012_zero_learning_rate,
     trn013_updates_below_precision,
+    trn014_preference_at_chance,
 )
 from trainmedic.torch import _patches
 from trainmedic.torch._monitor import Monitor
 
 log = logging.getLogger("trainmedic")
 # TRN: what the guard measures on steps, and the loss curves; of the framework-specific TRN
-# rules only TRN009's eval-set observation, which the HF Trainer's callback sends.
+# rules TRN009's eval-set observation, which the HF Trainer's callback sends, and TRN014's
+# preference metrics, which it reads from TRL's DPOTrainer.
 RULES: tuple[Rule, ...] = (
     *(rule for finding in tor.FAMILY for rule in finding.RULES),
     *run011_guard_check_failed.RULES,
     *dat016_chat_template_mismatch.RULES,
     *dat017_completion_truncated.RULES,
+    *dat018_identical_preference_pairs.RULES,
+    *dat019_preference_length_bias.RULES,
+    *dat020_double_bos.RULES,
     trn005_input_bound.input_bound,
     trn006_cannot_overfit_batch.cannot_overfit_batch,
     trn007_exploding_gradients.exploding_gradients,
@@ -53,6 +64,7 @@ RULES: tuple[Rule, ...] = (
     trn003_not_learning.not_learning,
     trn004_overfitting.overfitting,
     trn009_eval_set_is_train.eval_set_is_train,
+    trn014_preference_at_chance.preference_at_chance,
 )
 
 

@@ -45,7 +45,7 @@ def double_bos_findings(sets: list[FineTuneSet], tokenizer: Any) -> list[Finding
             rows=len(plain),
             doubled=len(doubled),
             bos=str(tokenizer.bos_token),
-            served_bos=_leading(served, bos),
+            served_bos=leading(served, bos),
             served_with=served_with,
             where=located(split, doubled),
         )
@@ -64,7 +64,7 @@ def conversational_note(sets: list[FineTuneSet], tokenizer: Any) -> list[str]:
         rendered = str(tokenizer.apply_chat_template(_PROBE, tokenize=False, add_generation_prompt=True))
     except Exception:  # a template that rejects the probe: nothing to say
         return []
-    adds = _leading(tokenizer("a", add_special_tokens=True)["input_ids"], bos) > 0
+    adds = leading(tokenizer("a", add_special_tokens=True)["input_ids"], bos) > 0
     if not (adds and rendered.startswith(str(tokenizer.bos_token))):
         return []
     return [
@@ -93,7 +93,8 @@ def _ids(out: Any) -> list[int]:
     return [int(i) for i in ids]
 
 
-def _leading(ids: Sequence[int], bos: int) -> int:
+def leading(ids: Sequence[int], bos: int) -> int:
+    """How many times `bos` starts `ids` (the guard's DPO watch counts served starts with it too)."""
     n = 0
     for token in ids:
         if token != bos:

@@ -4,16 +4,26 @@ Collector: `trainmedic check data` (`trainmedic.data.finetune.preference`) compa
 split of preference pairs (TRL's `prompt`/`chosen`/`rejected`, plain or conversational), every
 pair's chosen response with its rejected one: word for word (the text; for conversational
 pairs the messages, role and content), then with whitespace collapsed and case folded; it
-sends `IdenticalPairs`.
+sends `IdenticalPairs`. The guard (`trainmedic.llm.preference`, on TRL's `DPOTrainer` under
+`trainmedic run` and `trainmedic.hf.Guard`) compares, on checked batches, each pair's chosen
+and rejected token ids as TRL built them and sends `GUARD_CHECK`: the same judge words it,
+the steps standing for the line numbers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.record import Rule, RunRecord
 from trainmedic.rules._helpers.examples import Located
 from trainmedic.rules._helpers.finetune import FineTuneExample
+
+#: The guard's count of the pairs of the batches DPOTrainer built (`pairs`, `identical`,
+#: `identical_steps`), sent after each checked batch; the last one of a process holds its totals.
+GUARD_CHECK = "preference_pairs"
 
 # No share threshold: a pair that states no preference is never what a data set means to hold,
 # and chance does not make two free-text responses equal; every such pair is reported.
@@ -100,3 +110,28 @@ def judge(evidence: IdenticalPairs) -> list[Finding]:
         evidence.where.key: evidence.where.numbers,
     }
     return [SPEC.finding(message(evidence), evidence=data)]
+
+
+def guard_rule(record: RunRecord) -> list[Finding]:
+    """The guard's totals of the checked batches, per process: identical token ids in a pair."""
+    last: dict[tuple[int, int | None], Mapping[str, Any]] = {}
+    steps: dict[tuple[int, int | None], int | None] = {}
+    for obs in record.guard_observations:
+        if obs.check == GUARD_CHECK:
+            last[(obs.pid, obs.rank)] = obs.data
+            steps[(obs.pid, obs.rank)] = obs.step
+    found: list[Finding] = []
+    for (pid, rank), data in last.items():
+        where = [int(s) for s in data.get("identical_steps") or []]
+        evidence = IdenticalPairs(
+            split="train (DPOTrainer's checked batches)",
+            pairs=int(data.get("pairs", 0)),
+            exact=int(data.get("identical", 0)),
+            near=0,
+            where=Located("step", where, len(where)),
+        )
+        found += [replace(f, pid=pid, rank=rank, step=steps[(pid, rank)]) for f in judge(evidence)]
+    return found
+
+
+RULES: tuple[Rule, ...] = (guard_rule,)

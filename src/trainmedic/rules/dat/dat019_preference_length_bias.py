@@ -3,17 +3,23 @@
 Collector: `trainmedic check data` (`trainmedic.data.finetune.preference`) measures, in each
 split of preference pairs, the length in characters of each pair's chosen and rejected
 responses (the text of all their turns) and sends `LengthBias`: the pairs where the chosen is
-longer, where the rejected is, and the median ratio of the two lengths.
+longer, where the rejected is, and the median ratio of the two lengths. The guard
+(`trainmedic.llm.preference`, on TRL's `DPOTrainer`) counts the same on its checked batches, in
+tokens (each side's `completion_mask`), and sends them in `dat018.GUARD_CHECK`'s observation:
+the same judge, `unit` "tokens".
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from trainmedic.events import GuardObservation
 from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.record import Rule, RunRecord
 from trainmedic.rules._helpers.chance import CHANCE_P_VALUE
 from trainmedic.rules._helpers.finetune import FineTuneExample
+from trainmedic.rules.dat.dat018_identical_preference_pairs import GUARD_CHECK
 
 # Longer answers are often the better ones (more complete, more careful), so a healthy set
 # prefers the longer response in more pairs than not. At this share the odds are 4 to 1: only
@@ -142,3 +148,29 @@ def judge(evidence: LengthBias) -> list[Finding]:
         "length_unit": evidence.unit,
     }
     return [SPEC.finding(message(evidence), evidence=data)]
+
+
+def guard_rule(record: RunRecord) -> list[Finding]:
+    """The guard's totals of DPOTrainer's checked batches, per process, in tokens."""
+    last: dict[tuple[int, int | None], GuardObservation] = {}
+    for obs in record.guard_observations:
+        if obs.check == GUARD_CHECK and "chosen_longer" in obs.data:
+            last[(obs.pid, obs.rank)] = obs
+    found: list[Finding] = []
+    for obs in last.values():
+        data = obs.data
+        evidence = LengthBias(
+            split="train (DPOTrainer's checked batches)",
+            pairs=int(data.get("pairs", 0)),
+            chosen_longer=int(data.get("chosen_longer", 0)),
+            rejected_longer=int(data.get("rejected_longer", 0)),
+            median_ratio=float(data.get("median_ratio", 1.0)),
+            chosen_mean=float(data.get("chosen_mean_tokens", 0.0)),
+            rejected_mean=float(data.get("rejected_mean_tokens", 0.0)),
+            unit="tokens",
+        )
+        found += [replace(f, pid=obs.pid, rank=obs.rank, step=obs.step) for f in judge(evidence)]
+    return found
+
+
+RULES: tuple[Rule, ...] = (guard_rule,)

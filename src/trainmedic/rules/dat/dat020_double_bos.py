@@ -6,16 +6,23 @@ tokenizer's call and its special tokens (`tokenizer(text)`), counts the rows who
 with the BOS id twice, and compares with the start of a prompt served through
 `apply_chat_template(..., tokenize=True)` (the tokenizer's call when it has no chat template):
 it sends `DoubleBos`. Conversational rows are left out: TRL renders and tokenizes them with
-`apply_chat_template(tokenize=True)`, which adds no second BOS.
+`apply_chat_template(tokenize=True)`, which adds no second BOS. The guard
+(`trainmedic.llm.preference`, on TRL's `DPOTrainer`) counts, on checked batches, the pairs
+whose token ids as TRL built them begin with the BOS id twice, with the same served start, and
+sends them in `dat018.GUARD_CHECK`'s observation (`double_bos`, `served_bos`...): the same judge.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.record import Rule, RunRecord
 from trainmedic.rules._helpers.examples import Located
 from trainmedic.rules._helpers.finetune import BOS_TEMPLATE_TOKENIZER, FineTuneExample
+from trainmedic.rules.dat.dat018_identical_preference_pairs import GUARD_CHECK
 
 # No share threshold: a row starts with two BOS tokens only when its text already holds the BOS
 # the tokenizer adds again, never by chance, and each such row trains on a context the served
@@ -116,3 +123,30 @@ def judge(evidence: DoubleBos) -> list[Finding]:
         evidence.where.key: evidence.where.numbers,
     }
     return [SPEC.finding(message(evidence), evidence=data)]
+
+
+def guard_rule(record: RunRecord) -> list[Finding]:
+    """The guard's totals of DPOTrainer's checked batches, per process: pairs whose ids begin
+    with BOS twice."""
+    last: dict[tuple[int, int | None], tuple[Mapping[str, Any], int | None]] = {}
+    for obs in record.guard_observations:
+        if obs.check == GUARD_CHECK and "double_bos" in obs.data:
+            last[(obs.pid, obs.rank)] = (obs.data, obs.step)
+    found: list[Finding] = []
+    for (pid, rank), (data, step) in last.items():
+        steps = [int(s) for s in data.get("double_bos_steps") or []]
+        evidence = DoubleBos(
+            split="train (DPOTrainer's checked batches)",
+            noun="pair",
+            rows=int(data.get("pairs", 0)),
+            doubled=int(data.get("double_bos", 0)),
+            bos=str(data.get("bos_token", "")),
+            served_bos=int(data.get("served_bos", 1)),
+            served_with=str(data.get("served_with", "apply_chat_template(tokenize=True)")),
+            where=Located("step", steps, len(steps)),
+        )
+        found += [replace(f, pid=pid, rank=rank, step=step) for f in judge(evidence)]
+    return found
+
+
+RULES: tuple[Rule, ...] = (guard_rule,)

@@ -3,7 +3,7 @@
 TRN001-TRN004 are pure, noise-robust rules over the loss curves of a `RunRecord`
 (`_helpers/curves.py` says which metric is "the loss"), shared by `trainmedic run`, the
 in-process guards and `trainmedic diagnose`; TRN005-TRN008 and TRN010 read what the
-PyTorch guard measures on sampled steps, TRN011 what it counts of a gradient scaler; TRN009 the eval sets of the boosters, the HF
+PyTorch guard measures on sampled steps, TRN011 what it counts of a gradient scaler; TRN014 what TRL's DPOTrainer logs and builds; TRN009 the eval sets of the boosters, the HF
 Trainer and Spark MLlib. Every threshold is a named constant beside its rule.
 """
 
@@ -22,6 +22,7 @@ from trainmedic.rules.trn import trn010_clipping_saturated as trn010
 from trainmedic.rules.trn import trn011_optimizer_steps_skipped as trn011
 from trainmedic.rules.trn import trn012_zero_learning_rate as trn012
 from trainmedic.rules.trn import trn013_updates_below_precision as trn013
+from trainmedic.rules.trn import trn014_preference_at_chance as trn014
 
 #: The family table: one line a code, in catalogue order.
 FAMILY = (
@@ -38,4 +39,5 @@ FAMILY = (
     trn011,
     trn012,
     trn013,
+    trn014,
 )

@@ -151,6 +151,9 @@ def not_learning(record: RunRecord) -> list[Finding]:
 
 
 RULES: tuple[Rule, ...] = (not_learning,)
+#: A DPO-family loss at its chance value is TRN014's, which knows the loss (ln 2 there is no
+#: classifier's chance) and names the cause (identical pairs, beta 0, the reference).
+EXPLAINED_BY = ("TRN014",)
 
 
 def _both_signs(c: Curve) -> bool:
