@@ -58,7 +58,7 @@ class Saved:
     moments: int = 0
     lr: float | None = None
     step: int | None = None
-    params: int = 0
+    shapes: list[tuple[int, ...] | None] = field(default_factory=list)  # per parameter, from its moments
     counters: dict[str, int] = field(default_factory=dict)
     loss: float | None = None
 
@@ -154,7 +154,7 @@ def _compare(monitor: MonitorLike, optimizer: Any, saved: Saved, loaded: set[str
     lost = tor017.judge(
         saved=saved.parts,
         loaded={part: part in loaded for part in saved.parts},
-        same_parameters=len(params) == saved.params,
+        same_parameters=same_parameters(saved.shapes, [tuple(p.shape) for p in params]),
         saved_step=saved.step,
         resumed_step=resumed_step if saved.step is not None else None,
     )
@@ -209,10 +209,27 @@ def read_checkpoint(checkpoint: Mapping[str, Any], name: str) -> Saved | None:
         moments=len(moments),
         lr=_float(groups[0].get("lr")) if groups else None,
         step=max((s for s in steps if s is not None), default=None),
-        params=sum(len(g.get("params", ())) for g in groups),
+        shapes=[_shape(first["state"].get(i)) for g in groups for i in g.get("params", ())],
         counters={k: v for k in COUNTERS if isinstance(v := checkpoint.get(k), int)},
         loss=_float(checkpoint.get("loss")),
     )
+
+
+def same_parameters(saved: list[tuple[int, ...] | None], current: list[tuple[int, ...]]) -> bool:
+    """Whether the optimizer that steps holds the parameters the saved one did: as many, and of
+    the shapes of the saved moments (a new head or another model changes them)."""
+    return len(saved) == len(current) and all(
+        s is None or s == c for s, c in zip(saved, current, strict=True)
+    )
+
+
+def _shape(state: Any) -> tuple[int, ...] | None:
+    """The shape of a parameter's first moment tensor (its own shape), None without one."""
+    if isinstance(state, Mapping):
+        for value in state.values():
+            if isinstance(value, torch.Tensor) and value.dim() > 0:
+                return tuple(value.shape)
+    return None
 
 
 def _entries(checkpoint: Mapping[str, Any]) -> list[Any]:

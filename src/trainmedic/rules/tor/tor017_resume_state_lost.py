@@ -159,7 +159,9 @@ def _details(evidence: Mapping[str, Any]) -> list[str]:
         )
     saved_lr, resumed_lr = evidence.get("saved_lr"), evidence.get("resumed_lr")
     if saved_lr is not None and resumed_lr is not None and saved_lr != resumed_lr:
-        details.append(f"learning rate {_number(saved_lr)} at the save, {_number(resumed_lr)} after the resume")
+        details.append(
+            f"learning rate {_number(saved_lr)} at the save, {_number(resumed_lr)} after the resume"
+        )
     if STEP in lost:
         details.append(f"step {evidence.get('saved_step')} at the save, {evidence.get('resumed_step')} after")
     if evidence.get("saved_loss") is not None:
