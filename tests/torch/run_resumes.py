@@ -49,6 +49,39 @@ def new_head():
     optimizer.step()
 
 
+def amp(load_scaler):
+    """fp16 autocast on CPU under a GradScaler that grows every 2 steps; the resume loads the
+    model and the optimizer, and the scaler's state or not."""
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 8), torch.randn(64, 1)
+
+    def build():
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+        optimizer = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
+        return model, optimizer, torch.amp.GradScaler("cpu", init_scale=2.0**8, growth_interval=2)
+
+    def steps(model, optimizer, scaler, count):
+        for _ in range(count):
+            optimizer.zero_grad()
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = nn.functional.mse_loss(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+
+    model, optimizer, scaler = build()
+    steps(model, optimizer, scaler, 6)
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}
+    torch.save(state, WORK / "amp.pt")
+    model, optimizer, scaler = build()
+    checkpoint = torch.load(WORK / "amp.pt")
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    if load_scaler:
+        scaler.load_state_dict(checkpoint["scaler"])
+    steps(model, optimizer, scaler, 2)
+
+
 # -- Lightning ---------------------------------------------------------------------------------
 
 
@@ -154,6 +187,8 @@ CASES = {
     "example": lambda: example(False),
     "example:fixed": lambda: example(True),
     "new-head": new_head,
+    "amp:scaler-lost": lambda: amp(False),
+    "amp:scaler-loaded": lambda: amp(True),
     "lightning:ckpt_path": lightning_ckpt_path,
     "lightning:weights-only": lightning_weights_only,
     "hf:resume": hf_resume,

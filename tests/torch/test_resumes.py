@@ -7,6 +7,8 @@ One child under the boot module (as `trainmedic run` runs a script) runs every c
 - a Lightning checkpoint: `load_from_checkpoint` then `fit` against `fit(ckpt_path=...)`;
 - the HF Trainer's `checkpoint-2` folder: `from_pretrained` then `train()` against
   `train(resume_from_checkpoint=...)`;
+- fp16 autocast under a GradScaler: the model and optimizer loaded, the scaler's state not,
+  against all three loaded;
 - a checkpoint with Adam's state loaded into a larger model under a new optimizer (a
   fine-tune, not a resume): quiet.
 """
@@ -33,6 +35,8 @@ CASES = [
     "example",
     "example:fixed",
     "new-head",
+    "amp:scaler-lost",
+    "amp:scaler-loaded",
     "lightning:ckpt_path",
     "lightning:weights-only",
     "hf:resume",
@@ -88,7 +92,16 @@ def test_the_recipes_checkpoint_loaded_into_the_model_only_loses_moments_and_sch
     assert "scheduler.load_state_dict" in finding.fix
 
 
-@pytest.mark.parametrize("case", ["example:fixed", "new-head", "lightning:ckpt_path", "hf:resume"])
+def test_a_gradscaler_left_out_of_the_resume_is_named_with_its_saved_scale(per_case) -> None:
+    finding = tor017_of(per_case["amp:scaler-lost"])
+    assert finding.evidence["lost"] == [tor017.SCALER]
+    assert finding.evidence["saved_scale"] == 2.0**11  # 2**8, doubled every 2 of 6 finite steps
+    assert "scaler.load_state_dict" in finding.fix
+
+
+@pytest.mark.parametrize(
+    "case", ["example:fixed", "new-head", "amp:scaler-loaded", "lightning:ckpt_path", "hf:resume"]
+)
 def test_full_resumes_and_fine_tunes_are_quiet(per_case, case: str) -> None:
     assert "TOR017" not in {f.code for f in per_case[case]}
     assert [f for f in per_case[case] if f.severity.at_least(Severity.WARNING)] == []

@@ -18,6 +18,7 @@ pre-hook exists only between a resume and the next optimizer step.
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
@@ -53,7 +54,9 @@ class Saved:
 
     checkpoint: str
     framework: str
-    models: set[int]  # ids of the model state dicts inside (matched by identity, never kept)
+    # The model state dicts inside, by id, each with a weak reference to its first tensor: a
+    # state dict is matched by identity without being kept (an id alone may be reused).
+    models: dict[int, weakref.ref[torch.Tensor]]
     parts: dict[str, bool]
     moments: int = 0
     lr: float | None = None
@@ -61,6 +64,12 @@ class Saved:
     shapes: list[tuple[int, ...] | None] = field(default_factory=list)  # per parameter, from its moments
     counters: dict[str, int] = field(default_factory=dict)
     loss: float | None = None
+    scale: float | None = None
+
+    def holds(self, state_dict: Any) -> bool:
+        """Whether `state_dict` is one of the model state dicts this checkpoint held."""
+        first = self.models.get(id(state_dict))
+        return first is not None and isinstance(state_dict, Mapping) and _first_tensor(state_dict) is first()
 
 
 @dataclass(slots=True)
@@ -108,7 +117,7 @@ def _model_load(original: Any, active: Active) -> Any:
     def load_state_dict(self: Any, state_dict: Any, *args: Any, **kwargs: Any) -> Any:
         result = original(self, state_dict, *args, **kwargs)
         if _state.notes and active() is not None:
-            found = next((n for n in reversed(_state.notes) if id(state_dict) in n.models), None)
+            found = next((n for n in reversed(_state.notes) if n.holds(state_dict)), None)
             if found is not None:
                 _resume(found, sys._getframe(1), active)
         return result
@@ -174,6 +183,8 @@ def _compare(monitor: MonitorLike, optimizer: Any, saved: Saved, loaded: set[str
         "saved_counters": saved.counters,
         "saved_loss": saved.loss,
     }
+    if tor017.SCALER in lost:
+        evidence["saved_scale"] = saved.scale
     losses = monitor.losses
     if losses:
         evidence["resumed_loss"] = _float(losses[-1])
@@ -183,17 +194,18 @@ def _compare(monitor: MonitorLike, optimizer: Any, saved: Saved, loaded: set[str
 def read_checkpoint(checkpoint: Mapping[str, Any], name: str) -> Saved | None:
     """What `checkpoint` holds besides the weights; None without an optimizer's state or a model's."""
     optimizers: list[Mapping[str, Any]] = []
-    models: set[int] = set()
+    models: dict[int, weakref.ref[torch.Tensor]] = {}
     parts = {tor017.OPTIMIZER: False, tor017.SCHEDULER: False, tor017.SCALER: False}
+    scale = None
     for value in _entries(checkpoint):
         if _is_optimizer(value):
             optimizers.append(value)
         elif isinstance(value, Mapping) and {"base_lrs", "last_epoch"} <= value.keys():
             parts[tor017.SCHEDULER] = True
         elif isinstance(value, Mapping) and {"scale", "growth_factor"} <= value.keys():
-            parts[tor017.SCALER] = True
-        elif _holds_tensors(value):
-            models.add(id(value))
+            parts[tor017.SCALER], scale = True, _float(value.get("scale"))
+        elif (tensor := _first_tensor(value)) is not None:
+            models[id(value)] = weakref.ref(tensor)
     if not optimizers or not models:
         return None
     first = optimizers[0]
@@ -212,6 +224,7 @@ def read_checkpoint(checkpoint: Mapping[str, Any], name: str) -> Saved | None:
         shapes=[_shape(first["state"].get(i)) for g in groups for i in g.get("params", ())],
         counters={k: v for k in COUNTERS if isinstance(v := checkpoint.get(k), int)},
         loss=_float(checkpoint.get("loss")),
+        scale=scale,
     )
 
 
@@ -251,10 +264,11 @@ def _is_optimizer(value: Any) -> bool:
     )
 
 
-def _holds_tensors(value: Any) -> bool:
-    return isinstance(value, Mapping) and any(
-        isinstance(v, torch.Tensor) for v in islice(value.values(), PEEK)
-    )
+def _first_tensor(value: Any) -> torch.Tensor | None:
+    """The first tensor among a mapping's first few values (a state dict's), else None."""
+    if not isinstance(value, Mapping):
+        return None
+    return next((v for v in islice(value.values(), PEEK) if isinstance(v, torch.Tensor)), None)
 
 
 def _int(value: Any) -> int | None:

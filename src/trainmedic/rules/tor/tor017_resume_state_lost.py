@@ -162,6 +162,10 @@ def _details(evidence: Mapping[str, Any]) -> list[str]:
         details.append(
             f"learning rate {_number(saved_lr)} at the save, {_number(resumed_lr)} after the resume"
         )
+    if SCALER in lost and evidence.get("saved_scale") is not None:
+        details.append(
+            f"loss scale {_number(evidence['saved_scale'])} at the save, a fresh GradScaler's after"
+        )
     if STEP in lost:
         details.append(f"step {evidence.get('saved_step')} at the save, {evidence.get('resumed_step')} after")
     if evidence.get("saved_loss") is not None:
