@@ -80,8 +80,9 @@ def install(monitor: MonitorLike) -> None:
         if isinstance(cls, type) and issubclass(cls, lr_scheduler.LRScheduler) and "step" in vars(cls):
             _wrap(cls, "step", _scheduler_step)
     _clipping.install(_wrap, active)
-    _loads.install(_wrap, active)
+    # TOR015 names the caller of `load_state_dict` by its frame: its wrapper goes outermost.
     _resumes.install(_wrap, active)
+    _loads.install(_wrap, active)
 
 
 def _route_step_hooks(monitor: MonitorLike | None) -> None:
