@@ -209,7 +209,8 @@ def fix(evidence: Mapping[str, Any]) -> str | None:
         SCALER: "scaler.load_state_dict(checkpoint[...])",
         STEP: "the step/epoch counter restored from the checkpoint",
     }
-    wanted = [calls[part] for part in lost if part in calls]
+    # The optimizer's state dict brings its step count back with its moments.
+    wanted = [calls[part] for part in lost if part in calls and not (part == STEP and OPTIMIZER in lost)]
     if not wanted:
         return None
     return (
