@@ -210,7 +210,8 @@ def read_checkpoint(checkpoint: Mapping[str, Any], name: str) -> Saved | None:
         return None
     first = optimizers[0]
     moments = [s for s in first["state"].values() if isinstance(s, Mapping) and s]
-    steps = [_int(s.get("step")) for s in moments]
+    # Adam and its kin keep one step count a parameter, all equal: the first one's is read.
+    step = _int(moments[0].get("step")) if moments else None
     parts[tor017.OPTIMIZER] = bool(moments)
     groups = first["param_groups"]
     return Saved(
@@ -220,7 +221,7 @@ def read_checkpoint(checkpoint: Mapping[str, Any], name: str) -> Saved | None:
         parts=parts,
         moments=len(moments),
         lr=_float(groups[0].get("lr")) if groups else None,
-        step=max((s for s in steps if s is not None), default=None),
+        step=step,
         shapes=[_shape(first["state"].get(i)) for g in groups for i in g.get("params", ())],
         counters={k: v for k in COUNTERS if isinstance(v := checkpoint.get(k), int)},
         loss=_float(checkpoint.get("loss")),
