@@ -33,6 +33,29 @@ def example(fixed):
         main(fixed)
 
 
+def scheduler_lost():
+    """The recipe's checkpoint with its optimizer's state loaded and its scheduler's not."""
+    example_module = runpy.run_path(str(EXAMPLES / "resume_state_lost.py"), run_name="example")
+    build = example_module["build"]
+    model, optimizer, scheduler = build()
+    model(torch.randn(4, 20)).sum().backward()
+    optimizer.step()
+    for _ in range(20):
+        scheduler.step()
+    state = {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+    }
+    torch.save(state, WORK / "sched.pt")
+    model, optimizer, scheduler = build()
+    checkpoint = torch.load(WORK / "sched.pt")
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    model(torch.randn(4, 20)).sum().backward()
+    optimizer.step()
+
+
 def new_head():
     """A checkpoint with Adam's state whose weights load (strict=False) into a model with a new
     layer on top, under a new optimizer: a fine-tune, not a resume."""
@@ -186,6 +209,7 @@ def hf_from_pretrained():
 CASES = {
     "example": lambda: example(False),
     "example:fixed": lambda: example(True),
+    "scheduler-lost": scheduler_lost,
     "new-head": new_head,
     "amp:scaler-lost": lambda: amp(False),
     "amp:scaler-loaded": lambda: amp(True),

@@ -7,6 +7,7 @@ One child under the boot module (as `trainmedic run` runs a script) runs every c
 - a Lightning checkpoint: `load_from_checkpoint` then `fit` against `fit(ckpt_path=...)`;
 - the HF Trainer's `checkpoint-2` folder: `from_pretrained` then `train()` against
   `train(resume_from_checkpoint=...)`;
+- the recipe's checkpoint with the optimizer's state loaded and the scheduler's not;
 - fp16 autocast under a GradScaler: the model and optimizer loaded, the scaler's state not,
   against all three loaded;
 - a checkpoint with Adam's state loaded into a larger model under a new optimizer (a
@@ -34,6 +35,7 @@ SRC = HERE.parents[1] / "src" / "trainmedic"
 CASES = [
     "example",
     "example:fixed",
+    "scheduler-lost",
     "new-head",
     "amp:scaler-lost",
     "amp:scaler-loaded",
@@ -90,6 +92,12 @@ def test_the_recipes_checkpoint_loaded_into_the_model_only_loses_moments_and_sch
     assert "not the optimizer's state, the learning-rate scheduler and the step counter" in finding.message
     assert "optimizer.load_state_dict" in finding.fix
     assert "scheduler.load_state_dict" in finding.fix
+
+
+def test_a_scheduler_left_out_while_the_optimizer_is_loaded_is_named_alone(per_case) -> None:
+    finding = tor017_of(per_case["scheduler-lost"])
+    assert finding.evidence["lost"] == [tor017.SCHEDULER]
+    assert (finding.evidence["saved_moments"], finding.evidence["resumed_moments"]) == (4, 4)
 
 
 def test_a_gradscaler_left_out_of_the_resume_is_named_with_its_saved_scale(per_case) -> None:

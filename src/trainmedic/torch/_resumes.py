@@ -90,8 +90,10 @@ def install(wrap: Wrap, active: Active) -> None:
     wrap(nn.Module, "load_state_dict", lambda original: _model_load(original, active))
     wrap(Optimizer, "load_state_dict", lambda original: _part_load(original, tor017.OPTIMIZER))
     wrap(torch.amp.GradScaler, "load_state_dict", lambda original: _part_load(original, tor017.SCALER))
+    schedulers = (lr_scheduler.LRScheduler, lr_scheduler.ReduceLROnPlateau)
     for cls in vars(lr_scheduler).values():
-        if isinstance(cls, type) and "load_state_dict" in vars(cls):
+        # The module also holds what it imports (Optimizer): its own schedulers only.
+        if isinstance(cls, type) and issubclass(cls, schedulers) and "load_state_dict" in vars(cls):
             wrap(cls, "load_state_dict", lambda original: _part_load(original, tor017.SCHEDULER))
 
 
