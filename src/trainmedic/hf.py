@@ -20,6 +20,7 @@ from trainmedic.errors import install_hint
 from trainmedic.events import Epoch, Event, GuardObservation, Metric, PhaseEnd, PhaseStart, TrainingPlan
 from trainmedic.findings import Finding
 from trainmedic.instrument import hooks
+from trainmedic.rules.tor import tor017_resume_state_lost as tor017
 from trainmedic.rules.trn.trn009_eval_set_is_train import EVAL_OVERLAP_CHECK
 
 try:
@@ -32,6 +33,8 @@ from trainmedic.llm import params as llm_params
 from trainmedic.llm import preference as llm_preference
 from trainmedic.llm import sft as llm_sft
 from trainmedic.llm import templates as llm_templates
+from trainmedic.torch._safety import contained
+from trainmedic.torch._trainer_resumes import check_start
 
 # What the fine-tuning watches learn outside the model, as under `trainmedic run` (whose boot
 # hooks install the same): the rows `resize_token_embeddings` adds after this import (TOR014),
@@ -83,6 +86,11 @@ class Guard(TrainerCallback):
         )
         self.guard.monitor.framework_epochs = True
         llm.attach(kwargs.get("model"), self.guard.monitor, tokenizer=trainer_tokenizer(kwargs))
+        resumed = contained(
+            self.guard.monitor, "resume check", check_start, kwargs.get("model"), args, state, kwargs
+        )
+        if resumed:
+            self.guard.monitor.observe(tor017.CHECK, resumed)
         by_steps = args.max_steps is not None and args.max_steps > 0
         self._emit(
             TrainingPlan(

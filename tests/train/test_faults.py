@@ -81,6 +81,7 @@ def test_verify_resume_passes_on_the_example_which_emits_loop_events(tmp_path: P
     )
     assert "during a checkpoint write" in out
     assert "resumed from" in out
+    assert "TOR017" not in out  # fit's resume restores the whole state
     assert run.result.returncode == 0
     events = run.record.events
     plan = next(e for e in events if isinstance(e, TrainingPlan))
@@ -145,6 +146,73 @@ fit(model, DataLoader(TensorDataset(x, y), batch_size=8, shuffle=True),
     optimizer=torch.optim.SGD(model.parameters(), lr=0.1), loss_fn=F.cross_entropy, epochs=30,
     checkpoint_dir="ck", checkpoint_every=4)
 """
+
+
+# A loop of its own over trainmedic's CheckpointManager whose resume restores the weights only
+# (--fixed: the optimizer's state too). Full-batch Adam: a full resume is exact.
+WEIGHTS_ONLY = """
+import os, sys, torch, torch.nn.functional as F
+from trainmedic.checkpoint import CheckpointManager, load_latest
+torch.manual_seed(0)
+folder = os.environ.get("TRAINMEDIC_CHECKPOINT_DIR", "ck")
+x = torch.randn(64, 4, generator=torch.Generator().manual_seed(1))
+y = (x.sum(1) > 0).long()
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+start, loaded = 0, load_latest(folder)
+if loaded is not None:
+    model.load_state_dict(loaded.state["model"])
+    if "--fixed" in sys.argv:
+        optimizer.load_state_dict(loaded.state["optimizer"])
+    start = loaded.info.step
+manager = CheckpointManager(folder, keep_last=2)
+for step in range(start + 1, 33):
+    optimizer.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    optimizer.step()
+    if step % 8 == 0:
+        manager.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, step=step, epoch=0)
+"""
+
+
+@pytest.mark.slow
+def test_verify_resume_names_the_state_a_scripts_own_resume_lost(tmp_path: Path) -> None:
+    """Killed in its second checkpoint write, the script resumes from step 8: with the weights
+    alone Adam restarts with empty moments, the weights differ, and TOR017 says why. (Its full
+    resume, `--fixed`, passes with no finding, as `fit`'s resume does in
+    test_verify_resume_passes_on_the_example_which_emits_loop_events.)"""
+    (tmp_path / "weights_only.py").write_text(WEIGHTS_ONLY)
+    cmd = ["python", "weights_only.py"]
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trainmedic",
+            "verify-resume",
+            "--kill-at",
+            "write",
+            "--format",
+            "json",
+            "--",
+            *cmd,
+        ],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(**FAST_TMP),
+        cwd=tmp_path,
+        timeout=240,
+        check=False,
+    )
+    verdict = json.loads(result.stdout)
+    codes = [f["code"] for f in verdict["findings"]]
+    assert not verdict["passed"]
+    assert verdict["reason"].startswith("the weights differ after resume"), verdict["reason"]
+    assert codes == ["TOR017"], result.stderr[-2000:]
+    evidence = verdict["findings"][0]["evidence"]
+    assert evidence["lost"] == ["optimizer", "step"]
+    assert (evidence["saved_moments"], evidence["resumed_moments"]) == (2, 0)
+    assert (evidence["saved_step"], evidence["resumed_step"]) == (8, 0)
+    assert result.returncode == 1
 
 
 def test_the_kill_hook_names_agree() -> None:

@@ -8,6 +8,10 @@ again, so it resumes. The final checkpoints must hold the same weights, bit for 
 On failure the first differing tensor is named. With `--kill-at write` the trainer
 kills itself (SIGKILL) halfway through its second checkpoint payload: trainmedic's
 checkpoint writer honours TRAINMEDIC_KILL_IN_WRITE for exactly this.
+
+The final, resuming run is instrumented as under `trainmedic run`: when the script's own resume
+code restores the weights and not the rest of the state (TOR017 `resume-state-lost`), the
+finding, with what was lost, is reported beside the verdict.
 """
 
 from __future__ import annotations
@@ -29,8 +33,13 @@ import click
 
 from trainmedic.cli.options import plain_format_option
 from trainmedic.errors import UsageError
+from trainmedic.events import read_events
+from trainmedic.instrument.channel import child_env
+from trainmedic.record import RunRecord
+from trainmedic.registry import run_rules
 
 POLL_S = 0.0005
+RESUME_CODE = "TOR017"  # resume-state-lost: the parts of the state a resume did not restore
 # = trainmedic.train.checkpoint.KILL_IN_WRITE_ENV (not imported: that module imports torch)
 KILL_IN_WRITE_ENV = "TRAINMEDIC_KILL_IN_WRITE"
 
@@ -48,6 +57,7 @@ class Verdict:
     max_abs_difference: float | None = None
     tensors_compared: int = 0
     workdir: str = ""
+    findings: list[dict[str, Any]] = field(default_factory=list)  # TOR017 of the resuming run
 
 
 def _env(directory: Path, steps: int | None, *, kill_in_write: int | None = None) -> dict[str, str]:
@@ -60,10 +70,19 @@ def _env(directory: Path, steps: int | None, *, kill_in_write: int | None = None
     return env
 
 
-def _run(argv: list[str], directory: Path, steps: int | None, timeout: float) -> tuple[int, float]:
-    """Run CMD to the end; returns its exit status and the time between its first and last checkpoints."""
+def _run(
+    argv: list[str], directory: Path, steps: int | None, timeout: float, events: Path | None = None
+) -> tuple[int, float]:
+    """Run CMD to the end; returns its exit status and the time between its first and last checkpoints.
+
+    With `events`, CMD runs instrumented (the boot module, as under `trainmedic run`) and its
+    events go to that file.
+    """
+    env = _env(directory, steps)
+    if events is not None:
+        env = child_env(events, env)
     try:
-        proc = subprocess.Popen(argv, env=_env(directory, steps), start_new_session=True)
+        proc = subprocess.Popen(argv, env=env, start_new_session=True)
     except FileNotFoundError as exc:
         raise UsageError(f"CMD: cannot run {argv[0]!r}: {exc.strerror}") from exc
     started = time.monotonic()
@@ -161,11 +180,21 @@ def verify_resume(
     if not any(kill["killed"] and not kill["too_late"] for kill in verdict.kills):
         verdict.reason = "inconclusive: no kill landed before the last checkpoint (make the run longer)"
         return verdict
-    code, _ = _run(argv, interrupted, steps, timeout)
+    events = workdir / "resumed-events.jsonl"
+    code, _ = _run(argv, interrupted, steps, timeout, events)
+    verdict.findings = _resume_findings(events)
     if code != 0:
         verdict.reason = f"the resumed run failed (exit status {code})"
         return verdict
     return _compare(reference, interrupted, verdict)
+
+
+def _resume_findings(events: Path) -> list[dict[str, Any]]:
+    """TOR017 among the findings of the resuming run's events (none when it wrote none)."""
+    if not events.is_file():
+        return []
+    record = RunRecord.of(read_events(events).events)
+    return [f.to_dict() for f in run_rules(record) if f.code == RESUME_CODE]
 
 
 def _compare(reference: Path, interrupted: Path, verdict: Verdict) -> Verdict:
@@ -268,6 +297,10 @@ def command(  # noqa: PLR0917 (click passes options by position)
             sys.stdout.write(
                 f"  max |difference| in {verdict.first_difference}: {verdict.max_abs_difference:.3g}\n"
             )
+        for finding in verdict.findings:
+            sys.stdout.write(f"  {finding['code']} {finding['slug']}: {finding['message']}\n")
+            if finding.get("fix"):
+                sys.stdout.write(f"    fix: {finding['fix']}\n")
         if keep:
             sys.stdout.write(f"  checkpoints kept in {workdir}\n")
     return 0 if verdict.passed else 1

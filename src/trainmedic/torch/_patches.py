@@ -2,7 +2,8 @@
 
 PyTorch has global hooks for optimizer steps and module forwards; for the rest
 (autograd backward, optimizer construction, DataLoader iteration,
-DistributedSampler, LR schedulers, `nn.Module.load_state_dict`) the original function is
+DistributedSampler, LR schedulers, `torch.load` and the `load_state_dict` of modules,
+optimizers, schedulers and scalers) the original function is
 wrapped and always called unchanged. Every wrapper
 does nothing but count, time and keep the loss on an ordinary step (no host
 sync and one tensor op: the loss's value read on the CPU, a `detach()` alias
@@ -30,7 +31,7 @@ from torch.utils.data import DistributedSampler
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 import torch
-from trainmedic.torch import _clipping, _loads
+from trainmedic.torch import _clipping, _loads, _resumes
 from trainmedic.torch._batches import LOG_ATTR, MAX_NOTED
 from trainmedic.torch._losses import MAX_KEPT_LOSSES
 from trainmedic.torch._reads import kept
@@ -79,6 +80,8 @@ def install(monitor: MonitorLike) -> None:
         if isinstance(cls, type) and issubclass(cls, lr_scheduler.LRScheduler) and "step" in vars(cls):
             _wrap(cls, "step", _scheduler_step)
     _clipping.install(_wrap, active)
+    # TOR015 names the caller of `load_state_dict` by its frame: its wrapper goes outermost.
+    _resumes.install(_wrap, active)
     _loads.install(_wrap, active)
 
 

@@ -1,0 +1,239 @@
+"""Resumes in ONE instrumented interpreter, as under `run` (TOR017).
+
+Before each case it sends a marker event and gives the auto-installed monitor a fresh start
+(as `run_loads.py` does), so a test can cut the events file into one record per case.
+argv: CASE ... (see CASES). Every case trains for real: the PyTorch recipe's checkpoint
+(examples/torch/resume_state_lost.py), a Lightning checkpoint, a Hugging Face Trainer
+checkpoint folder of the tiny Llama (examples/llm/tinylm.py). Nothing is synthetic but the data.
+"""
+
+import contextlib
+import io
+import runpy
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+import trainmedic
+from torch import nn
+from trainmedic.events import GuardObservation
+from trainmedic.instrument import channel
+from trainmedic.torch import _patches
+from trainmedic.torch._monitor import Monitor
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples" / "torch"
+WORK = Path(tempfile.mkdtemp(prefix="run-resumes-"))
+
+
+def example(fixed):
+    main = runpy.run_path(str(EXAMPLES / "resume_state_lost.py"), run_name="example")["main"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        main(fixed)
+
+
+def scheduler_lost():
+    """The recipe's checkpoint with its optimizer's state loaded and its scheduler's not."""
+    example_module = runpy.run_path(str(EXAMPLES / "resume_state_lost.py"), run_name="example")
+    build = example_module["build"]
+    model, optimizer, scheduler = build()
+    model(torch.randn(4, 20)).sum().backward()
+    optimizer.step()
+    for _ in range(20):
+        scheduler.step()
+    state = {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+    }
+    torch.save(state, WORK / "sched.pt")
+    model, optimizer, scheduler = build()
+    checkpoint = torch.load(WORK / "sched.pt")
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    model(torch.randn(4, 20)).sum().backward()
+    optimizer.step()
+
+
+def new_head():
+    """A checkpoint with Adam's state whose weights load (strict=False) into a model with a new
+    layer on top, under a new optimizer: a fine-tune, not a resume."""
+    torch.manual_seed(0)
+    old = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 10))
+    optimizer = torch.optim.Adam(old.parameters())
+    old(torch.randn(4, 8)).sum().backward()
+    optimizer.step()
+    torch.save({"model": old.state_dict(), "optimizer": optimizer.state_dict()}, WORK / "pre.pt")
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 10), nn.ReLU(), nn.Linear(10, 3))
+    model.load_state_dict(torch.load(WORK / "pre.pt")["model"], strict=False)
+    optimizer = torch.optim.Adam(model.parameters())
+    model(torch.randn(4, 8)).sum().backward()
+    optimizer.step()
+
+
+def amp(load_scaler):
+    """fp16 autocast on CPU under a GradScaler that grows every 2 steps; the resume loads the
+    model and the optimizer, and the scaler's state or not."""
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 8), torch.randn(64, 1)
+
+    def build():
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+        optimizer = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
+        return model, optimizer, torch.amp.GradScaler("cpu", init_scale=2.0**8, growth_interval=2)
+
+    def steps(model, optimizer, scaler, count):
+        for _ in range(count):
+            optimizer.zero_grad()
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = nn.functional.mse_loss(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+
+    model, optimizer, scaler = build()
+    steps(model, optimizer, scaler, 6)
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}
+    torch.save(state, WORK / "amp.pt")
+    model, optimizer, scaler = build()
+    checkpoint = torch.load(WORK / "amp.pt")
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    if load_scaler:
+        scaler.load_state_dict(checkpoint["scaler"])
+    steps(model, optimizer, scaler, 2)
+
+
+# -- Lightning ---------------------------------------------------------------------------------
+
+
+def _lightning():
+    import lightning as L
+    from torch.utils.data import DataLoader, TensorDataset
+
+    class Regressor(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+
+        def training_step(self, batch, _):
+            x, y = batch
+            return nn.functional.mse_loss(self.net(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(32, 4, generator=g)
+    loader = DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=8)
+
+    def trainer(epochs):
+        return L.Trainer(
+            max_epochs=epochs,
+            accelerator="cpu",
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            default_root_dir=WORK,
+        )
+
+    path = WORK / "lightning.ckpt"
+    if not path.exists():
+        first = trainer(2)
+        first.fit(Regressor(), loader)
+        first.save_checkpoint(path)
+    return Regressor, trainer, loader, path
+
+
+def lightning_weights_only():
+    """load_from_checkpoint, then fit without ckpt_path: the weights alone come back."""
+    regressor, trainer, loader, path = _lightning()
+    with contextlib.redirect_stderr(io.StringIO()):
+        trainer(4).fit(regressor.load_from_checkpoint(path), loader)
+
+
+def lightning_ckpt_path():
+    regressor, trainer, loader, path = _lightning()
+    with contextlib.redirect_stderr(io.StringIO()):
+        trainer(4).fit(regressor(), loader, ckpt_path=path)
+
+
+# -- Hugging Face Trainer ----------------------------------------------------------------------
+
+
+def _hf():
+    sys.path.insert(0, str(REPO / "examples" / "llm"))
+    import tinylm
+    from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+    folder = tinylm.cached()
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 200, (16, 12), generator=g)
+    data = [{"input_ids": row, "labels": row} for row in ids]
+    out = WORK / "hf"
+
+    def train(model, **kwargs):
+        args = TrainingArguments(
+            output_dir=str(out),
+            max_steps=4,
+            save_steps=2,
+            per_device_train_batch_size=4,
+            learning_rate=1e-3,
+            warmup_steps=2,
+            logging_steps=1,
+            report_to=[],
+            use_cpu=True,
+            disable_tqdm=True,
+        )
+        Trainer(model=model, args=args, train_dataset=data).train(**kwargs)
+
+    if not (out / "checkpoint-2").exists():
+        train(AutoModelForCausalLM.from_pretrained(folder))
+    return AutoModelForCausalLM, train, out / "checkpoint-2"
+
+
+def hf_resume():
+    """Trainer.train(resume_from_checkpoint=path), the model itself loaded from that folder."""
+    auto, train, checkpoint = _hf()
+    train(auto.from_pretrained(checkpoint), resume_from_checkpoint=str(checkpoint))
+
+
+def hf_from_pretrained():
+    """The checkpoint folder loaded with from_pretrained, then train() from step 0."""
+    auto, train, checkpoint = _hf()
+    train(auto.from_pretrained(checkpoint))
+
+
+CASES = {
+    "example": lambda: example(False),
+    "example:fixed": lambda: example(True),
+    "scheduler-lost": scheduler_lost,
+    "new-head": new_head,
+    "amp:scaler-lost": lambda: amp(False),
+    "amp:scaler-loaded": lambda: amp(True),
+    "lightning:ckpt_path": lightning_ckpt_path,
+    "lightning:weights-only": lightning_weights_only,
+    "hf:resume": hf_resume,
+    "hf:from_pretrained": hf_from_pretrained,
+}
+
+
+def main(cases):
+    assert _patches.active() is not None, "the boot module did not instrument torch"
+    print(f"trainmedic from {Path(trainmedic.__file__).parent}")
+    sys.path.insert(0, str(EXAMPLES))
+    for case in cases:
+        _patches.active().close()
+        _patches.install(Monitor(channel.emit, mode="auto"))
+        channel.emit(GuardObservation(check="example_start", data={"case": case}))
+        with contextlib.redirect_stdout(io.StringIO()):
+            CASES[case]()
+    _patches.active().close()
+    channel.emit(GuardObservation(check="example_start", data={"case": "<end>"}))
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    main(sys.argv[1:])

@@ -1,0 +1,162 @@
+"""TOR017 for real resumes: PyTorch's general checkpoint, Lightning's, the HF Trainer's folder.
+
+One child under the boot module (as `trainmedic run` runs a script) runs every case of
+`run_resumes.py`; each lost-state resume has its full-resume twin, which must stay quiet:
+- the recipe's checkpoint loaded into the model only (examples/torch/resume_state_lost.py)
+  against the same with the optimizer's and the scheduler's states loaded (`--fixed`);
+- a Lightning checkpoint: `load_from_checkpoint` then `fit` against `fit(ckpt_path=...)`;
+- the HF Trainer's `checkpoint-2` folder: `from_pretrained` then `train()` against
+  `train(resume_from_checkpoint=...)`;
+- the recipe's checkpoint with the optimizer's state loaded and the scheduler's not;
+- fp16 autocast under a GradScaler: the model and optimizer loaded, the scaler's state not,
+  against all three loaded;
+- a checkpoint with Adam's state loaded into a larger model under a new optimizer (a
+  fine-tune, not a resume): quiet.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trainmedic.events import GuardObservation
+from trainmedic.findings import Finding, Severity
+from trainmedic.record import RunRecord
+from trainmedic.registry import run_rules
+from trainmedic.rules.tor import tor017_resume_state_lost as tor017
+from trainmedic.torch._resumes import same_parameters
+
+from ..helpers import InstrumentedRun, run_instrumented
+from .conftest import SINGLE_THREAD
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parents[1] / "src" / "trainmedic"
+CASES = [
+    "example",
+    "example:fixed",
+    "scheduler-lost",
+    "new-head",
+    "amp:scaler-lost",
+    "amp:scaler-loaded",
+    "lightning:ckpt_path",
+    "lightning:weights-only",
+    "hf:resume",
+    "hf:from_pretrained",
+]
+
+
+@pytest.fixture(scope="module")
+def child(tmp_path_factory: pytest.TempPathFactory) -> InstrumentedRun:
+    tmp = tmp_path_factory.mktemp("resumes")
+    return run_instrumented(
+        ["python", str(HERE / "run_resumes.py"), *CASES], tmp, env=SINGLE_THREAD, timeout=400
+    )
+
+
+@pytest.fixture(scope="module")
+def per_case(child: InstrumentedRun) -> dict[str, list[Finding]]:
+    """The findings of each case, from the child's events cut at its markers."""
+    assert child.result.returncode == 0, child.result.stderr[-3000:]
+    assert f"trainmedic from {SRC}" in child.result.stdout, child.result.stdout
+    found: dict[str, list[Finding]] = {}
+    case, events = None, []
+    for event in child.record.events:
+        if isinstance(event, GuardObservation) and event.check == "example_start":
+            if case is not None:
+                found[case] = run_rules(RunRecord.of(events))
+            case, events = event.data["case"], []
+        else:
+            events.append(event)
+    return found
+
+
+def tor017_of(found: list[Finding]) -> Finding:
+    (finding,) = [f for f in found if f.code == "TOR017"]
+    return finding
+
+
+def test_the_recipes_checkpoint_loaded_into_the_model_only_loses_moments_and_schedule(per_case) -> None:
+    finding = tor017_of(per_case["example"])
+    evidence = finding.evidence
+    assert finding.severity is Severity.WARNING
+    assert evidence["lost"] == [tor017.OPTIMIZER, tor017.SCHEDULER, tor017.STEP]
+    assert (evidence["saved_moments"], evidence["resumed_moments"]) == (4, 0)
+    # 3 epochs of 16 batches: Adam's step 48; the warm-up lr after 48 steps of decay, against
+    # the first warm-up step's lr (1e-2 / 16) of the fresh schedule.
+    assert (evidence["saved_step"], evidence["resumed_step"]) == (48, 0)
+    assert evidence["resumed_lr"] == pytest.approx(1e-2 / 16)
+    assert evidence["saved_lr"] > 5 * evidence["resumed_lr"]
+    assert evidence["saved_counters"] == {"epoch": 2}
+    assert evidence["where"].startswith("resume_state_lost.py:")
+    assert "not the optimizer's state, the learning-rate scheduler and the step counter" in finding.message
+    assert "optimizer.load_state_dict" in finding.fix
+    assert "scheduler.load_state_dict" in finding.fix
+
+
+def test_a_scheduler_left_out_while_the_optimizer_is_loaded_is_named_alone(per_case) -> None:
+    finding = tor017_of(per_case["scheduler-lost"])
+    assert finding.evidence["lost"] == [tor017.SCHEDULER]
+    assert (finding.evidence["saved_moments"], finding.evidence["resumed_moments"]) == (4, 4)
+
+
+def test_a_gradscaler_left_out_of_the_resume_is_named_with_its_saved_scale(per_case) -> None:
+    finding = tor017_of(per_case["amp:scaler-lost"])
+    assert finding.evidence["lost"] == [tor017.SCALER]
+    assert finding.evidence["saved_scale"] == 2.0**11  # 2**8, doubled every 2 of 6 finite steps
+    assert "scaler.load_state_dict" in finding.fix
+
+
+@pytest.mark.parametrize(
+    "case", ["example:fixed", "new-head", "amp:scaler-loaded", "lightning:ckpt_path", "hf:resume"]
+)
+def test_full_resumes_and_fine_tunes_are_quiet(per_case, case: str) -> None:
+    assert "TOR017" not in {f.code for f in per_case[case]}
+    assert [f for f in per_case[case] if f.severity.at_least(Severity.WARNING)] == []
+
+
+def test_lightning_load_from_checkpoint_then_fit_loses_the_optimizer_and_step(per_case) -> None:
+    finding = tor017_of(per_case["lightning:weights-only"])
+    evidence = finding.evidence
+    assert evidence["framework"] == "lightning"
+    assert evidence["lost"] == [tor017.OPTIMIZER, tor017.STEP]
+    assert (evidence["saved_step"], evidence["resumed_step"]) == (8, 0)  # 2 epochs of 4 batches
+    assert evidence["saved_counters"]["global_step"] == 8
+    assert "ckpt_path=" in finding.fix
+
+
+def test_hf_from_pretrained_on_a_checkpoint_folder_restarts_the_schedule(per_case) -> None:
+    finding = tor017_of(per_case["hf:from_pretrained"])
+    evidence = finding.evidence
+    assert evidence["framework"] == "transformers"
+    assert Path(evidence["checkpoint"]).name == "checkpoint-2"
+    assert evidence["lost"] == [tor017.OPTIMIZER, tor017.SCHEDULER, tor017.STEP, tor017.DATA]
+    assert (evidence["saved_step"], evidence["resumed_step"]) == (2, 0)
+    assert evidence["resumed_lr"] == 0.0  # the warm-up starts again at 0
+    assert evidence["saved_lr"] > 0
+    assert "resume_from_checkpoint=" in finding.fix
+
+
+# -- the pure parts ----------------------------------------------------------------------------
+
+
+def test_judge_names_each_part_saved_and_not_loaded() -> None:
+    saved = {tor017.OPTIMIZER: True, tor017.SCHEDULER: True, tor017.SCALER: False}
+    loaded = {tor017.OPTIMIZER: True, tor017.SCHEDULER: False, tor017.SCALER: False}
+    assert tor017.judge(saved=saved, loaded=loaded, same_parameters=True, saved_step=10, resumed_step=10) == [
+        tor017.SCHEDULER
+    ]
+    everything = dict.fromkeys(saved, True)
+    assert (
+        tor017.judge(saved=saved, loaded=everything, same_parameters=True, saved_step=10, resumed_step=10)
+        == []
+    )
+    assert (
+        tor017.judge(saved=saved, loaded=loaded, same_parameters=False, saved_step=10, resumed_step=0) == []
+    )
+
+
+def test_same_parameters_compares_counts_and_the_saved_moments_shapes() -> None:
+    assert same_parameters([(4, 2), None], [(4, 2), (2,)])
+    assert not same_parameters([(4, 2)], [(4, 2), (2,)])
+    assert not same_parameters([(10, 16), (10,)], [(3, 16), (3,)])
