@@ -1,6 +1,7 @@
 """Per-step cost of the zero-code JAX guard: a Flax `TrainState` loop bare vs under `trainmedic run`.
 
     python benchmarks/jax_run_overhead.py [--pairs 5] [--steps 3000]
+    python benchmarks/jax_run_overhead.py --in-process [--pairs 5] [--steps 3000]
 
 The child is a small jitted loop as users write it (an MLP, `optax.adam`, `TrainState`,
 `apply_gradients` inside `jax.jit`, one thread): it times its own loop after compilation and
@@ -23,7 +24,8 @@ import time
 CHILD = "child"
 
 
-def child(steps: int) -> None:
+def make_loop(guard: bool, steps: int):  # type: ignore[no-untyped-def]
+    """A compiled Flax loop of `steps` steps; calling it returns its time per step in µs."""
     import jax
     import jax.numpy as jnp
     import optax
@@ -39,8 +41,13 @@ def child(steps: int) -> None:
     x = jax.random.normal(jax.random.PRNGKey(0), (128, 16))
     y = jnp.sin(x.sum(axis=1))
     model = MLP()
+    tx = optax.adam(1e-3)
+    if guard:
+        from trainmedic.jax_auto import guarded
+
+        tx = guarded(tx)
     state = train_state.TrainState.create(
-        apply_fn=model.apply, params=model.init(jax.random.PRNGKey(1), x), tx=optax.adam(1e-3)
+        apply_fn=model.apply, params=model.init(jax.random.PRNGKey(1), x), tx=tx
     )
 
     @jax.jit
@@ -51,12 +58,33 @@ def child(steps: int) -> None:
     for _ in range(200):  # compile, warm up
         state, loss = step(state)
     jax.block_until_ready(loss)
-    start = time.perf_counter()
-    for _ in range(steps):
-        state, loss = step(state)
-    jax.block_until_ready(loss)
-    per_step = (time.perf_counter() - start) / steps
-    print(f"us_per_step={per_step * 1e6:.2f} loss={float(loss):.4f}", flush=True)
+
+    def timed() -> float:
+        nonlocal state
+        start = time.perf_counter()
+        for _ in range(steps):
+            state, loss = step(state)
+        jax.block_until_ready(loss)
+        return (time.perf_counter() - start) / steps * 1e6
+
+    return timed
+
+
+def child(steps: int) -> None:
+    print(f"us_per_step={make_loop(False, steps)():.2f}", flush=True)
+
+
+def in_process(pairs: int, steps: int) -> None:
+    bare, guarded = make_loop(False, steps), make_loop(True, steps)
+    rows = []
+    for i in range(pairs):
+        rows.append((bare(), guarded()))
+        b, g = rows[-1]
+        print(f"pair {i + 1}: bare {b:.1f} us/step, guarded {g:.1f} us/step, ratio {g / b:.3f}")
+    print(
+        f"median ratio {statistics.median(g / b for b, g in rows):.3f}, "
+        f"median extra {statistics.median(g - b for b, g in rows):.1f} us/step (in process)"
+    )
 
 
 def measure(argv: list[str]) -> float:
@@ -69,10 +97,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--in-process", action="store_true", help="the guard alone, bare vs guarded")
     args = parser.parse_args()
+    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+    if args.in_process:
+        in_process(args.pairs, args.steps)
+        return
     script = [sys.executable, os.path.abspath(__file__), CHILD, str(args.steps)]
     env_note = "XLA_FLAGS=--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.pairs):
