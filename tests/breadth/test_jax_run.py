@@ -143,3 +143,13 @@ def test_flax_optimizers_are_guarded_without_changing_what_the_script_reads(tmp_
     scalars = [m for m in run.of(Metric) if m.name == "train/loss"]
     assert [m.step for m in scalars[:3]] == [1, 2, 3]
     assert len(scalars) == 42  # 30 + 12 steps, each written once
+
+
+def test_a_converged_runs_bump_is_not_an_explosion_but_a_new_high_is() -> None:
+    from trainmedic.rules.trn import trn007_exploding_gradients as trn007
+
+    converged = [1.2, 0.8, *([3e-7] * 40)]  # its first samples near 1, then near zero for long
+    assert trn007.judge_jax(4301, 0.0019, 1e-4, converged) is None  # 6,000x the median, below its start
+    exploded = trn007.judge_jax(900, 5e3, 1e2, converged)
+    assert exploded is not None
+    assert exploded.step == 900
