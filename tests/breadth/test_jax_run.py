@@ -153,3 +153,16 @@ def test_a_converged_runs_bump_is_not_an_explosion_but_a_new_high_is() -> None:
     exploded = trn007.judge_jax(900, 5e3, 1e2, converged)
     assert exploded is not None
     assert exploded.step == 900
+
+
+def test_the_guard_is_installed_once_and_not_at_all_when_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    import optax
+    from flax.training import train_state
+
+    from trainmedic import jax_auto
+
+    once = jax_auto.guarded(optax.sgd(0.1))
+    assert jax_auto.guarded(once) is once  # a script's own guard is kept, not wrapped again
+    monkeypatch.setenv("TRAINMEDIC_JAX", "0")
+    jax_auto.install_train_state(train_state)
+    assert not getattr(train_state.TrainState.__dict__["create"].__func__, "_trainmedic", False)
