@@ -42,7 +42,7 @@ from trainmedic.instrument import channel
 from trainmedic.rules.trn import trn001_nonfinite_loss as trn001
 from trainmedic.rules.trn import trn007_exploding_gradients as trn007
 
-__all__ = ["GuardState", "findings", "guard"]
+__all__ = ["GuardState", "findings", "guard", "is_guarded"]
 
 # optax >= 0.2.5 names it optax.tree.norm; older releases (still common) only have global_norm
 _tree_norm = getattr(getattr(optax, "tree", None), "norm", None) or optax.global_norm
@@ -51,10 +51,20 @@ _I32 = jax.ShapeDtypeStruct((), jnp.int32)  # type: ignore[no-untyped-call]
 
 
 class GuardState(NamedTuple):
-    """The wrapped optimizer's state and the step counter the guard samples by."""
+    """The wrapped optimizer's state and the step counter the guard samples by.
+
+    An attribute it lacks is looked up on the wrapped state, so code written for the bare
+    optimizer's state still reads it: `opt_state.hyperparams` of `optax.inject_hyperparams`,
+    `opt_state.mini_step` of `optax.MultiSteps`.
+    """
 
     inner: Any
     step: jax.Array
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # copy/pickle probe dunders: never the wrapped state's
+            raise AttributeError(name)
+        return getattr(self.inner, name)
 
 
 def guard(
@@ -96,7 +106,13 @@ def guard(
         nudge = jax.lax.cond(report, to_host, lambda: zero)
         return new_updates, GuardState(inner=inner_state, step=state.step + 1 + nudge)
 
+    update_fn._trainmedic_guard = True  # type: ignore[attr-defined]  # `is_guarded` tells it
     return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def is_guarded(tx: Any) -> bool:
+    """Whether `tx` is already a guard (so that `trainmedic run` does not wrap it twice)."""
+    return bool(getattr(getattr(tx, "update", None), "_trainmedic_guard", False))
 
 
 _raised: list[Finding] = []

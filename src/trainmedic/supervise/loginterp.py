@@ -6,7 +6,9 @@ too up to a budget per attempt, and the last 40 of each stream are always kept, 
 chatty trainer cannot flood the event log while the rules still see the end.
 "Epoch 3/12", "Evaluating ...", "Saving checkpoint to ..." lines open phases
 (train / eval / checkpoint) on the supervisor's PID, which lets memory be
-attributed to phases for trainers without in-process instrumentation.
+attributed to phases for trainers without in-process instrumentation. A printed epoch
+summary ("epoch:  3, train_loss: 0.4100, ...", `metriclines`) becomes an `Epoch` event with
+its metrics: the curve of a trainer that only prints it (a JAX loop).
 
 Once the budget is spent, the output stream (`logstream.LineScanner`) hands over only
 the lines its byte pattern picks out (`on_match`), and each stream's last lines when it
@@ -21,8 +23,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from trainmedic.events import Event, LogLine, PhaseEnd, PhaseStart
+from trainmedic.events import Epoch, Event, LogLine, PhaseEnd, PhaseStart
 from trainmedic.rules._helpers import logtext as _logtext
+from trainmedic.supervise.metriclines import epoch_metrics
 
 _BUDGET = 2000
 _TAIL = 40
@@ -41,6 +44,7 @@ class LogInterpreter:
         self.checkpoint: str | None = None
         self.phases_started = 0  # the supervisor samples at once when this moves
         self.on_phase: Callable[[], None] | None = None  # called (from a tee thread) when it does
+        self._first_printed_epoch: int | None = None  # 1: the trainer counts epochs from 1
 
     @property
     def wants_every_line(self) -> bool:
@@ -57,6 +61,7 @@ class LogInterpreter:
             else:
                 self._tail(stream).append(line)
             self._track(text, line.t)
+            self._metrics(text, line.t)
 
     def on_match(self, stream: str, text: str, t: float) -> None:
         """A line the stream's byte pattern picked out once the budget was spent: an event when
@@ -65,6 +70,7 @@ class LogInterpreter:
             if _logtext.is_significant(text):
                 self._emit(LogLine(t=t, stream=stream, text=text))
             self._track(text, t)
+            self._metrics(text, t)
 
     def end_of_stream(self, stream: str, recent: Sequence[tuple[float, str]]) -> None:
         """The last lines of a stream read after the budget was spent: the ordinary ones join
@@ -95,6 +101,17 @@ class LogInterpreter:
         self.phases_started += 1
         if self.on_phase is not None:
             self.on_phase()
+
+    def _metrics(self, text: str, t: float) -> None:
+        """An epoch summary line: its metrics as an `Epoch` event (0-based, as events count)."""
+        found = epoch_metrics(text)
+        if found is None:
+            return
+        number, metrics = found
+        if self._first_printed_epoch is None:
+            self._first_printed_epoch = number
+        base = 1 if self._first_printed_epoch >= 1 else 0
+        self._emit(Epoch(t=t, pid=os.getpid(), epoch=max(number - base, 0), metrics=metrics))
 
     def _close(self, t: float) -> None:
         if self.phase is not None:

@@ -1,0 +1,179 @@
+"""JAX / Flax under `trainmedic run`, with no code change: the guard on every Flax optimizer,
+and the loss where JAX programs write it.
+
+Called by the post-import hooks (`instrument/bootstrap.py`) when the script imports each module:
+
+- `flax.training.train_state`: `TrainState.create(..., tx=...)` builds its state with
+  `trainmedic.jax.guard(tx)` in place of `tx`, so every `state.apply_gradients(grads=...)`
+  (inside `jit` or not) runs the guard's device-side checks, and the sampled steps and the
+  first non-finite gradient (TRN007, at its step) reach the run. One place covers every
+  Linen loop: `apply_gradients` calls `state.tx.update`, whatever optax chain the script built
+  (`optax.MultiSteps`, `inject_hyperparams` included: the guard wraps the outermost
+  transformation and leaves its updates unchanged).
+- `flax.nnx.training.optimizer`: `nnx.Optimizer(model, tx, wrt=...)` likewise; its
+  `update(model, grads, value=loss)` passes `value=` on, which adds the loss check (TRN001).
+- `flax.metrics.tensorboard`, `clu.metric_writers`, `tensorboardX`: each scalar written
+  (`scalar`, `write_scalars`, `add_scalar`) is also a `Metric` event, so the loss the script
+  reports is the run's curve (TRN002 divergence, TRN003 not learning). tensorboardX is read only
+  in a process that has imported JAX: PyTorch scripts that use it are the torch guard's.
+
+The guard talks to the host only on a non-finite step or every `TRAINMEDIC_JAX_EVERY`-th step
+(default: the guard's 100), so a healthy step adds a few reductions and no host sync.
+`TRAINMEDIC_JAX=0` turns all of this off (the printed metric lines are still read by the
+supervisor). The guard's state wraps the optimizer's (`GuardState(inner, step)`): a checkpoint
+of the `TrainState` written under `run` holds it, so restore it under `run` too, or set
+`TRAINMEDIC_JAX=0` to read or write checkpoints shared with unsupervised runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+import threading
+from collections import OrderedDict
+from types import ModuleType
+from typing import Any
+
+from trainmedic.events import Metric
+from trainmedic.instrument import channel
+
+_ENV_OFF = "TRAINMEDIC_JAX"
+_ENV_EVERY = "TRAINMEDIC_JAX_EVERY"
+_MARK = "_trainmedic"
+_SEEN = 4096  # (name, step, value) points remembered, to send a point once through nested writers
+
+
+def enabled() -> bool:
+    return os.environ.get(_ENV_OFF, "1") != "0"
+
+
+def _every() -> int:
+    value = os.environ.get(_ENV_EVERY, "")
+    return int(value) if value.isdigit() and int(value) > 0 else 100
+
+
+def guarded(tx: Any) -> Any:
+    """`tx` behind the guard, once (a script that guards its own optimizer keeps its guard)."""
+    import trainmedic.jax as tj
+
+    if tx is None or tj.is_guarded(tx):
+        return tx
+    return tj.guard(tx, every=_every())
+
+
+def install_train_state(module: ModuleType) -> None:
+    """Flax Linen: `TrainState.create` guards the `tx` it is given."""
+    if not enabled():
+        return
+    cls = module.TrainState
+    original = cls.__dict__["create"].__func__
+    if getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def create(klass: type, *args: Any, **kwargs: Any) -> Any:
+        if "tx" in kwargs:
+            kwargs["tx"] = guarded(kwargs["tx"])
+        return original(klass, *args, **kwargs)
+
+    setattr(create, _MARK, True)
+    cls.create = classmethod(create)
+
+
+def install_nnx_optimizer(module: ModuleType) -> None:
+    """Flax NNX: `nnx.Optimizer(model, tx, ...)` guards its `tx`."""
+    if not enabled():
+        return
+    cls = module.Optimizer
+    original = cls.__init__
+    if getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def init(self: Any, model: Any, tx: Any = None, *args: Any, **kwargs: Any) -> None:
+        if "tx" in kwargs:
+            kwargs["tx"] = guarded(kwargs["tx"])
+            original(self, model, *args, **kwargs)
+        else:
+            original(self, model, guarded(tx), *args, **kwargs)
+
+    setattr(init, _MARK, True)
+    cls.__init__ = init
+
+
+class _Scalars:
+    """Sends each scalar a writer is given as a `Metric` event, once."""
+
+    def __init__(self) -> None:
+        self._seen: OrderedDict[tuple[str, int | None, str], None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def send(self, name: Any, value: Any, step: Any) -> None:
+        try:
+            number = float(value)
+            at = int(step) if step is not None else None
+        except (TypeError, ValueError):
+            return  # not a scalar (a writer given a string or an array): not a curve point
+        key = (str(name), at, repr(number))
+        with self._lock:
+            if key in self._seen:  # a MultiWriter hands the same point to each of its writers
+                return
+            self._seen[key] = None
+            if len(self._seen) > _SEEN:
+                self._seen.popitem(last=False)
+        channel.emit(Metric(name=str(name), value=number, step=at))
+
+
+_scalars = _Scalars()
+
+
+def _after(cls: type, method: str, read: Any) -> None:
+    """Make `cls.method` hand its arguments to `read` (never failing the write) before it runs."""
+    original = cls.__dict__.get(method)
+    if original is None or getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with contextlib.suppress(Exception):
+            read(*args, **kwargs)
+        return original(self, *args, **kwargs)
+
+    setattr(wrapper, _MARK, True)
+    setattr(cls, method, wrapper)
+
+
+def install_flax_tensorboard(module: ModuleType) -> None:
+    """`flax.metrics.tensorboard.SummaryWriter.scalar(tag, value, step)`."""
+    if enabled():
+        _after(
+            module.SummaryWriter, "scalar", lambda tag, value, step, *_, **__: _scalars.send(tag, value, step)
+        )
+
+
+def _clu_scalars(step: Any, scalars: Any, *_: Any, **__: Any) -> None:
+    for name, value in dict(scalars).items():
+        _scalars.send(name, value, step)
+
+
+def install_clu(module: ModuleType) -> None:
+    """`write_scalars(step, scalars)` of every CLU writer the package defines."""
+    if not enabled():
+        return
+    base = module.MetricWriter
+    for value in vars(module).values():
+        if isinstance(value, type) and issubclass(value, base) and value is not base:
+            _after(value, "write_scalars", _clu_scalars)
+
+
+def _tbx_scalar(tag: Any, scalar_value: Any = None, global_step: Any = None, *_: Any, **__: Any) -> None:
+    if "jax" in sys.modules:
+        _scalars.send(tag, scalar_value, global_step)
+
+
+def install_tensorboardx(module: ModuleType) -> None:
+    """`tensorboardX.SummaryWriter.add_scalar(tag, value, step)`, in a process that runs JAX."""
+    if enabled():
+        _after(module.SummaryWriter, "add_scalar", _tbx_scalar)
