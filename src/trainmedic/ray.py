@@ -67,12 +67,18 @@ def report_event(metrics: Mapping[str, Any]) -> Event:
 
 
 def _world_rank() -> int | None:
+    rank = _train_rank()
+    return rank if rank is not None else channel.RANK
+
+
+def _train_rank() -> int | None:
+    """The world rank of this Ray Train worker; None in the driver and Ray's other processes."""
     try:
         import ray.train
 
         return int(ray.train.get_context().get_world_rank())
     except Exception:  # not inside a Ray Train worker
-        return channel.RANK
+        return None
 
 
 def install(module: ModuleType) -> None:
@@ -80,6 +86,8 @@ def install(module: ModuleType) -> None:
     original = getattr(module, "report", None)
     if original is None or getattr(original, _ATTR, False):
         return
+    # the torch guard's steps and checks in this worker then carry its Ray rank too
+    channel.add_rank_reader(_train_rank)
     setattr(module, "report", _wrapped(original))  # noqa: B010
 
 
