@@ -8,8 +8,7 @@ worker only deep inside its text. This module reads that text back into a
 printed as it died (a faulthandler report, a Python traceback). Ranks come from the
 launcher's own lines, else from the workers' announcements (pid -> rank).
 
-Formats read (verified with Ray 2.60 Train v2, TorchTrainer, and torchrun 2.13; the memory
-monitor's report with Ray 2.58 too):
+Formats read (verified with Ray 2.58 and 2.60 Train v2, TorchTrainer, and torchrun 2.13):
 
 - Ray Train v2, in the controller's log and the driver's traceback::
 
