@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import itertools
 import os
 from collections.abc import Callable, Mapping
@@ -76,9 +77,22 @@ def _train_rank() -> int | None:
     try:
         import ray.train
 
+        if not _in_train_worker():
+            return None
         return int(ray.train.get_context().get_world_rank())
     except Exception:  # not inside a Ray Train worker
         return None
+
+
+def _in_train_worker() -> bool:
+    """Whether this process runs a Ray Train worker (Train v2, else v1); False where this Ray
+    has neither check. Asked first because outside a worker Train v1's context answers rank 0
+    (with a warning) where v2's raises."""
+    for module in ("ray.train.v2._internal.util", "ray.train._internal.session"):
+        with contextlib.suppress(Exception):
+            if importlib.import_module(module)._in_ray_train_worker():
+                return True
+    return False
 
 
 def install(module: ModuleType) -> None:

@@ -228,3 +228,26 @@ def test_worker_crash_is_named_with_its_ray_rank(tmp_path: Path, crash: str) -> 
     else:
         assert worker["error"].startswith("ValueError: corrupt shard on rank 1")
         assert finding["evidence"]["driver_exception"] == "ray.train.WorkerGroupError"
+
+
+def test_a_process_outside_a_train_worker_gets_no_ray_rank() -> None:
+    """Train v1's context answers rank 0 (with a warning) outside a worker: the driver must
+    not take that for its rank, nor have Ray's warning printed into the user's output."""
+    code = (
+        "import warnings, ray.train\n"
+        "from trainmedic import ray as tm_ray\n"
+        "from trainmedic.instrument import channel\n"
+        "tm_ray.install(ray.train)\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    rank = channel.current_rank()\n"
+        "print(rank, len(caught), ray.train.get_context().get_world_rank())\n"
+    )
+    env = {**os.environ, **RAY_ENV, "RAY_TRAIN_V2_ENABLED": "0"}
+    env.pop("RANK", None)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    # no rank, no warning from the reader; asked directly, v1's context says 0
+    assert result.stdout.split() == ["None", "0", "0"]
