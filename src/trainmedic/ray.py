@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import itertools
 import os
 from collections.abc import Callable, Mapping
@@ -67,12 +68,31 @@ def report_event(metrics: Mapping[str, Any]) -> Event:
 
 
 def _world_rank() -> int | None:
+    rank = _train_rank()
+    return rank if rank is not None else channel.RANK
+
+
+def _train_rank() -> int | None:
+    """The world rank of this Ray Train worker; None in the driver and Ray's other processes."""
     try:
         import ray.train
 
+        if not _in_train_worker():
+            return None
         return int(ray.train.get_context().get_world_rank())
     except Exception:  # not inside a Ray Train worker
-        return channel.RANK
+        return None
+
+
+def _in_train_worker() -> bool:
+    """Whether this process runs a Ray Train worker (Train v2, else v1); False where this Ray
+    has neither check. Asked first because outside a worker Train v1's context answers rank 0
+    (with a warning) where v2's raises."""
+    for module in ("ray.train.v2._internal.util", "ray.train._internal.session"):
+        with contextlib.suppress(Exception):
+            if importlib.import_module(module)._in_ray_train_worker():
+                return True
+    return False
 
 
 def install(module: ModuleType) -> None:
@@ -80,6 +100,8 @@ def install(module: ModuleType) -> None:
     original = getattr(module, "report", None)
     if original is None or getattr(original, _ATTR, False):
         return
+    # the torch guard's steps and checks in this worker then carry its Ray rank too
+    channel.add_rank_reader(_train_rank)
     setattr(module, "report", _wrapped(original))  # noqa: B010
 
 

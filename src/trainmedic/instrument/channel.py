@@ -44,6 +44,10 @@ def _rank_from_env() -> int | None:
 
 
 RANK: int | None = _rank_from_env()
+# Where a launcher gives a worker its rank only once training has begun (Ray Train: the
+# rank lives in the worker's train context, not in its environment), the integration adds
+# a function that reads it; the first rank one returns becomes this process's RANK.
+_rank_readers: list[Callable[[], int | None]] = []
 NODE: str = os.environ.get("TRAINMEDIC_NODE") or hostname()
 
 
@@ -124,11 +128,30 @@ def emit(event: Event) -> None:
     if writer is None:
         return
     if event.rank is None:
-        event.rank = RANK
+        event.rank = current_rank()
     if event.node is None:
         event.node = NODE
     with contextlib.suppress(OSError):
         writer.emit(event)
+
+
+def add_rank_reader(reader: Callable[[], int | None]) -> None:
+    """Ask `reader` for this process's rank while it is unknown (see `_rank_readers`)."""
+    if reader not in _rank_readers:
+        _rank_readers.append(reader)
+
+
+def current_rank() -> int | None:
+    """This process's rank: from its environment, else from the first rank reader that knows
+    it (then kept, so later events and guard checks read it from RANK)."""
+    global RANK
+    if RANK is None:
+        for reader in _rank_readers:
+            with contextlib.suppress(Exception):
+                RANK = reader()
+            if RANK is not None:
+                break
+    return RANK
 
 
 def add_listener(listener: Callable[[Event], None]) -> None:

@@ -40,6 +40,10 @@ class ProcessTable:
             known = self.procs.get(pid)  # keep the one it had, so it keeps its role
             if not proc.cmdline and known is not None:
                 proc.cmdline = known.cmdline
+        # one still without a command line is ending and was missed by the last walk (its read
+        # failed as it exited, so it was recorded as gone): with nothing to classify it by, it
+        # would pass for a trainer below a launcher (RUN006 on a Ray worker killed at shutdown)
+        fresh = {pid: proc for pid, proc in fresh.items() if proc.cmdline or pid == self.root}
         changed = set(fresh) != set(self.procs)
         for pid in set(self.procs) - set(fresh):
             self.emit(ProcessExit(pid=pid))  # its status belongs to its parent; only the root's is ours

@@ -111,7 +111,7 @@ class LossReads:
             stopping=monitor.stop_on_nonfinite,
             batch_indices=monitor.batches.of_step(first_step) or (),
             inputs=monitor.batches.inputs_of(first_step),
-            rank=channel.RANK,
+            rank=channel.current_rank(),
         )
         finding = trn001.judge_guard(measured)
         if finding is None:

@@ -23,7 +23,7 @@ class Outbox:
 
     def emit(self, event: Event) -> None:
         if event.rank is None:
-            event.rank = channel.RANK
+            event.rank = channel.current_rank()
         for sink in self.monitor.sinks:
             sink(event)
 

@@ -60,7 +60,7 @@ def overfit_batch(
     values = torch.stack(losses).float().tolist() if losses else [float("nan")]
     observation = GuardObservation(
         check=trn006.CHECK,
-        rank=channel.RANK,
+        rank=channel.current_rank(),
         data={
             "initial_loss": values[0],
             "final_loss": min(values[-5:]),

@@ -188,6 +188,26 @@ def _step_curve(record: RunRecord, name: str) -> Curve | None:
     )
 
 
+def nonfinite_ranks(record: RunRecord, c: Curve, x: float) -> list[int]:
+    """The ranks whose own value of curve `c` is NaN/Inf at step (or epoch) `x`.
+
+    A curve logged by several ranks is their mean (`_across_ranks`), so a NaN on one rank
+    makes the merged point NaN without saying where it came from; in a data-parallel job the
+    first rank to go non-finite is the one whose shard or state holds the cause. Empty when
+    fewer than two ranks log the curve.
+    """
+    events: list[Epoch] | list[Step]
+    if c.per == "epoch":
+        events = last_training([e for e in record.of_type(Epoch) if c.name in e.metrics], lambda e: e.epoch)
+        at_x = [(e.epoch, e.rank, e.metrics[c.name]) for e in events]
+    else:
+        steps = last_training([s for s in record.steps if c.name in s.metrics], lambda s: s.step)
+        at_x = [(s.step, s.rank, s.metrics[c.name]) for s in since_handover(record, steps)]
+    if len({rank for _, rank, _ in at_x if rank is not None}) < 2:
+        return []
+    return sorted({rank for i, rank, y in at_x if rank is not None and i == x and not math.isfinite(_num(y))})
+
+
 def _across_ranks(
     points: list[tuple[int, float, int | None, float, int]],
 ) -> list[tuple[int, float, float, int]]:

@@ -8,7 +8,7 @@ worker only deep inside its text. This module reads that text back into a
 printed as it died (a faulthandler report, a Python traceback). Ranks come from the
 launcher's own lines, else from the workers' announcements (pid -> rank).
 
-Formats read (verified with Ray 2.60 Train v2, TorchTrainer, and torchrun 2.13):
+Formats read (verified with Ray 2.58 and 2.60 Train v2, TorchTrainer, and torchrun 2.13):
 
 - Ray Train v2, in the controller's log and the driver's traceback::
 
@@ -61,10 +61,12 @@ _TORCHRUN_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d+)\s*\(local_rank:")
 _TORCHRUN_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)\s*\(pid: (?P<pid>\d+)\)")
 _SIGNAL_RECEIVED = re.compile(r"\*\*\* (?P<sig>SIG[A-Z]+) received")
 # Ray's memory monitor (RAY_memory_usage_threshold, default 0.95 of the node) kills workers
-# itself, with SIGKILL, before the kernel would: no OOM-kill counter rises. Its report:
+# itself, with SIGKILL, before the kernel would: no OOM-kill counter rises. Its report
+# words the node's memory "was 8.25GB / 23.54GB (0.350...)" in Ray 2.58, "was 8.25GB used /
+# 23.54GB limit" in the release this was first written against (2.60):
 _RAY_OOM = re.compile(
     r"killed due to the node running low on memory\. Memory on the node \([^)]*\) was "
-    r"(?P<used>[\d.]+GB) used / (?P<limit>[\d.]+GB) limit"
+    r"(?P<used>[\d.]+GB)(?: used)? / (?P<limit>[\d.]+GB)"
 )
 _RAY_OOM_THRESHOLD = re.compile(r"exceeded threshold of \d+B \((?P<pct>[\d.]+)% of")
 _RAY_KILLED = re.compile(r"\bpid=(?P<pid>\d+), actual memory used=(?P<mem>[\d.]+GB)")

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from trainmedic.events import Epoch, Event
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers.curves import Curve, at, loss_curves, where
+from trainmedic.rules._helpers.curves import Curve, at, loss_curves, nonfinite_ranks, where
 
 
 def _epochs(*losses: float) -> list[Event]:
@@ -76,25 +76,19 @@ FINITE_INPUTS_FIX = (
 
 # -- the loss curves of a run -----------------------------------------------------------------
 def nonfinite_loss(record: RunRecord) -> list[Finding]:
-    """TRN001: the first NaN/Inf of any loss curve (training curves win ties; steps beat epochs)."""
-    train, val = loss_curves(record, prefer="step")
-    if not train and not val:
-        return []
+    """TRN001: the first NaN/Inf of any loss curve (training curves win ties; steps beat epochs).
+
+    Where several ranks log the curve, the finding names the rank(s) whose own loss was
+    non-finite at that point (the merged curve, their mean, is NaN when any one of them is).
+    """
     import numpy as np
 
-    first: tuple[float, Curve, int] | None = None
-    affected: list[str] = []
-    for c in train + val:
-        bad = np.flatnonzero(~np.isfinite(c.y))
-        if not len(bad):
-            continue
-        affected.append(c.name)
-        i = int(bad[0])
-        if first is None or c.x[i] < first[0]:
-            first = (float(c.x[i]), c, i)
-    if first is None:
+    found = _first_nonfinite(*loss_curves(record, prefer="step"))
+    if found is None:  # the step curve can be a sample: the per-epoch reports may hold it
+        found = _first_nonfinite(*loss_curves(record, prefer="epoch"))
+    if found is None:
         return []
-    _, c, i = first
+    c, i, affected = found
     step, epoch = where(c, i)
     value = "NaN" if np.isnan(c.y[i]) else ("+Inf" if c.y[i] > 0 else "-Inf")
     evidence: dict[str, object] = {
@@ -112,8 +106,31 @@ def nonfinite_loss(record: RunRecord) -> list[Finding]:
         last = f"; last finite value {c.y[i - 1]:.4g} at {at(c, i - 1)}"
     if epoch is not None and c.per == "step":
         evidence["epoch"] = epoch
-    message = f"Loss `{c.name}` became {value} at {at(c, i)}{last}"
-    return [SPEC.finding(message, evidence=evidence, step=step, epoch=epoch)]
+    ranks = nonfinite_ranks(record, c, float(c.x[i]))
+    on = ""
+    if ranks:  # several ranks log it: name the ones that went non-finite first
+        evidence["ranks"] = ranks
+        on = f" on rank {ranks[0]}" if len(ranks) == 1 else f" on ranks {', '.join(map(str, ranks))}"
+    message = f"Loss `{c.name}` became {value} at {at(c, i)}{on}{last}"
+    rank = ranks[0] if len(ranks) == 1 else None
+    return [SPEC.finding(message, evidence=evidence, step=step, epoch=epoch, rank=rank)]
+
+
+def _first_nonfinite(train: list[Curve], val: list[Curve]) -> tuple[Curve, int, list[str]] | None:
+    """(the curve, the index of its first NaN/Inf, the names of all curves with one), earliest first."""
+    import numpy as np
+
+    first: tuple[float, Curve, int] | None = None
+    affected: list[str] = []
+    for c in train + val:
+        bad = np.flatnonzero(~np.isfinite(c.y))
+        if not len(bad):
+            continue
+        affected.append(c.name)
+        i = int(bad[0])
+        if first is None or c.x[i] < first[0]:
+            first = (float(c.x[i]), c, i)
+    return None if first is None else (first[1], first[2], affected)
 
 
 RULES: tuple[Rule, ...] = (nonfinite_loss,)
