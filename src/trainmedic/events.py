@@ -47,6 +47,8 @@ class Event:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         if data.get("summary", 0) is None:  # a point of a bucketed curve only (curvelog, samplelog)
             del data["summary"]
+        if data.get("logged", 0) is None:  # a step of a framework's own log only
+            del data["logged"]
         data["kind"] = self.kind
         return data
 
@@ -153,6 +155,11 @@ class Step(Event):
     # A point that stands for several steps (their means in `metrics`), or a step kept apart as
     # an anomaly: see `curvelog`. Absent from a plain step's line.
     summary: dict[str, Any] | None = None
+    # The framework whose own log gave these values ("transformers", "lightning", "keras"): the
+    # values it logged at this step, a curve point each (`record.curve_steps`). None for a step
+    # the collector measured (the guards' windows), which alone carries the step's timing.
+    # Absent from such a step's line.
+    logged: str | None = None
 
 
 @dataclass(kw_only=True, eq=False, repr=False, slots=True)

@@ -216,14 +216,14 @@ def _clip_threshold(record: RunRecord) -> float | None:
 
 
 def _lead_rank(record: RunRecord) -> int | None:
-    ranks = {s.rank for s in record.steps} | {e.rank for e in record.of_type(Epoch)}
+    ranks = {s.rank for s in record.curve_steps} | {e.rank for e in record.of_type(Epoch)}
     return min((r for r in ranks if r is not None), default=None)
 
 
 def _step_series(record: RunRecord) -> dict[str, list[Point]]:
     lead = _lead_rank(record)
     series: dict[str, list[Point]] = {}
-    for step in record.steps:
+    for step in record.curve_steps:  # a framework's logged values where it logs as often
         if step.rank in (None, lead):
             for name, value in step.metrics.items():
                 series.setdefault(name, []).append((float(step.step), float(value)))
