@@ -29,8 +29,8 @@ def as_number(value: object) -> float | None:
         return None
     if isinstance(value, (int, float)):
         return float(value)
-    size = getattr(value, "size", None)
-    numel = size() if callable(size) and hasattr(value, "numel") else size  # torch, then numpy
+    numel = getattr(value, "numel", None)  # a torch tensor's method; numpy's `size` is a number
+    numel = numel() if callable(numel) else getattr(value, "size", None)
     if numel == 1 and callable(getattr(value, "item", None)):
         try:
             number = value.item()  # type: ignore[attr-defined]
