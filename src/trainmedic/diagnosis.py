@@ -110,6 +110,7 @@ class LiveDiagnosis:
         self._written: tuple[tuple[str, str], ...] = ()
         self._failed = False
         self.report: dict[str, object] = {"status": "not drawn"}
+        self.counts: dict[str, float | int | None] = {}  # what the trainer ran (`RunRecord.counts`)
 
     def note(self, event: Event) -> None:
         """An event the supervisor wrote: may it make the diagnosis due? (Any thread.)"""
@@ -140,8 +141,9 @@ class LiveDiagnosis:
 
     def conclude(self) -> list[Finding]:
         """The run has ended: every rule over every event, the outputs written; the findings."""
-        _, findings = diagnose_run_dir(self.run_dir)
+        record, findings = diagnose_run_dir(self.run_dir)
         self.report = write_outputs(self.run_dir, findings, self.render)
+        self.counts = record.counts()
         return findings
 
 

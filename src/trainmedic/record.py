@@ -7,6 +7,7 @@ the questions most rules ask ("how many epochs were requested, how many ran",
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -128,6 +129,23 @@ class RunRecord:
             per_rank[s.rank] = per_rank.get(s.rank, 0) + counted
             last[s.rank] = s.step
         return max(per_rank.values(), default=0)
+
+    def counts(self) -> dict[str, float | int | None]:
+        """What the trainer ran, as the terminal and the report give it: its steps and epochs, its
+        rate after each process's first step event (`steps_per_second`) and the start-up before
+        that event (imports, data loading, compilation: no step's time). None where unmeasured."""
+        lead = min((s.rank for s in self.steps if s.rank is not None), default=None)
+        steps = [s for s in self.steps if s.rank in (None, lead)]
+        start = self.start
+        start_up = steps[0].t - start.t if steps and start is not None and steps[0].t >= start.t else None
+        return {
+            "steps": self.steps_run if self.steps or self.logged_steps else None,
+            "first_step": steps[0].step if steps else None,
+            "epochs": self.epochs_completed if self.of_type(Epoch) else None,
+            "epochs_requested": self.epochs_requested,
+            "steps_per_s": steps_per_second(steps),
+            "start_up_s": start_up,
+        }
 
     @property
     def epochs_completed(self) -> int:
@@ -324,3 +342,14 @@ def weighted_median(points: Sequence[tuple[float, int]]) -> float:
                 values.append(value)
                 break
     return sum(values) / len(values) if values else math.nan
+
+
+def steps_per_second(steps: Sequence[Step]) -> float | None:
+    """The trainer's rate, from step numbers and times between consecutive step events of one
+    process: the start-up before its first event, pauses between attempts and restarted
+    numbering are left out."""
+    done, seconds = 0, 0.0
+    for a, b in itertools.pairwise(steps):
+        if a.pid == b.pid and b.step > a.step and b.t > a.t:
+            done, seconds = done + b.step - a.step, seconds + b.t - a.t
+    return done / seconds if seconds > 0 else None

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from trainmedic.events import Epoch, MemorySample, Metric, ProcessSpawn, Step, TrainingPlan
 from trainmedic.findings import Finding
-from trainmedic.record import RunRecord, median
+from trainmedic.record import RunRecord, median, steps_per_second
 from trainmedic.report._html_charts import (
     Axis,
     Band,
@@ -355,17 +355,6 @@ def throughput_section(record: RunRecord) -> str:
     cells = "".join(f'<div class="stat"><b>{escape(v)}</b><span>{escape(k)}</span></div>' for k, v in stats)
     chart = _step_time_chart(steady) if len(steady) >= 2 else None
     return head + f'<div class="stats">{cells}</div>' + (render_chart(chart) if chart else "") + "</section>"
-
-
-def steps_per_second(steps: Sequence[Step]) -> float | None:
-    """The trainer's rate, from step numbers and times between consecutive step events of one
-    process: the start-up before its first event, pauses between attempts and restarted
-    numbering are left out."""
-    done, seconds = 0, 0.0
-    for a, b in itertools.pairwise(steps):
-        if a.pid == b.pid and b.step > a.step and b.t > a.t:
-            done, seconds = done + b.step - a.step, seconds + b.t - a.t
-    return done / seconds if seconds > 0 else None
 
 
 def _after_start_up(steps: Sequence[Step]) -> list[Step]:
