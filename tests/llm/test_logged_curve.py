@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from trainmedic.findings import Finding
-from trainmedic.record import RunRecord
+from trainmedic.record import RunRecord, steps_per_second
 from trainmedic.registry import run_rules
-from trainmedic.report._html_plots import _step_series, steps_per_second
+from trainmedic.report._html_plots import _step_series
 from trainmedic.report.html import render_html
 
 from ..helpers import InstrumentedRun, run_instrumented

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from trainmedic.events import Epoch, Event, RunStart, Step
-from trainmedic.record import RunRecord
-from trainmedic.report._html_plots import steps_per_second, throughput_section
+from trainmedic.record import RunRecord, steps_per_second
+from trainmedic.report._html_plots import throughput_section
 from trainmedic.report._html_sections import ending_section, outcome
 
 
