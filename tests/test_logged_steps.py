@@ -46,9 +46,11 @@ def test_one_curve_per_quantity_the_denser_the_logs_on_a_tie() -> None:
     ]
     record = RunRecord.of(guard + trainer)
     points = {name: [s.step for s in record.curve_steps if name in s.metrics] for name in ("loss", "lr")}
-    assert points["loss"] == list(range(2, 25, 2))  # the Trainer's 12, not the guard's 4 beside them
+    # the Trainer's 12, not the guard's 4 beside them; the guard's first window (step 1, the
+    # untrained model's loss, before the Trainer's first log: a mean over steps 1-2) heads them
+    assert points["loss"] == [1, *range(2, 25, 2)]
     assert points["lr"] == [1, 10, 20, 24]  # a quantity only the guard measures stays
-    assert record.metric_series("loss") == [(s, 1.0) for s in range(2, 25, 2)]
+    assert record.metric_series("loss") == [(1, 9.0)] + [(s, 1.0) for s in range(2, 25, 2)]
     assert record.steps_run == 24
     # a framework that logs more rarely than the guard reads (HF's default every 500 steps on a
     # short run) leaves the loss to the guard's windows

@@ -180,9 +180,12 @@ class RunRecord:
         different lengths would alternate, which reads as noise or, on a falling loss, as a
         saw-tooth. The framework's value is the one its console, its trackers and its
         `log_history` show, averaged by the framework over every micro-batch of its window;
-        where it logs as often as the guard reads, or more, its curve is taken whole. Where it
-        logs more rarely (HF's default of every 500 steps on a short run), the measured curve
-        has the resolution the rules need, and is kept."""
+        where it logs as often as the guard reads, or more, its curve is taken, with the measured
+        points before its first log in the same process: the framework's first value is a mean
+        over its first window (HF's first `logging_steps`), and the guard's first window (its
+        first step) is the untrained model's level that the rules compare a curve's end with.
+        Where it logs more rarely (HF's default of every 500 steps on a short run), the measured
+        curve has the resolution the rules need, and is kept."""
         measured, logged = self.steps, self.logged_steps
         if not logged:
             return measured
@@ -192,9 +195,18 @@ class RunRecord:
                 for name in s.metrics:
                     counts.setdefault(name, [0, 0])[index] += 1
         from_log = {name for name, (m, g) in counts.items() if g >= m}
+        first_log: dict[tuple[int, int | None, str], int] = {}  # a process's first logged step of a name
+        for s in logged:
+            for name in s.metrics:
+                key = (s.pid, s.rank, name)
+                first_log[key] = min(first_log.get(key, s.step), s.step)
         out: list[Step] = []
         for s in measured:
-            kept = {k: v for k, v in s.metrics.items() if k not in from_log}
+            kept = {
+                k: v
+                for k, v in s.metrics.items()
+                if k not in from_log or s.step < first_log.get((s.pid, s.rank, k), s.step + 1)
+            }
             if kept:
                 out.append(s if len(kept) == len(s.metrics) else replace(s, metrics=kept))
         for s in logged:

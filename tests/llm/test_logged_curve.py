@@ -5,7 +5,7 @@ The guard reads the loss at its checks, every 10 steps: a loss that blows up bet
 and comes back down (the learning rate 100x too high for steps 16-18) leaves it 9 points, too few
 for an episode. The Trainer's 40 logged losses show it: TRN002 with the episode's steps and peak.
 The healthy twin (the same run at its constant learning rate) stays quiet, and its report counts
-the Trainer's 80 steps and draws its 40 logged losses."""
+the Trainer's 80 steps and draws its 40 logged losses (after the guard's first step)."""
 
 from __future__ import annotations
 
@@ -64,10 +64,12 @@ def test_every_logged_value_is_a_curve_point(runs: dict[str, InstrumentedRun]) -
     names = set().union(*(s.metrics for s in logged))
     assert {"grad_norm", "learning_rate", "mean_token_accuracy", "entropy"} <= names
     assert not {"train_runtime", "train_loss", "epoch", "train_steps_per_second"} & names
-    # one curve per quantity: the Trainer's 40 losses, not the guard's 9 windows beside them
+    # one curve per quantity: the Trainer's 40 losses, not the guard's 9 windows beside them,
+    # headed by the guard's first (step 1: the untrained model, before the Trainer's first log)
     guard = [s.step for s in record.steps if "loss" in s.metrics]
     assert 3 <= len(guard) < 20
-    assert [x for x, _ in _losses(record)] == list(range(2, 81, 2))
+    assert guard[0] == 1
+    assert [x for x, _ in _losses(record)] == [1, *range(2, 81, 2)]
 
 
 def test_a_spike_between_checks_is_loss_divergence(
@@ -105,6 +107,6 @@ def test_the_report_counts_the_trainers_steps_and_draws_every_logged_loss(
     rate = steps_per_second(record.steps)
     assert rate is not None
     assert 0.7 < rate / float(printed.group(1)) < 2.0
-    # the loss chart's points are the Trainer's 40 logged losses, at their steps
+    # the loss chart's points are the Trainer's 40 logged losses, at their steps (and step 1)
     assert _step_series(record)["loss"] == [(float(x), y) for x, y in _losses(record)]
-    assert len(_losses(record)) == 40
+    assert len(_losses(record)) == 41
