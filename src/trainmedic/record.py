@@ -130,23 +130,6 @@ class RunRecord:
             last[s.rank] = s.step
         return max(per_rank.values(), default=0)
 
-    def counts(self) -> dict[str, float | int | None]:
-        """What the trainer ran, as the terminal and the report give it: its steps and epochs, its
-        rate after each process's first step event (`steps_per_second`) and the start-up before
-        that event (imports, data loading, compilation: no step's time). None where unmeasured."""
-        lead = min((s.rank for s in self.steps if s.rank is not None), default=None)
-        steps = [s for s in self.steps if s.rank in (None, lead)]
-        start = self.start
-        start_up = steps[0].t - start.t if steps and start is not None and steps[0].t >= start.t else None
-        return {
-            "steps": self.steps_run if self.steps or self.logged_steps else None,
-            "first_step": steps[0].step if steps else None,
-            "epochs": self.epochs_completed if self.of_type(Epoch) else None,
-            "epochs_requested": self.epochs_requested,
-            "steps_per_s": steps_per_second(steps),
-            "start_up_s": start_up,
-        }
-
     @property
     def epochs_completed(self) -> int:
         """Distinct epochs that finished (per rank, the max over ranks)."""
@@ -365,3 +348,21 @@ def steps_per_second(steps: Sequence[Step]) -> float | None:
         if a.pid == b.pid and b.step > a.step and b.t > a.t:
             done, seconds = done + b.step - a.step, seconds + b.t - a.t
     return done / seconds if seconds > 0 else None
+
+
+def run_counts(record: RunRecord) -> dict[str, float | int | None]:
+    """What the trainer ran, as the terminal and the report give it: its steps and epochs, its
+    rate after each process's first step event (`steps_per_second`) and the start-up before
+    that event (imports, data loading, compilation: no step's time). None where unmeasured."""
+    lead = min((s.rank for s in record.steps if s.rank is not None), default=None)
+    steps = [s for s in record.steps if s.rank in (None, lead)]
+    start = record.start
+    start_up = steps[0].t - start.t if steps and start is not None and steps[0].t >= start.t else None
+    return {
+        "steps": record.steps_run if record.steps or record.logged_steps else None,
+        "first_step": steps[0].step if steps else None,
+        "epochs": record.epochs_completed if record.of_type(Epoch) else None,
+        "epochs_requested": record.epochs_requested,
+        "steps_per_s": steps_per_second(steps),
+        "start_up_s": start_up,
+    }

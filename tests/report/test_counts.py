@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from trainmedic.events import Epoch, Event, RunStart, Step
-from trainmedic.record import RunRecord, steps_per_second
+from trainmedic.record import RunRecord, run_counts, steps_per_second
 from trainmedic.report._html_plots import throughput_section
 from trainmedic.report._html_sections import ending_section, outcome
 
@@ -54,12 +54,12 @@ def test_the_terminal_gives_the_same_counts() -> None:
 
     events: list[Event] = [RunStart(t=100.0, pid=1, command=["python", "sft.py"])]
     events += _guard_windows(7, 24, t0=100.0, start_up=15.0, step_s=0.4)
-    counts = RunRecord.of(events).counts()
+    counts = run_counts(RunRecord.of(events))
     assert counts["steps"] == 24
     assert counts["epochs"] is None
     assert counts["steps_per_s"] == pytest.approx(2.5)
     assert counts["start_up_s"] == pytest.approx(19.0)
     assert counts_line(counts) == "24 steps · 2.5 steps/s after step 10 (start-up 19.0 s)"
     epochs = [*events, Epoch(t=200.0, pid=7, epoch=0, steps=24)]
-    assert counts_line(RunRecord.of(epochs).counts()).startswith("24 steps · 1 epoch · 2.5 steps/s")
-    assert counts_line(RunRecord.of(events[:1]).counts()) == ""
+    assert counts_line(run_counts(RunRecord.of(epochs))).startswith("24 steps · 1 epoch · 2.5 steps/s")
+    assert counts_line(run_counts(RunRecord.of(events[:1]))) == ""

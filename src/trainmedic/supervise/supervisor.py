@@ -89,7 +89,7 @@ class RunOutcome:
     run_dir: Path
     findings: list[Finding] = field(default_factory=list)
     attempts: int = 1
-    counts: dict[str, float | int | None] = field(default_factory=dict)  # `RunRecord.counts`
+    counts: dict[str, float | int | None] = field(default_factory=dict)  # `record.run_counts`
 
 
 def resolve_command(command: list[str]) -> list[str]:
