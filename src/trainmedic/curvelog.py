@@ -25,6 +25,9 @@ merges plain steps into buckets, and keeps everything else as it is:
   (`BOUNDARIES`). So is every step that is an anomaly:
   the first non-finite value of a metric, or a value `SPIKE_FACTOR` times the largest of the
   recent ones, at its exact step, marked `summary={"kept": why}`.
+- A framework's logged values (`Step.logged`: the HF Trainer's `on_log`, Lightning's and
+  Keras' batch logs) are streams of their own beside the guard's steps of the same process,
+  bucketed the same way: a long run logging every step stays as bounded as the guard's curve.
 - A step numbered at or below the previous one starts afresh (a new training in a notebook, a
   resume that replays), and a bucket open for `MAX_OPEN_S` is written at its next step, so the
   live status stays current; what is open when the process ends is written at exit.
@@ -197,6 +200,7 @@ class _Bucket:
             duration_s=self.duration.mean() if self.duration.n else None,
             data_wait_s=self.data_wait.mean() if self.data_wait.n else None,
             summary=summary,
+            logged=last.logged,
         )
 
 
@@ -243,7 +247,7 @@ class CurveLog:
     def __init__(self, points: int = POINTS, max_open_s: float = MAX_OPEN_S) -> None:
         self.points = points
         self.max_open_s = max_open_s
-        self._streams: dict[tuple[int, int | None], _Stream] = {}
+        self._streams: dict[tuple[int, int | None, str | None], _Stream] = {}
         self._samples = SampleLog()
         self._ended = False
 
@@ -258,7 +262,7 @@ class CurveLog:
                 return [*self.flush(), event]
             return [*self._samples.closes(event), event]
         step: Step = event  # type: ignore[assignment]  # _plain_values said so
-        key = (step.pid, step.rank)
+        key = (step.pid, step.rank, step.logged)
         stream = self._streams.get(key)
         if stream is None or step.step <= stream.last:
             out = self._close(stream) if stream is not None else []
@@ -316,14 +320,14 @@ class CurveLog:
 def even_out(steps: list[Step], points: int = POINTS) -> list[Step]:
     """The step events with each bucketed stream merged into groups of equal width in steps.
 
-    Streams (a process and rank, split where the steps go back) without a summary are left as
+    Streams (a process, rank and log, split where the steps go back) without a summary are left as
     they are: a short run, or events kept in memory, read exactly as written.
     """
     if not any(s.summary is not None and "kept" not in s.summary for s in steps):
         return steps
-    streams: dict[tuple[int, int | None], list[list[Step]]] = {}
+    streams: dict[tuple[int, int | None, str | None], list[list[Step]]] = {}
     for s in steps:
-        segments = streams.setdefault((s.pid, s.rank), [[]])
+        segments = streams.setdefault((s.pid, s.rank, s.logged), [[]])
         if segments[-1] and s.step <= segments[-1][-1].step:
             segments.append([])
         segments[-1].append(s)

@@ -34,7 +34,7 @@ from trainmedic.events import (
     read_events,
 )
 from trainmedic.findings import Finding, Severity, findings_to_json
-from trainmedic.record import RunRecord
+from trainmedic.record import RunRecord, run_counts
 from trainmedic.registry import run_rules
 from trainmedic.rules._helpers.logtext import ACCELERATOR_OOM, FATAL_NATIVE, INPUT_EXHAUSTED, TRACEBACK_START
 
@@ -110,6 +110,7 @@ class LiveDiagnosis:
         self._written: tuple[tuple[str, str], ...] = ()
         self._failed = False
         self.report: dict[str, object] = {"status": "not drawn"}
+        self.counts: dict[str, float | int | None] = {}  # what the trainer ran (`record.run_counts`)
 
     def note(self, event: Event) -> None:
         """An event the supervisor wrote: may it make the diagnosis due? (Any thread.)"""
@@ -140,8 +141,9 @@ class LiveDiagnosis:
 
     def conclude(self) -> list[Finding]:
         """The run has ended: every rule over every event, the outputs written; the findings."""
-        _, findings = diagnose_run_dir(self.run_dir)
+        record, findings = diagnose_run_dir(self.run_dir)
         self.report = write_outputs(self.run_dir, findings, self.render)
+        self.counts = run_counts(record)
         return findings
 
 

@@ -45,8 +45,9 @@ class Event:
         itself; `dataclasses.asdict` deep-copies every list and dict first (for every event,
         a line of output being one)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
-        if data.get("summary", 0) is None:  # a point of a bucketed curve only (curvelog, samplelog)
-            del data["summary"]
+        for key in ("summary", "logged"):  # a bucketed curve's point (curvelog, samplelog), a logged step's
+            if data.get(key, 0) is None:
+                del data[key]
         data["kind"] = self.kind
         return data
 
@@ -153,6 +154,7 @@ class Step(Event):
     # A point that stands for several steps (their means in `metrics`), or a step kept apart as
     # an anomaly: see `curvelog`. Absent from a plain step's line.
     summary: dict[str, Any] | None = None
+    logged: str | None = None  # the framework whose log gave the values (`trainmedic.logged`)
 
 
 @dataclass(kw_only=True, eq=False, repr=False, slots=True)

@@ -20,6 +20,7 @@ from trainmedic.errors import install_hint
 from trainmedic.events import Epoch, Event, GuardObservation, Metric, PhaseEnd, PhaseStart, TrainingPlan
 from trainmedic.findings import Finding
 from trainmedic.instrument import hooks
+from trainmedic.logged import logged_step
 from trainmedic.rules.tor import tor017_resume_state_lost as tor017
 from trainmedic.rules.trn.trn009_eval_set_is_train import EVAL_OVERLAP_CHECK
 
@@ -114,6 +115,21 @@ class Guard(TrainerCallback):
             self._losses.append(float(logs["loss"]))
         if self.guard is not None:  # TRL's DPO metrics (rewards/margins...): TRN014
             llm_preference.on_log(self.guard.monitor, state.global_step, logs)
+        self._log_values(state, logs)
+
+    def _log_values(self, state: Any, logs: Any) -> None:
+        """Every value the Trainer logs (`loss`, `grad_norm`, `learning_rate`, TRL's extra metrics,
+        evaluation metrics) as a point of its curve at the step it was logged at (`logged`).
+        Not the summary `train()` logs at its end (`train_runtime`, the mean `train_loss` of the
+        whole run: no point of a curve), and not `eval_loss`, which `on_evaluate` sends as
+        `val_loss` (one curve per quantity)."""
+        if not isinstance(logs, Mapping) or "train_runtime" in logs:
+            return
+        step = logged_step(
+            "transformers", logs, step=state.global_step, epoch=self._epoch(state), skip=EVAL_LOSS
+        )
+        if step is not None:
+            self._emit(step)
 
     def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         epoch = self._epoch(state)
@@ -176,6 +192,9 @@ class Guard(TrainerCallback):
         """0-based index of the epoch in progress (HF's `state.epoch` is a float that ends at N)."""
         return max(0, math.ceil(state.epoch or 0) - 1) if state.epoch else 0
 
+
+#: The Trainer's evaluation loss, sent as `val_loss` by `on_evaluate` rather than as a logged value.
+EVAL_LOSS = frozenset({"eval_loss"})
 
 #: The examples compared for TRN009's content check, per set: its cost, once, at the first evaluation.
 MAX_EVAL_ROWS = 2_000

@@ -7,9 +7,10 @@ the questions most rules ask ("how many epochs were requested, how many ran",
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TypeVar
 
@@ -122,7 +123,7 @@ class RunRecord:
         steps: the largest rank's count."""
         per_rank: dict[int | None, int] = {}
         last: dict[int | None, int] = {}
-        for s in self.steps:
+        for s in self.steps or self.logged_steps:
             before = last.get(s.rank)
             counted = s.step if before is None or s.step <= before else s.step - before
             per_rank[s.rank] = per_rank.get(s.rank, 0) + counted
@@ -139,16 +140,71 @@ class RunRecord:
 
     @cached_property
     def steps(self) -> list[Step]:
-        """The step events; where a writer merged them into buckets (`curvelog`), evened out to
-        points of equal width in steps, so every part of the run weighs the same in a curve."""
-        return even_out(self.of_type(Step))
+        """The step events a collector measured (the guards' windows, with the steps' timing),
+        not a framework's logged values (`logged_steps`); where a writer merged them into
+        buckets (`curvelog`), evened out to points of equal width in steps, so every part of the
+        run weighs the same in a curve."""
+        return even_out([s for s in self.of_type(Step) if s.logged is None])
+
+    @cached_property
+    def logged_steps(self) -> list[Step]:
+        """The values a framework logged itself, a step event per log call (`Step.logged`: the
+        HF Trainer's `on_log`, Lightning's `self.log`, Keras' batch logs), evened out alike."""
+        return even_out([s for s in self.of_type(Step) if s.logged is not None])
+
+    @cached_property
+    def curve_steps(self) -> list[Step]:
+        """The step events curves are read from: one curve per quantity, from the framework's
+        log or from the measured steps, whichever has more points of it (the log on a tie).
+
+        Both carry the same quantities under the same names where they meet (the HF Trainer
+        logs `loss` at its `logging_steps`, the guard sends its window's mean `loss` every few
+        steps): mixed on one curve, a step would count twice and two means over windows of
+        different lengths would alternate, which reads as noise or, on a falling loss, as a
+        saw-tooth. The framework's value is the one its console, its trackers and its
+        `log_history` show, averaged by the framework over every micro-batch of its window;
+        where it logs as often as the guard reads, or more, its curve is taken, with the measured
+        points before its first log in the same process: the framework's first value is a mean
+        over its first window (HF's first `logging_steps`), and the guard's first window (its
+        first step) is the untrained model's level that the rules compare a curve's end with.
+        Where it logs more rarely (HF's default of every 500 steps on a short run), the measured
+        curve has the resolution the rules need, and is kept."""
+        measured, logged = self.steps, self.logged_steps
+        if not logged:
+            return measured
+        counts: dict[str, list[int]] = {}
+        for index, group in enumerate((measured, logged)):
+            for s in group:
+                for name in s.metrics:
+                    counts.setdefault(name, [0, 0])[index] += 1
+        from_log = {name for name, (m, g) in counts.items() if g >= m}
+        first_log: dict[tuple[int, int | None, str], int] = {}  # a process's first logged step of a name
+        for s in logged:
+            for name in s.metrics:
+                key = (s.pid, s.rank, name)
+                first_log[key] = min(first_log.get(key, s.step), s.step)
+        out: list[Step] = []
+        for s in measured:
+            kept = {
+                k: v
+                for k, v in s.metrics.items()
+                if k not in from_log or s.step < first_log.get((s.pid, s.rank, k), s.step + 1)
+            }
+            if kept:
+                out.append(s if len(kept) == len(s.metrics) else replace(s, metrics=kept))
+        for s in logged:
+            kept = {k: v for k, v in s.metrics.items() if k in from_log}
+            if kept:
+                out.append(s if len(kept) == len(s.metrics) else replace(s, metrics=kept))
+        out.sort(key=lambda s: s.t)
+        return out
 
     def metric_series(self, name: str) -> list[tuple[int, float]]:
         """(x, value) for a metric: per epoch when epochs carry it, else per step."""
         epochs = [(e.epoch, e.metrics[name]) for e in self.of_type(Epoch) if name in e.metrics]
         if epochs:
             return epochs
-        steps = [(s.step, s.metrics[name]) for s in self.steps if name in s.metrics]
+        steps = [(s.step, s.metrics[name]) for s in self.curve_steps if name in s.metrics]
         if steps:
             return steps
         metrics = [
@@ -281,3 +337,32 @@ def weighted_median(points: Sequence[tuple[float, int]]) -> float:
                 values.append(value)
                 break
     return sum(values) / len(values) if values else math.nan
+
+
+def steps_per_second(steps: Sequence[Step]) -> float | None:
+    """The trainer's rate, from step numbers and times between consecutive step events of one
+    process: the start-up before its first event, pauses between attempts and restarted
+    numbering are left out."""
+    done, seconds = 0, 0.0
+    for a, b in itertools.pairwise(steps):
+        if a.pid == b.pid and b.step > a.step and b.t > a.t:
+            done, seconds = done + b.step - a.step, seconds + b.t - a.t
+    return done / seconds if seconds > 0 else None
+
+
+def run_counts(record: RunRecord) -> dict[str, float | int | None]:
+    """What the trainer ran, as the terminal and the report give it: its steps and epochs, its
+    rate after each process's first step event (`steps_per_second`) and the start-up before
+    that event (imports, data loading, compilation: no step's time). None where unmeasured."""
+    lead = min((s.rank for s in record.steps if s.rank is not None), default=None)
+    steps = [s for s in record.steps if s.rank in (None, lead)]
+    start = record.start
+    start_up = steps[0].t - start.t if steps and start is not None and steps[0].t >= start.t else None
+    return {
+        "steps": record.steps_run if record.steps or record.logged_steps else None,
+        "first_step": steps[0].step if steps else None,
+        "epochs": record.epochs_completed if record.of_type(Epoch) else None,
+        "epochs_requested": record.epochs_requested,
+        "steps_per_s": steps_per_second(steps),
+        "start_up_s": start_up,
+    }

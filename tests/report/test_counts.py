@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from trainmedic.events import Epoch, Event, RunStart, Step
-from trainmedic.record import RunRecord
-from trainmedic.report._html_plots import steps_per_second, throughput_section
+from trainmedic.record import RunRecord, run_counts, steps_per_second
+from trainmedic.report._html_plots import throughput_section
 from trainmedic.report._html_sections import ending_section, outcome
 
 
@@ -47,3 +47,19 @@ def test_restarted_numbering_adds_up_and_ranks_count_once() -> None:
     record = RunRecord.of(events)
     assert record.steps_run == 350  # 300, then a fresh training of 50; two ranks of the same steps
     assert _stat(ending_section(record, [], outcome(record, [])), "epochs") == "1"
+
+
+def test_the_terminal_gives_the_same_counts() -> None:
+    from trainmedic.cli.run_cmd import counts_line
+
+    events: list[Event] = [RunStart(t=100.0, pid=1, command=["python", "sft.py"])]
+    events += _guard_windows(7, 24, t0=100.0, start_up=15.0, step_s=0.4)
+    counts = run_counts(RunRecord.of(events))
+    assert counts["steps"] == 24
+    assert counts["epochs"] is None
+    assert counts["steps_per_s"] == pytest.approx(2.5)
+    assert counts["start_up_s"] == pytest.approx(19.0)
+    assert counts_line(counts) == "24 steps · 2.5 steps/s after step 10 (start-up 19.0 s)"
+    epochs = [*events, Epoch(t=200.0, pid=7, epoch=0, steps=24)]
+    assert counts_line(run_counts(RunRecord.of(epochs))).startswith("24 steps · 1 epoch · 2.5 steps/s")
+    assert counts_line(run_counts(RunRecord.of(events[:1]))) == ""

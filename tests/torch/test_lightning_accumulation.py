@@ -59,3 +59,42 @@ def test_the_loss_curve_is_the_loss_training_step_returned(accumulate: int) -> N
     assert second.step == 20
     returned = model.returned[10 * accumulate : 20 * accumulate]
     assert second.metrics["loss"] == pytest.approx(sum(returned) / len(returned), rel=1e-5)
+
+
+class Logging(Classifier):
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], index: int) -> torch.Tensor:
+        loss = super().training_step(batch, index)
+        self.log("train_loss", loss, on_step=True, on_epoch=True)
+        return loss
+
+
+def test_what_lightning_logs_on_step_is_a_curve_point() -> None:
+    """`self.log(..., on_step=True)` every `log_every_n_steps`: each logged value is a point of
+    its curve at its step (the guard's windows, every 10 steps, are beside it), the value
+    Lightning's loggers get, with no point on the steps Lightning does not log."""
+    import trainmedic.lightning
+    from trainmedic.record import RunRecord
+
+    torch.manual_seed(0)
+    x, y = torch.randn(960, 8), torch.randint(0, 3, (960,))
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=16)
+    model, guard = Logging(), trainmedic.lightning.Guard(every=10)
+    trainer = L.Trainer(
+        max_epochs=1,
+        log_every_n_steps=4,
+        callbacks=[guard],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+    )
+    trainer.fit(model, loader)
+    assert guard.guard is not None
+    record = RunRecord.of(guard.guard.events)
+    logged = [s for s in record.logged_steps if "train_loss" in s.metrics]
+    assert [s.step for s in logged] == list(range(4, 61, 4))
+    assert all(s.logged == "lightning" and s.epoch == 0 for s in logged)
+    assert [s.metrics["train_loss"] for s in logged] == pytest.approx(model.returned[3::4], rel=1e-6)
+    assert record.metric_series("train_loss")[0][1] == pytest.approx(sum(model.returned) / 60, rel=1e-5)
+    assert record.steps_run == 60

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from trainmedic.errors import install_hint
-from trainmedic.events import Epoch, Event, PhaseEnd, PhaseStart, TrainingPlan
+from trainmedic.events import Epoch, Event, PhaseEnd, PhaseStart, Step, TrainingPlan
 from trainmedic.findings import Finding
+from trainmedic.logged import logged_step
 
 try:
     from lightning.pytorch.callbacks import Callback, EarlyStopping
@@ -63,6 +64,11 @@ class Guard(Callback):
             self.guard.monitor.epoch = trainer.current_epoch  # numbers the guard's Step events
         self._emit(PhaseStart(phase="train", epoch=trainer.current_epoch, step=trainer.global_step))
 
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, index: int) -> None:
+        step = _logged(trainer)
+        if step is not None:
+            self._emit(step)
+
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         metrics = _scalars(trainer.callback_metrics)
         if self.guard is not None and "loss" not in metrics:
@@ -88,6 +94,26 @@ class Guard(Callback):
     def _stop(self) -> None:
         if self.guard is not None:
             self.guard.stop()
+
+
+def _logged(trainer: Any) -> Step | None:
+    """What Lightning logs at this step (`self.log(..., on_step=True)`), as its loggers get it:
+    at the steps it logs (every `log_every_n_steps`, not while it accumulates gradients), the
+    step values of its results, named as `Epoch` events name them (`train_loss_step` is
+    `train_loss`). Read through Lightning's logger connector, as `update_train_step_metrics`
+    reads it right after this hook (private in Lightning 2.6: None where it differs); reading
+    the values syncs a device only at those steps, where Lightning's loggers sync anyway."""
+    try:
+        connector = trainer._logger_connector
+        if trainer.fit_loop._should_accumulate() and trainer.lightning_module.automatic_optimization:
+            return None
+        if not connector.should_update_logs:
+            return None
+        logs = connector.metrics["log"]
+    except (AttributeError, AssertionError, KeyError, TypeError, NotImplementedError):
+        return None
+    values = {str(name).removesuffix("_step"): value for name, value in dict(logs).items()}
+    return logged_step("lightning", values, step=trainer.global_step, epoch=trainer.current_epoch)
 
 
 def _scalars(metrics: Any) -> dict[str, float]:

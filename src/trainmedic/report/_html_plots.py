@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from trainmedic.events import Epoch, MemorySample, Metric, ProcessSpawn, Step, TrainingPlan
 from trainmedic.findings import Finding
-from trainmedic.record import RunRecord, median
+from trainmedic.record import RunRecord, median, steps_per_second
 from trainmedic.report._html_charts import (
     Axis,
     Band,
@@ -216,14 +216,14 @@ def _clip_threshold(record: RunRecord) -> float | None:
 
 
 def _lead_rank(record: RunRecord) -> int | None:
-    ranks = {s.rank for s in record.steps} | {e.rank for e in record.of_type(Epoch)}
+    ranks = {s.rank for s in record.curve_steps} | {e.rank for e in record.of_type(Epoch)}
     return min((r for r in ranks if r is not None), default=None)
 
 
 def _step_series(record: RunRecord) -> dict[str, list[Point]]:
     lead = _lead_rank(record)
     series: dict[str, list[Point]] = {}
-    for step in record.steps:
+    for step in record.curve_steps:  # a framework's logged values where it logs as often
         if step.rank in (None, lead):
             for name, value in step.metrics.items():
                 series.setdefault(name, []).append((float(step.step), float(value)))
@@ -355,17 +355,6 @@ def throughput_section(record: RunRecord) -> str:
     cells = "".join(f'<div class="stat"><b>{escape(v)}</b><span>{escape(k)}</span></div>' for k, v in stats)
     chart = _step_time_chart(steady) if len(steady) >= 2 else None
     return head + f'<div class="stats">{cells}</div>' + (render_chart(chart) if chart else "") + "</section>"
-
-
-def steps_per_second(steps: Sequence[Step]) -> float | None:
-    """The trainer's rate, from step numbers and times between consecutive step events of one
-    process: the start-up before its first event, pauses between attempts and restarted
-    numbering are left out."""
-    done, seconds = 0, 0.0
-    for a, b in itertools.pairwise(steps):
-        if a.pid == b.pid and b.step > a.step and b.t > a.t:
-            done, seconds = done + b.step - a.step, seconds + b.t - a.t
-    return done / seconds if seconds > 0 else None
 
 
 def _after_start_up(steps: Sequence[Step]) -> list[Step]:

@@ -117,7 +117,7 @@ def ending_section(record: RunRecord, findings: Sequence[Finding], result: Outco
         ("signal", signal_name(result.signal) if result.signal is not None else "none"),
         ("duration", fmt_duration(result.duration_s)),
         ("epochs", _epochs(record)),
-        ("steps", f"{record.steps_run:,}" if record.steps else "-"),
+        ("steps", f"{record.steps_run:,}" if record.steps or record.logged_steps else "-"),
         ("peak memory (RSS)", fmt_bytes(record.peak_rss)),
         (
             "findings",

@@ -89,6 +89,7 @@ class RunOutcome:
     run_dir: Path
     findings: list[Finding] = field(default_factory=list)
     attempts: int = 1
+    counts: dict[str, float | int | None] = field(default_factory=dict)  # `record.run_counts`
 
 
 def resolve_command(command: list[str]) -> list[str]:
@@ -212,7 +213,7 @@ class Supervisor:
                 run_dir / runfolder.MANIFEST,
                 {**manifest, "supervisor": own_costs(result.exited_at, diagnosis.report)},
             )
-        return RunOutcome(status, run_dir, findings, attempt_no + 1)
+        return RunOutcome(status, run_dir, findings, attempt_no + 1, dict(getattr(diagnosis, "counts", {})))
 
     def _attempts(
         self, run_dir: Path, name: str, writer: EventWriter, output: OutputLog, gpu: GpuProbe

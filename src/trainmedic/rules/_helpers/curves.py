@@ -167,7 +167,7 @@ def since_handover(record: RunRecord, steps: list[Step]) -> list[Step]:
 
 
 def _step_curve(record: RunRecord, name: str) -> Curve | None:
-    steps = last_training([s for s in record.steps if name in s.metrics], lambda s: s.step)
+    steps = last_training([s for s in record.curve_steps if name in s.metrics], lambda s: s.step)
     steps = since_handover(record, steps)
     if not steps:
         return None

@@ -70,7 +70,7 @@ def exploding_gradients(record: RunRecord) -> list[Finding]:
     and the guard's `update_explosion` observation, which catches a one-step explosion
     between two samples from the window's losses and the parameter norm.
     """
-    logged = [s for s in record.steps if "grad_norm" in s.metrics]
+    logged = [s for s in record.curve_steps if "grad_norm" in s.metrics]
     explosions = [o for o in record.guard_observations if o.check == CHECK]
     ranks = set(per_rank(logged)) | set(per_rank(explosions))
     found: list[Finding] = []
