@@ -29,6 +29,7 @@ except ImportError as exc:
 
 import trainmedic.torch as tm
 from trainmedic.llm import params as llm_params
+from trainmedic.llm import rl as llm_rl
 from trainmedic.llm import sft as llm_sft
 from trainmedic.llm import templates as llm_templates
 
@@ -102,6 +103,8 @@ class Guard(TrainerCallback):
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
         if logs and isinstance(logs.get("loss"), (int, float)):
             self._losses.append(float(logs["loss"]))
+        if logs and llm_rl.is_rl_log(logs):  # TRL's GRPO/RLOO metrics (TRN015-TRN017)
+            self._emit(llm_rl.observation(args, state.global_step, state.epoch, logs))
 
     def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         epoch = self._epoch(state)

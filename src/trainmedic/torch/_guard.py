@@ -28,13 +28,17 @@ from trainmedic.rules.trn import (
     trn011_optimizer_steps_skipped,
     trn012_zero_learning_rate,
     trn013_updates_below_precision,
+    trn015_reward_zero_variance,
+    trn016_kl_negative,
+    trn017_reward_hacking_length,
 )
 from trainmedic.torch import _patches
 from trainmedic.torch._monitor import Monitor
 
 log = logging.getLogger("trainmedic")
 # TRN: what the guard measures on steps, and the loss curves; of the framework-specific TRN
-# rules only TRN009's eval-set observation, which the HF Trainer's callback sends.
+# rules only TRN009's eval-set observation and TRN015-TRN017's RL logs, which the HF Trainer's
+# callback sends.
 RULES: tuple[Rule, ...] = (
     *(rule for finding in tor.FAMILY for rule in finding.RULES),
     *run011_guard_check_failed.RULES,
@@ -53,6 +57,9 @@ RULES: tuple[Rule, ...] = (
     trn003_not_learning.not_learning,
     trn004_overfitting.overfitting,
     trn009_eval_set_is_train.eval_set_is_train,
+    *trn015_reward_zero_variance.RULES,  # TRL's RL logs, which the HF Trainer's callback sends
+    *trn016_kl_negative.RULES,
+    *trn017_reward_hacking_length.RULES,
 )
 
 
