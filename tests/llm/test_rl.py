@@ -24,6 +24,8 @@ from ..helpers import run_instrumented
 pytest.importorskip("transformers")
 trl = pytest.importorskip("trl")
 pytest.importorskip("datasets")
+# TRL 1.16 reads transformers 5's deprecated `is_gradient_checkpointing` name itself.
+pytestmark = pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
 
 from datasets import Dataset  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
@@ -44,9 +46,9 @@ def ours(findings: list[Finding]) -> list[Finding]:
 
 
 # Reward functions as TRL's docs write them: completions are lists of messages.
-def concise_reward(completions: list[Any], **kwargs: Any) -> list[float]:
-    """1.0 for a short answer (1 to 12 characters)."""
-    return [1.0 if 1 <= len(c[0]["content"].strip()) <= 12 else 0.0 for c in completions]
+def reward_len(completions: list[Any], **kwargs: Any) -> list[float]:
+    """TRL's quick-start reward: answers of about 20 characters."""
+    return [-abs(20 - len(c[0]["content"])) for c in completions]
 
 
 def length_reward(completions: list[Any], **kwargs: Any) -> list[float]:
@@ -61,17 +63,19 @@ def train(
     tokenizer = AutoTokenizer.from_pretrained(tinylm_dir)
     tokenizer.pad_token = "<|endoftext|>"
     model = tinylm.answer_briefly(
-        AutoModelForCausalLM.from_pretrained(tinylm_dir), tokenizer, first_token_end=0.97
+        AutoModelForCausalLM.from_pretrained(tinylm_dir), tokenizer, first_token_end=0.93
     )
+    model.save_pretrained(out / "start")  # TRL loads the reference from the path: the starting policy
     prompts = [{"prompt": [{"role": "user", "content": r["prompt"]}]} for r in tinylm.instructions(32)]
     args = getattr(trl, f"{trainer}Config")(
         output_dir=str(out), per_device_train_batch_size=8, num_generations=4,
-        max_completion_length=MAX_COMPLETION, max_steps=8, learning_rate=1e-2, logging_steps=1,
-        save_strategy="no", report_to=[], use_cpu=True, bf16=False, disable_tqdm=True, seed=0, **config,
+        max_completion_length=MAX_COMPLETION, max_steps=8, logging_steps=1,
+        save_strategy="no", report_to=[], use_cpu=True, bf16=False, disable_tqdm=True, seed=0,
+        activation_checkpointing=False, **{"learning_rate": 1e-4, **config},
     )  # fmt: skip
     guard = Guard()
     getattr(trl, f"{trainer}Trainer")(
-        model=model, reward_funcs=reward, args=args, train_dataset=Dataset.from_list(prompts),
+        model=str(out / "start"), reward_funcs=reward, args=args, train_dataset=Dataset.from_list(prompts),
         processing_class=tokenizer, callbacks=[guard],
     ).train()  # fmt: skip
     assert guard.guard is not None
@@ -87,9 +91,11 @@ def runs(tinylm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
     def get(name: str) -> tuple[list[Finding], list[GuardObservation]]:
         if name not in made:
             trainer, reward, config = {
-                "healthy": ("GRPO", concise_reward, {"beta": 0.04}),  # with a KL penalty, as before TRL 0.19
-                "length": ("GRPO", length_reward, {}),
-                "rloo": ("RLOO", concise_reward, {}),
+                "healthy": ("GRPO", reward_len, {"beta": 0.04}),  # with a KL penalty, as before TRL 0.19
+                # 1e-3: at 1e-4 this random model's length barely moves in 8 steps; at 1e-3 one
+                # step removes its EOS prior, so the healthy runs stay at 1e-4
+                "length": ("GRPO", length_reward, {"learning_rate": 1e-3}),
+                "rloo": ("RLOO", reward_len, {}),
             }[name]
             made[name] = train(tinylm_dir, tmp_path_factory.mktemp(name), trainer, reward, **config)
         return made[name]

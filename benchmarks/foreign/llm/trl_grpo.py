@@ -4,14 +4,15 @@ each completion a list of messages), a `GRPOConfig` and the trainer given the mo
 tokenizer.
 
 The "Hub checkpoint" is tinylm (examples/llm/tinylm.py, made offline once under the system
-temp folder), made to end its answers early (`tinylm.answer_briefly`: about 9 completions in
-10 are empty at the start) as a chat model that has learned to stop does; the prompts are
+temp folder), made to end its answers early (`tinylm.answer_briefly`: most completions are
+empty at the start) as a chat model that has learned to stop does; the prompts are
 tinylm's arithmetic and word tasks. Groups of 4 completions of at most 12 tokens, 12 steps.
 
-Healthy as written: a reward for a concise answer (1.0 for an answer of 1 to 3 words, 0.0
-otherwise). At the start most groups are all empty answers, all rewarded 0 (uniform groups,
-frac_reward_zero_std near 1); the few that differ teach the model to answer, and the share
-of uniform groups falls while the reward rises. The bugs:
+Healthy as written: the quick start's `reward_len` (answers of about 20 characters,
+-abs(20 - len(content))). At the start most groups are all empty answers, all rewarded -20
+(uniform groups, frac_reward_zero_std high); the few that differ teach the model to answer,
+the share of uniform groups falls and the reward rises toward 0, at lengths well under the
+budget. The bugs:
 - `format-never-matched`: the reward of TRL's docs' format example, a regex for
   `<think>...</think><answer>...</answer>` that this model never writes: every completion
   gets 0.0, every group is uniform, the loss and the gradient are 0 for the whole run
@@ -19,7 +20,9 @@ of uniform groups falls while the reward rises. The bugs:
 - `length-reward`: a reward that pays for the answer's length (len(content) / 50, "longer
   reasoning is better"): the mean length climbs from under 2 tokens to the 12 of
   max_completion_length and nearly every completion is cut there, while the reward rises
-  (TRN017 reward-hacking-length).
+  (TRN017 reward-hacking-length). This run trains at 1e-3: at 1e-4 this random model's
+  length barely moves in 10 steps (at 1e-3 its first step removes the EOS prior, which is
+  why the healthy run stays at 1e-4).
 """
 
 import argparse
@@ -54,10 +57,10 @@ train_dataset = Dataset.from_list(
 )
 
 
-def concise_reward(completions, **kwargs):
-    """1.0 for a short answer: 1 to 20 characters."""
+def reward_len(completions, **kwargs):
+    """The quick start's reward: answers of about 20 characters."""
     contents = [completion[0]["content"] for completion in completions]
-    return [1.0 if 1 <= len(content.strip()) <= 20 else 0.0 for content in contents]
+    return [-abs(20 - len(content)) for content in contents]
 
 
 def format_reward(completions, **kwargs):
@@ -72,14 +75,14 @@ def length_reward(completions, **kwargs):
     return [len(completion[0]["content"]) / 50 for completion in completions]
 
 
-reward_funcs = {None: concise_reward, "format-never-matched": format_reward, "length-reward": length_reward}
+reward_funcs = {None: reward_len, "format-never-matched": format_reward, "length-reward": length_reward}
 training_args = GRPOConfig(
     output_dir=args.out or tempfile.mkdtemp(prefix="trl-grpo-"),
     per_device_train_batch_size=8,
     num_generations=4,
     max_completion_length=12,
     max_steps=args.steps,
-    learning_rate=1e-3,
+    learning_rate=1e-3 if args.bug == "length-reward" else 1e-4,
     logging_steps=1,
     save_strategy="no",
     report_to="none",
