@@ -1,7 +1,7 @@
 """RLOO whose reference is not the policy it starts from, sampled with a constraint: KL < 0 (TRN016).
 
     python examples/llm/rloo_reference_not_policy.py            # the bug
-    python examples/llm/rloo_reference_not_policy.py --fixed    # the reference is the starting policy
+    python examples/llm/rloo_reference_not_policy.py --fixed    # policy = reference, its own samples
 
 The script changes the model in memory before RL (here: it makes the model end its answers
 early, `tinylm.answer_briefly`, standing in for an SFT stage run in the same script) and
@@ -13,8 +13,12 @@ scored policy: on the forced tokens the policy, which wanted to stop, gives each
 log-probability than the reference does. RLOO's k1 estimate (log pi - log pi_ref) is then
 negative from the first log: the KL penalty (beta 0.05) pays the policy for moving away.
 
-`--fixed` saves the changed model and passes its path: TRL loads the policy and the
-reference from the same weights, and the KL starts at exactly 0.
+Either half alone is enough to break the estimate: with the reference equal to the starting
+policy but the generation still forced, the KL starts at 0 and falls below 0 as soon as the
+policy moves (the forced tokens are still not the policy's samples). `--fixed` saves the
+changed model and passes its path (TRL loads the policy and the reference from the same
+weights) and samples without the constraint: the KL starts at exactly 0 and stays >= 0 up to
+noise.
 """
 
 import argparse
@@ -55,7 +59,7 @@ training_args = RLOOConfig(
     per_device_train_batch_size=8,
     num_generations=4,
     max_completion_length=12,
-    generation_kwargs={"min_new_tokens": 8},
+    generation_kwargs=None if args.fixed else {"min_new_tokens": 8},
     max_steps=6,
     learning_rate=1e-4,
     logging_steps=1,
