@@ -213,6 +213,35 @@ def make_model(out_dir: Path, tokenizer: Any, *, seed: int = 0) -> Any:
     return model
 
 
+def answer_briefly(model: Any, tokenizer: Any, *, first_token_end: float) -> Any:
+    """Make `model` end its answers early, as a chat model that has learned to stop does.
+
+    tinylm's random weights almost never sample `<|im_end|>` (1 token in ~400), so every RL
+    completion would run to `max_completion_length` from the first step. This points the
+    head's EOS row along the mean final hidden state of the chat prompts, so that EOS has
+    about probability `first_token_end` at each position (GRPO and RLOO then see short
+    completions that end, and what they learn moves the length). Returns `model`."""
+    import math
+
+    import torch
+
+    prompts = [[{"role": "user", "content": r["prompt"]}] for r in instructions(16, seed=3)]
+    with torch.no_grad():
+        states = []
+        for messages in prompts:
+            ids = tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+            )["input_ids"]
+            states.append(model(ids, output_hidden_states=True).hidden_states[-1][0])
+        hidden = torch.cat(states)
+        direction = hidden.mean(0) / hidden.mean(0).norm()
+        along = (hidden @ direction).mean()
+        others = len(tokenizer) - 1  # the other tokens' logits are near 0: each weighs ~e^0
+        logit = math.log(first_token_end / (1 - first_token_end) * others)
+        model.lm_head.weight[tokenizer.eos_token_id] = direction * (logit / along)
+    return model
+
+
 def ensure(out_dir: str | Path) -> Path:
     """`out_dir` holding the tokenizer and the model (made once, then reused)."""
     out = Path(out_dir)

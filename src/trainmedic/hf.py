@@ -32,6 +32,7 @@ except ImportError as exc:
 import trainmedic.torch as tm
 from trainmedic.llm import params as llm_params
 from trainmedic.llm import preference as llm_preference
+from trainmedic.llm import rl as llm_rl
 from trainmedic.llm import sft as llm_sft
 from trainmedic.llm import templates as llm_templates
 from trainmedic.torch._safety import contained
@@ -130,6 +131,8 @@ class Guard(TrainerCallback):
         )
         if step is not None:
             self._emit(step)
+        if logs and llm_rl.is_rl_log(logs):  # TRL's GRPO/RLOO metrics (TRN015-TRN017)
+            self._emit(llm_rl.observation(args, state.global_step, state.epoch, logs))
 
     def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         epoch = self._epoch(state)

@@ -4,7 +4,9 @@ Collectors only (they measure and observe; the findings' files in `rules/` decid
 - `batches`: the labels the model is trained on (supervised tokens, EOS, the shift);
 - `params`: adapters (LoRA...) that never learn, token rows added by a resize that never change;
 - `templates`: the chat template of the training text against the one used at inference,
-  and what truncation at `max_length` cuts (TRL's `SFTTrainer`).
+  and what truncation at `max_length` cuts (TRL's `SFTTrainer`);
+- `rl`: what TRL's `GRPOTrainer` and `RLOOTrainer` log (reward groups, KL, lengths), copied
+  by the HF guard's `on_log`.
 
 They attach to a model the PyTorch guard meets (`attach`, from its forward watch or the HF
 Trainer callback): a Hugging Face `PreTrainedModel`, or any model wrapped by PEFT. Importing

@@ -35,14 +35,18 @@ from trainmedic.rules.trn import (
     trn012_zero_learning_rate,
     trn013_updates_below_precision,
     trn014_preference_at_chance,
+    trn015_reward_zero_variance,
+    trn016_kl_negative,
+    trn017_reward_hacking_length,
 )
 from trainmedic.torch import _patches
 from trainmedic.torch._monitor import Monitor
 
 log = logging.getLogger("trainmedic")
 # TRN: what the guard measures on steps, and the loss curves; of the framework-specific TRN
-# rules TRN009's eval-set observation, which the HF Trainer's callback sends, and TRN014's
-# preference metrics, which it reads from TRL's DPOTrainer.
+# rules TRN009's eval-set observation, which the HF Trainer's callback sends, TRN014's
+# preference metrics, which it reads from TRL's DPOTrainer, and TRN015-TRN017's RL logs, which
+# it reads from TRL's GRPO and RLOO trainers.
 RULES: tuple[Rule, ...] = (
     *(rule for finding in tor.FAMILY for rule in finding.RULES),
     *run011_guard_check_failed.RULES,
@@ -65,6 +69,9 @@ RULES: tuple[Rule, ...] = (
     trn004_overfitting.overfitting,
     trn009_eval_set_is_train.eval_set_is_train,
     trn014_preference_at_chance.preference_at_chance,
+    *trn015_reward_zero_variance.RULES,  # TRL's RL logs, which the HF Trainer's callback sends
+    *trn016_kl_negative.RULES,
+    *trn017_reward_hacking_length.RULES,
 )
 
 

@@ -3,8 +3,9 @@
 TRN001-TRN004 are pure, noise-robust rules over the loss curves of a `RunRecord`
 (`_helpers/curves.py` says which metric is "the loss"), shared by `trainmedic run`, the
 in-process guards and `trainmedic diagnose`; TRN005-TRN008 and TRN010 read what the
-PyTorch guard measures on sampled steps, TRN011 what it counts of a gradient scaler; TRN014 what TRL's DPOTrainer logs and builds; TRN009 the eval sets of the boosters, the HF
-Trainer and Spark MLlib. Every threshold is a named constant beside its rule.
+PyTorch guard measures on sampled steps, TRN011 what it counts of a gradient scaler; TRN014
+what TRL's DPOTrainer logs and builds; TRN015-TRN017 what TRL's RL trainers log; TRN009 the
+eval sets of the boosters, the HF Trainer and Spark MLlib. Every threshold is a named constant beside its rule.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from trainmedic.rules.trn import trn011_optimizer_steps_skipped as trn011
 from trainmedic.rules.trn import trn012_zero_learning_rate as trn012
 from trainmedic.rules.trn import trn013_updates_below_precision as trn013
 from trainmedic.rules.trn import trn014_preference_at_chance as trn014
+from trainmedic.rules.trn import trn015_reward_zero_variance as trn015
+from trainmedic.rules.trn import trn016_kl_negative as trn016
+from trainmedic.rules.trn import trn017_reward_hacking_length as trn017
 
 #: The family table: one line a code, in catalogue order.
 FAMILY = (
@@ -40,4 +44,7 @@ FAMILY = (
     trn012,
     trn013,
     trn014,
+    trn015,
+    trn016,
+    trn017,
 )
