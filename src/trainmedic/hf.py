@@ -116,6 +116,8 @@ class Guard(TrainerCallback):
             self._losses.append(float(logs["loss"]))
         if self.guard is not None:  # TRL's DPO metrics (rewards/margins...): TRN014
             llm_preference.on_log(self.guard.monitor, state.global_step, logs)
+        if logs and llm_rl.is_rl_log(logs):  # TRL's GRPO/RLOO metrics (TRN015-TRN017)
+            self._emit(llm_rl.observation(args, state.global_step, state.epoch, logs))
         self._log_values(state, logs)
 
     def _log_values(self, state: Any, logs: Any) -> None:
@@ -131,8 +133,6 @@ class Guard(TrainerCallback):
         )
         if step is not None:
             self._emit(step)
-        if logs and llm_rl.is_rl_log(logs):  # TRL's GRPO/RLOO metrics (TRN015-TRN017)
-            self._emit(llm_rl.observation(args, state.global_step, state.epoch, logs))
 
     def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         epoch = self._epoch(state)
