@@ -31,7 +31,7 @@ from torch.utils.data import DistributedSampler
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 import torch
-from trainmedic.torch import _clipping, _loads, _resumes
+from trainmedic.torch import _clipping, _loads, _resumes, _saves
 from trainmedic.torch._batches import LOG_ATTR, MAX_NOTED
 from trainmedic.torch._losses import MAX_KEPT_LOSSES
 from trainmedic.torch._reads import kept
@@ -83,6 +83,7 @@ def install(monitor: MonitorLike) -> None:
     # TOR015 names the caller of `load_state_dict` by its frame: its wrapper goes outermost.
     _resumes.install(_wrap, active)
     _loads.install(_wrap, active)
+    _saves.install(_wrap, active)
 
 
 def _route_step_hooks(monitor: MonitorLike | None) -> None:

@@ -21,6 +21,7 @@ from trainmedic.rules.tor import tor012_adapters_not_learning as tor012
 from trainmedic.rules.tor import tor013_labels_double_shifted as tor013
 from trainmedic.rules.tor import tor014_new_tokens_untrained as tor014
 from trainmedic.rules.tor import tor015_saved_model_differs as tor015
+from trainmedic.rules.tor import tor016_adapter_saved_empty as tor016
 from trainmedic.rules.tor import tor017_resume_state_lost as tor017
 
 #: The family table: one line a code, in catalogue order.
@@ -40,5 +41,6 @@ FAMILY = (
     tor013,
     tor014,
     tor015,
+    tor016,
     tor017,
 )

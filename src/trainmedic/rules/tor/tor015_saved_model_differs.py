@@ -12,8 +12,14 @@ would load), the unexpected entries that are state dicts themselves (`nested`: a
 checkpoint passed for its `model` entry), the model's class and the caller's line (`where`). It calls
 `judge`, and observes `load_keys_mismatch` with the evidence and the `reason` when it fires.
 
-Checked here: loads with `strict=False` in the process. Reloading what a script saved, merges
-and the other saves the catalogue names are not measured.
+Second collector: `trainmedic.torch._saves` (saves, reloaded in a separate process by
+`trainmedic.torch._save_worker`). It observes `saved_reload_differs` with a `kind`:
+`outputs-differ` (the model reloaded with the framework's loader answers the probe otherwise than
+the model in memory did: `max_abs_diff`, `output_scale`, `argmax_agree`, `dtype`, `saved` for the
+save's kind), `merge-drift` (the same for `merge_and_unload`'s model against the adapter model),
+`reload-failed` (`error`), `nonfinite` or `empty` tensors written (counts and a few names),
+`tokenizer-missing` / `template-differs` (a model folder saved without the chat template that
+training rendered). `judge_outputs` decides the outputs' cases.
 """
 
 from __future__ import annotations
@@ -28,6 +34,22 @@ from trainmedic.rules._helpers.guard import names, observation_rule, observed
 
 #: The guard's observation this finding words.
 CHECK = "load_keys_mismatch"
+
+#: The save checks' observation (`trainmedic.torch._saves`) and its kinds.
+RELOAD_CHECK = "saved_reload_differs"
+OUTPUTS_DIFFER, MERGE_DRIFT, RELOAD_FAILED = "outputs-differ", "merge-drift", "reload-failed"
+NONFINITE, EMPTY = "nonfinite", "empty"
+TOKENIZER_MISSING, TEMPLATE_DIFFERS = "tokenizer-missing", "template-differs"
+
+# The reloaded (or merged) model's outputs on the probe may differ from the ones in memory by
+# the rounding of the arithmetic only: the same weights in the same dtype, summed in another
+# order (another device, another kernel, TF32 matmuls on a GPU: 10-bit mantissas, ~1e-3 of the
+# output's scale after a few layers; bf16/fp16: 8-11 bits, ~1e-2). A weight that did not come
+# back (a random head, embeddings reset, an adapter lost) moves the outputs by an amount of
+# the order of the outputs themselves. The tolerance is a share of the largest output
+# magnitude, 10x above rounding for each width, and 10x below a lost tensor's effect.
+OUTPUT_TOLERANCE = {"float32": 0.01, "float64": 0.01}
+HALF_TOLERANCE = 0.05
 
 #: The two reasons `judge` gives.
 PREFIX, MOSTLY_UNLOADED = "prefix", "mostly-unloaded"
@@ -83,7 +105,10 @@ SPEC = FindingSpec(
         "load_state_dict(..., strict=False) matched few or none of the checkpoint's keys (a "
         "`module.` prefix from DDP, `_orig_mod.` from torch.compile, another model's names), so "
         "the model kept its initial values; the keys not loaded, the prefix that explains them "
-        "and the share of the model left unloaded are given."
+        "and the share of the model left unloaded are given. Or a saved model, reloaded as a user "
+        "loads it, answers a probe otherwise than the model in memory (a head outside the "
+        "adapter's modules_to_save, non-finite or empty tensors, a merge that drifts), or its "
+        "folder lacks the chat template training used."
     ),
     why=(
         "With strict=False, load_state_dict returns the missing and unexpected keys and raises "
@@ -133,6 +158,15 @@ def judge(
         return PREFIX
     if mostly_missing and state_dict_keys and unexpected > MOSTLY * state_dict_keys:
         return MOSTLY_UNLOADED
+    return None
+
+
+def judge_outputs(*, dtype: str, max_abs_diff: float, output_scale: float, argmax_agree: float) -> str | None:
+    """`OUTPUTS_DIFFER` when the outputs differ by more than rounding (see OUTPUT_TOLERANCE)."""
+    del argmax_agree  # evidence only: a head near a tie flips its argmax by rounding
+    tolerance = OUTPUT_TOLERANCE.get(dtype, HALF_TOLERANCE) * max(output_scale, 1e-6)
+    if not max_abs_diff <= tolerance:  # a NaN differs
+        return OUTPUTS_DIFFER
     return None
 
 
@@ -205,4 +239,85 @@ def _submodule(prefix: str) -> str:
     return path
 
 
-RULES: tuple[Rule, ...] = (observation_rule(SPEC, CHECK, message, fix),)
+def reload_message(evidence: Mapping[str, Any]) -> str:
+    """The save checks' wording, per kind."""
+    kind, path = evidence.get("kind"), evidence.get("path")
+    where = f" at {evidence['where']}" if evidence.get("where") else ""
+    if kind in (OUTPUTS_DIFFER, MERGE_DRIFT):
+        what = (
+            f"the model merge_and_unload returned{where}"
+            if kind == MERGE_DRIFT
+            else f"the model saved to {path}{where}, reloaded with its framework's loader,"
+        )
+        against = (
+            "the adapter model before the merge" if kind == MERGE_DRIFT else "the model in memory at the save"
+        )
+        return (
+            f"{what} answers a probe otherwise than {against}: outputs differ by up to "
+            f"{evidence.get('max_abs_diff', 0):.3g} (largest output {evidence.get('output_scale', 0):.3g}, "
+            f"{evidence.get('dtype')}); the top choice agrees on {100 * evidence.get('argmax_agree', 0):.0f}% of positions"
+        )
+    if kind == RELOAD_FAILED:
+        return f"the model saved to {path}{where} does not reload with its framework's loader: {evidence.get('error')}"
+    if kind in (NONFINITE, EMPTY):
+        count, examples = (
+            (evidence.get("nonfinite"), evidence.get("nonfinite_examples"))
+            if kind == NONFINITE
+            else (evidence.get("empty"), evidence.get("empty_examples"))
+        )
+        state = "non-finite values (inf/NaN)" if kind == NONFINITE else "no values (empty)"
+        return (
+            f"the save to {path}{where} wrote {count} of its {evidence.get('total')} tensors with {state}: "
+            f"{names(examples, 3)}"
+        )
+    state = (
+        "no tokenizer with a chat template"
+        if kind == TOKENIZER_MISSING
+        else "a chat template other than training's"
+    )
+    return (
+        f"the model folder {path} holds {state}, and training rendered its text with the tokenizer's chat "
+        "template: served from this folder, prompts are rendered otherwise than in training"
+    )
+
+
+def reload_fix(evidence: Mapping[str, Any]) -> str | None:
+    kind = evidence.get("kind")
+    if kind == OUTPUTS_DIFFER and evidence.get("saved") == "peft":
+        return (
+            "A part trained outside the adapter was not saved with it: list the task head and any resized "
+            "embeddings in LoraConfig(modules_to_save=[...]) (e.g. ['score'] or ['classifier'], "
+            "['embed_tokens', 'lm_head'] after resize_token_embeddings) so that save_pretrained writes them."
+        )
+    if kind == OUTPUTS_DIFFER:
+        return (
+            "Save the model whose weights trained (the unwrapped model: accelerator.unwrap_model(model), "
+            "model.module), with tied weights tied (save_pretrained keeps them), and reload with the same class."
+        )
+    if kind == MERGE_DRIFT:
+        return (
+            "Merge onto a base of the adapter's training dtype, not a quantized one: reload the base in "
+            "float32/bfloat16 (no load_in_4bit/8bit), PeftModel.from_pretrained(base, adapter), then merge_and_unload()."
+        )
+    if kind == RELOAD_FAILED:
+        return (
+            "Save what the loader needs: resized embeddings in modules_to_save (or save the whole model), "
+            "and reload with the same model class and config."
+        )
+    if kind == NONFINITE:
+        return (
+            "Save in the training dtype (bfloat16 or float32): values beyond 65504 overflow float16 to inf."
+        )
+    if kind == EMPTY:
+        return (
+            "Gather the sharded parameters before saving: accelerator.get_state_dict(model) or "
+            "FullStateDictConfig(offload_to_cpu=True, rank0_only=True) under FSDP; "
+            "zero3_save_16bit_model / GatheredParameters under DeepSpeed ZeRO-3."
+        )
+    return "Save the tokenizer beside the model: tokenizer.save_pretrained(output_dir) (Trainer(processing_class=tokenizer) does it in save_model)."
+
+
+RULES: tuple[Rule, ...] = (
+    observation_rule(SPEC, CHECK, message, fix),
+    observation_rule(SPEC, RELOAD_CHECK, reload_message, reload_fix),
+)

@@ -1,0 +1,182 @@
+"""The separate process that reloads what a script saved, as a user would, and measures it.
+
+`python -m trainmedic.torch._save_worker QUEUE` (started by `trainmedic.torch._saves`, never
+instrumented, at low priority): it takes, in order, each job (`QUEUE/<n>/job.json`) without a
+result that the training process wrote into its scratch folder (never the user's), and waits
+`IDLE` seconds for another before it exits: one start (imports of torch, transformers, PEFT)
+serves the saves that follow each other. For each job it reads every tensor of the saved
+files (non-empty, finite, LoRA
+`lora_B` matrices all zero), reloads the model with the framework's own loader
+(`<ModelClass>.from_pretrained(folder)`, `PeftModel.from_pretrained(base, folder)` onto the base
+loaded as the script loaded it) and runs the probe the training process ran on the model in
+memory, and writes `result.json` beside the job. It judges nothing: the training process reads
+the result and its rules judge it (`tor015_saved_model_differs`, `tor016_adapter_saved_empty`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+MAX_NAMES = 5
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+
+
+IDLE = 3.0  # seconds without a new job before the worker exits
+POLL = 0.2
+
+
+def main(argv: list[str]) -> int:
+    queue = Path(argv[0])
+    with contextlib.suppress(OSError):
+        os.nice(10)
+    import torch
+
+    torch.set_num_threads(1)
+    idle_since = time.monotonic()
+    while time.monotonic() - idle_since < IDLE:
+        waiting = sorted(p for p in queue.glob("*/job.json") if not (p.parent / "result.json").exists())
+        if not waiting:
+            time.sleep(POLL)
+            continue
+        run_job(waiting[0])
+        idle_since = time.monotonic()
+    return 0
+
+
+def run_job(job_path: Path) -> None:
+    job = json.loads(job_path.read_text())
+    result: dict[str, Any] = {}
+    try:
+        result["tensors"] = tensor_stats(Path(job["path"]))
+        if job["kind"] in ("transformers", "peft"):
+            result.update(reload_outputs(job, job_path.parent))
+    except Exception as exc:  # the result says what failed; the user's run is not concerned
+        result["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+    partial = job_path.parent / "result.json.part"
+    partial.write_text(json.dumps(result))
+    partial.rename(job_path.parent / "result.json")
+
+
+def weight_files(path: Path) -> list[Path]:
+    """The weight files a save wrote: the file itself, or the folder's weight files."""
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
+
+
+def load_tensors(path: Path) -> dict[str, Any]:
+    import torch
+
+    if path.name.endswith(".safetensors"):
+        from safetensors.torch import load_file
+
+        return dict(load_file(str(path)))
+    loaded = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(loaded, dict):
+        return {}
+    return {str(k): v for k, v in loaded.items() if isinstance(v, torch.Tensor)}
+
+
+def tensor_stats(path: Path) -> dict[str, Any]:
+    """Counts over every tensor written: empty ones, non-finite ones, LoRA B matrices all zero."""
+    import torch
+
+    total = 0
+    empty: list[str] = []
+    nonfinite: list[str] = []
+    lora_b = lora_b_zero = adapter = 0
+    files = weight_files(path)
+    for file in files:
+        for key, tensor in load_tensors(file).items():
+            total += 1
+            adapter += int("lora_" in key)
+            if tensor.numel() == 0:
+                empty.append(key)
+                continue
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                nonfinite.append(key)
+            if "lora_B" in key:
+                lora_b += 1
+                lora_b_zero += int(not bool(tensor.any()))
+    return {
+        "files": [f.name for f in files],
+        "total": total,
+        "empty": len(empty),
+        "empty_examples": empty[:MAX_NAMES],
+        "nonfinite": len(nonfinite),
+        "nonfinite_examples": nonfinite[:MAX_NAMES],
+        "adapter": adapter,
+        "lora_b": lora_b,
+        "lora_b_zero": lora_b_zero,
+    }
+
+
+def _class(qualified: str) -> Any:
+    module, _, name = qualified.partition(":")
+    import importlib
+
+    owner: Any = importlib.import_module(module)
+    for part in name.split("."):
+        owner = getattr(owner, part)
+    return owner
+
+
+def reload_outputs(job: dict[str, Any], scratch: Path) -> dict[str, Any]:
+    """Reload the saved model as a user would and run the probe: the outputs' distance from
+    the ones the training process measured on the model in memory."""
+    import torch
+
+    dtype = getattr(torch, job["dtype"])
+    cls = _class(job["model_class"])
+    try:
+        if job["kind"] == "peft":
+            from peft import PeftModel
+            from transformers import AutoConfig
+
+            config = AutoConfig.from_pretrained(scratch / "base_config")
+            base = cls.from_pretrained(job["base"], config=config, dtype=dtype)
+            model = PeftModel.from_pretrained(base, job["path"])
+        else:
+            model = cls.from_pretrained(job["path"], dtype=dtype)
+    except Exception as exc:
+        text = str(exc).strip().splitlines()
+        return {"reload_error": f"{type(exc).__name__}: {text[0] if text else ''}"[:400]}
+    model.eval()
+    probe = torch.load(scratch / "probe.pt", weights_only=True)
+    with torch.no_grad():
+        got = output_of(model(**probe["inputs"]))
+    expected = probe["expected"]
+    if got is None or got.shape != expected.shape:
+        shape = None if got is None else list(got.shape)
+        return {"reload_error": f"the reloaded model's output has shape {shape}, not {list(expected.shape)}"}
+    diff = (got - expected).abs()
+    scale = float(expected.abs().max())
+    return {
+        "max_abs_diff": float(diff.max()),
+        "output_scale": scale,
+        "argmax_agree": float((got.argmax(-1) == expected.argmax(-1)).float().mean()),
+    }
+
+
+def output_of(out: Any) -> Any:
+    """The model's main output as a float32 CPU tensor: `logits`, else the first tensor."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return out.detach().float().cpu()
+    logits = getattr(out, "logits", None)
+    if isinstance(logits, torch.Tensor):
+        return logits.detach().float().cpu()
+    if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
+        return out[0].detach().float().cpu()
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

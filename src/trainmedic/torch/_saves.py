@@ -1,0 +1,523 @@
+"""What a script saved, reloaded as a user would load it, against the model in memory (TOR015, TOR016).
+
+A run can be perfect and its result lost at the save: a classification head outside the
+adapter's `modules_to_save` (the adapter reloads onto a fresh random head), an adapter written
+under ZeRO-3/FSDP without gathering (empty tensors) or before it trained (`lora_B` all zero),
+weights that overflow to inf, a tokenizer and its chat template not saved beside the model.
+`install` wraps the saves (always calling the original unchanged):
+
+- `torch.save(state_dict, path)` of a mapping of tensors: the file's tensors are read back;
+- `PreTrainedModel.save_pretrained` and `PeftModel.save_pretrained` (what `Trainer.save_model`
+  calls): the folder's tensors are read back, and the model is reloaded with the framework's
+  loader (`<ModelClass>.from_pretrained(folder)`; for an adapter, the base loaded with the
+  script's config, then `PeftModel.from_pretrained(base, folder)`) and run on the probe;
+- `merge_and_unload`: the merged model's outputs on the probe against the adapter model's,
+  compared in the process (both are in memory then).
+
+The training process only snapshots, right after the save returned: a probe of `PROBE_TOKENS`
+token ids (drawn from a generator of its own, not the run's random state) and the model's
+outputs for it, computed once under no_grad in eval mode (training flags restored), and the
+base's config. It writes them into a scratch folder (the run folder under `trainmedic run`, else
+a temp dir; never the user's output folder) and starts `trainmedic.torch._save_worker`, a
+separate, uninstrumented process at low priority that reloads and measures; the save call
+returns without waiting for it. At exit the process waits for its workers (`WAIT_AT_EXIT` at
+most) and observes their results, and checks that every model folder saved in a run that
+rendered a chat template holds the tokenizer with that template.
+
+Bounds: one worker running at a time (the others wait their turn), one check per saved path
+per `MIN_INTERVAL` seconds,
+`MAX_CHECKS` per process; models above `MAX_BYTES` are skipped with a one-line note. Off with
+TRAINMEDIC_SAVE_CHECKS=0.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import torch
+from trainmedic.instrument import channel, hooks
+from trainmedic.rules.tor import tor015_saved_model_differs as tor015
+from trainmedic.rules.tor import tor016_adapter_saved_empty as tor016
+from trainmedic.torch._safety import contained
+
+if TYPE_CHECKING:
+    from trainmedic.torch._interface import MonitorLike
+
+Wrap = Callable[[Any, str, Callable[[Any], Any]], None]
+Active = Callable[[], "MonitorLike | None"]
+
+OFF_ENV = "TRAINMEDIC_SAVE_CHECKS"
+# A second copy of the model is loaded by the worker, on the CPU: beyond this size the check
+# would compete with training for host memory. 4 GiB holds a 1B model in fp32, 2B in bf16.
+MAX_BYTES = 4 * 2**30
+MIN_INTERVAL = 60.0  # seconds between two checks of one saved path (a save every few steps)
+MAX_CHECKS = 16  # per process: the first saves and the final one are what matter
+WAIT_AT_EXIT = 300.0  # seconds a worker may still run when the script ends
+PROBE_TOKENS = 32  # one row: enough tokens to go through every layer, a sequence-classifier's pad-free batch
+PEEK = 8  # values looked at to tell a state dict
+# A Trainer's intermediate checkpoints are for resuming, not serving: no tokenizer is asked of them.
+CHECKPOINT_DIR = re.compile(r"checkpoint-\d+$")
+
+
+@dataclass
+class Job:
+    """One save under check: the worker started for it and what the process knew at the save."""
+
+    kind: str  # "state_dict", "transformers", "peft"
+    path: str
+    where: str
+    step: int
+    scratch: Path
+
+
+@dataclass
+class SaveChecks:
+    """The process's saves: the jobs, when each path was last checked, the chat tokenizers seen."""
+
+    jobs: list[Job] = field(default_factory=list)
+    worker: subprocess.Popen[bytes] | None = None
+    last: dict[str, float] = field(default_factory=dict)
+    # model folders saved (save_pretrained), each with the chat templates rendered before its save
+    folders: dict[str, set[str]] = field(default_factory=dict)
+    chat_tokenizers: weakref.WeakSet[Any] = field(default_factory=weakref.WeakSet)
+    busy: int = 0  # inside a save: a save that calls another is checked once
+    notes: set[str] = field(default_factory=set)
+    finished: bool = False
+
+
+_state = SaveChecks()
+_scratch_root: Path | None = None
+_scratch_pid = 0
+_made = 0
+
+
+def enabled() -> bool:
+    return os.environ.get(OFF_ENV, "1") != "0"
+
+
+def install(wrap: Wrap, active: Active) -> None:
+    """Wrap `torch.save`, and the frameworks' saves once they are imported."""
+    if not enabled():
+        return
+    wrap(torch, "save", lambda original: _torch_save(original, active))
+
+    def when(module_name: str, install_one: Callable[[Any], None]) -> None:
+        def fire(module: Any) -> None:
+            if active() is not None:  # the guard may have stopped before the import
+                install_one(module)
+
+        hooks.when_imported(module_name, fire)
+
+    when(
+        "transformers.modeling_utils",
+        lambda m: wrap(
+            m.PreTrainedModel, "save_pretrained", lambda o: _save_pretrained(o, active, "transformers")
+        ),
+    )
+    when(
+        "peft.peft_model",
+        lambda m: wrap(m.PeftModel, "save_pretrained", lambda o: _save_pretrained(o, active, "peft")),
+    )
+    when(
+        "peft.tuners.tuners_utils",
+        lambda m: wrap(m.BaseTuner, "merge_and_unload", lambda o: _merge_and_unload(o, active)),
+    )
+    when(
+        "transformers.tokenization_utils_base",
+        lambda m: wrap(m.PreTrainedTokenizerBase, "apply_chat_template", _apply_chat_template),
+    )
+    atexit.register(lambda: _finish_active(active))
+
+
+def _finish_active(active: Active) -> None:
+    monitor = active()
+    if monitor is not None and not monitor.broken:
+        contained(monitor, "save checks", finish, monitor)
+
+
+# -- the wrappers --------------------------------------------------------------------------------
+
+
+def _torch_save(original: Any, active: Active) -> Any:
+    def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(obj, f, *args, **kwargs)
+        monitor = active()
+        if (
+            monitor is not None
+            and not monitor.broken
+            and not _state.busy
+            and isinstance(f, (str, os.PathLike))
+            and _is_state_dict(obj)
+        ):
+            contained(monitor, "torch.save", after_save, monitor, "state_dict", None, f, sys._getframe(1))
+        return result
+
+    return save
+
+
+def _save_pretrained(original: Any, active: Active, kind: str) -> Any:
+    def save_pretrained(self: Any, save_directory: Any, *args: Any, **kwargs: Any) -> Any:
+        _state.busy += 1
+        try:
+            result = original(self, save_directory, *args, **kwargs)
+        finally:
+            _state.busy -= 1
+        monitor = active()
+        main = kwargs.get("is_main_process", args[0] if args and kind == "transformers" else True)
+        if monitor is not None and not monitor.broken and not _state.busy and main:
+            contained(
+                monitor, "save_pretrained", after_save, monitor, kind, self, save_directory, sys._getframe(1)
+            )
+        return result
+
+    return save_pretrained
+
+
+def _merge_and_unload(original: Any, active: Active) -> Any:
+    def merge_and_unload(self: Any, *args: Any, **kwargs: Any) -> Any:
+        monitor = active()
+        before = None
+        if monitor is not None and not monitor.broken:
+            before = contained(monitor, "merge_and_unload", _merge_probe, self)
+        merged = original(self, *args, **kwargs)
+        if before is not None and monitor is not None and not monitor.broken:
+            contained(monitor, "merge_and_unload", after_merge, monitor, merged, before, sys._getframe(1))
+        return merged
+
+    return merge_and_unload
+
+
+def _apply_chat_template(original: Any) -> Any:
+    def apply_chat_template(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self not in _state.chat_tokenizers:
+            with contextlib.suppress(TypeError):
+                _state.chat_tokenizers.add(self)
+        return original(self, *args, **kwargs)
+
+    return apply_chat_template
+
+
+def _is_state_dict(obj: Any) -> bool:
+    """A mapping whose first values are all tensors (a model's state dict, not a checkpoint's
+    dict of dicts or an optimizer's state)."""
+    if not isinstance(obj, Mapping) or not obj:
+        return False
+    return all(isinstance(v, torch.Tensor) for v in islice(obj.values(), PEEK))
+
+
+# -- the snapshot, in the training process -------------------------------------------------------
+
+
+def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller: FrameType) -> None:
+    """Snapshot what the check needs and hand it to a worker process."""
+    path = str(Path(os.fspath(target)).resolve())
+    if kind != "state_dict":
+        _state.folders.setdefault(path, set()).update(_templates())
+    now = time.monotonic()
+    if len(_state.jobs) >= MAX_CHECKS or now - _state.last.get(path, -MIN_INTERVAL) < MIN_INTERVAL:
+        return
+    job = Job(
+        kind, path, f"{Path(caller.f_code.co_filename).name}:{caller.f_lineno}", monitor.step, _scratch()
+    )
+    spec: dict[str, Any] = {"kind": kind, "path": path}
+    if model is not None:
+        size = sum(p.numel() * p.element_size() for p in model.parameters())
+        if size > MAX_BYTES:
+            _note(
+                f"the model saved to {path} ({size / 2**30:.1f} GiB) is not reloaded: "
+                f"over {MAX_BYTES >> 30} GiB"
+            )
+            return
+        spec.update(_probe(model, kind, job.scratch))
+    _state.last[path] = now
+    _state.jobs.append(job)
+    partial = job.scratch / "job.json.part"
+    partial.write_text(json.dumps(spec))
+    partial.rename(job.scratch / "job.json")  # whole when the worker sees it
+    _pump()
+
+
+def _pump() -> None:
+    """Start the worker when none runs and a job has no result (one worker at a time: it takes
+    the jobs in the order of the saves, and waits a while for more before it exits)."""
+    if _state.worker is not None and _state.worker.poll() is None:
+        return
+    if all((job.scratch / "result.json").exists() for job in _state.jobs):
+        return
+    root = _state.jobs[0].scratch.parent
+    with (root / "worker.stderr").open("ab") as stderr:
+        _state.worker = subprocess.Popen(
+            [sys.executable, "-m", "trainmedic.torch._save_worker", str(root)],
+            env=_worker_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            close_fds=True,
+        )
+
+
+def _probe(model: Any, kind: str, scratch: Path) -> dict[str, Any]:
+    """The probe's inputs and the model's outputs for them, saved to the scratch folder."""
+    base = model.get_base_model() if kind == "peft" else model
+    config = base.config
+    ids = torch.randint(
+        0, int(config.vocab_size), (1, PROBE_TOKENS), generator=torch.Generator().manual_seed(0)
+    )
+    param = next(model.parameters())
+    inputs = {"input_ids": ids}
+    expected = _outputs(model, {"input_ids": ids.to(param.device)})
+    torch.save({"inputs": inputs, "expected": expected}, scratch / "probe.pt")
+    spec: dict[str, Any] = {
+        "dtype": str(param.dtype).removeprefix("torch."),
+        "model_class": f"{type(base).__module__}:{type(base).__qualname__}",
+    }
+    if kind == "peft":
+        adapter = model.peft_config[model.active_adapter]
+        spec["base"] = adapter.base_model_name_or_path
+        config.save_pretrained(scratch / "base_config")
+    return spec
+
+
+def _outputs(model: Any, inputs: dict[str, Any]) -> Any:
+    """The model's main output on `inputs`, under no_grad in eval mode, unseen by the guard."""
+    from trainmedic.torch import _patches
+    from trainmedic.torch._save_worker import output_of
+
+    modes = [(m, m.training) for m in model.modules()]
+    try:
+        with _patches.paused(), torch.no_grad():
+            model.eval()
+            return output_of(model(**inputs))
+    finally:
+        for module, mode in modes:
+            module.training = mode
+
+
+def _merge_probe(tuner: Any) -> tuple[dict[str, Any], Any, str] | None:
+    config = getattr(getattr(tuner, "model", None), "config", None)
+    if config is None or not getattr(config, "vocab_size", None):
+        return None
+    ids = torch.randint(
+        0, int(config.vocab_size), (1, PROBE_TOKENS), generator=torch.Generator().manual_seed(0)
+    )
+    param = next(tuner.model.parameters())
+    inputs = {"input_ids": ids.to(param.device)}
+    return inputs, _outputs(tuner.model, inputs), str(param.dtype).removeprefix("torch.")
+
+
+def after_merge(
+    monitor: MonitorLike, merged: Any, before: tuple[dict[str, Any], Any, str], caller: FrameType
+) -> None:
+    inputs, expected, dtype = before
+    got = _outputs(merged, inputs)
+    if got is None or expected is None:
+        return
+    measure = _distance(got, expected)
+    reason = tor015.judge_outputs(dtype=dtype, **measure)
+    if reason is None:
+        return
+    evidence = {
+        "kind": tor015.MERGE_DRIFT,
+        "path": "",
+        "where": f"{Path(caller.f_code.co_filename).name}:{caller.f_lineno}",
+        "model": type(merged).__name__,
+        "dtype": dtype,
+        **measure,
+    }
+    monitor.observe(tor015.RELOAD_CHECK, evidence, once=False, step=monitor.step or None)
+
+
+def _distance(got: Any, expected: Any) -> dict[str, float]:
+    if got.shape != expected.shape:
+        return {"max_abs_diff": float("inf"), "output_scale": 0.0, "argmax_agree": 0.0}
+    return {
+        "max_abs_diff": float((got - expected).abs().max()),
+        "output_scale": float(expected.abs().max()),
+        "argmax_agree": float((got.argmax(-1) == expected.argmax(-1)).float().mean()),
+    }
+
+
+def _templates() -> set[str]:
+    """The chat templates of the tokenizers that rendered one so far."""
+    found = (getattr(tokenizer, "chat_template", None) for tokenizer in list(_state.chat_tokenizers))
+    return {template for template in found if isinstance(template, str)}
+
+
+def _scratch() -> Path:
+    """A fresh folder of trainmedic's own, numbered in the order of the saves: under the run
+    folder when supervised (one queue per process: each process has its own worker), else in a
+    temp dir."""
+    global _scratch_root, _scratch_pid, _made
+    if _scratch_root is None or _scratch_pid != os.getpid():
+        events = channel.events_path()
+        if events:
+            _scratch_root = Path(events).parent / "save-checks" / str(os.getpid())
+            _scratch_root.mkdir(parents=True, exist_ok=True)
+        else:
+            _scratch_root = Path(tempfile.mkdtemp(prefix="trainmedic-saves-"))
+        _scratch_pid, _made = os.getpid(), 0
+    _made += 1
+    folder = _scratch_root / f"{_made:04d}"
+    folder.mkdir()
+    return folder
+
+
+def _worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env[channel.INSTRUMENT_ENV] = "0"
+    env.pop(channel.EVENTS_ENV, None)
+    env.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    # trainmedic importable in the worker as it is here (a checkout run from its source).
+    here = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def _note(text: str) -> None:
+    if text not in _state.notes:
+        _state.notes.add(text)
+        print(f"trainmedic: {text}", file=sys.stderr)
+
+
+# -- the end: the workers' results judged ---------------------------------------------------------
+
+
+def finish(monitor: MonitorLike, wait: float = WAIT_AT_EXIT) -> None:
+    """Wait for the workers, observe what their results show, check the tokenizers saved."""
+    if _state.finished:
+        return
+    _state.finished = True
+    deadline = time.monotonic() + wait
+    while _state.jobs and time.monotonic() < deadline:
+        _pump()  # a worker that exited idle before the last save's job came is started again
+        worker = _state.worker
+        if worker is None or worker.poll() is not None:
+            break
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            worker.wait(timeout=max(0.1, deadline - time.monotonic()))
+    if _state.worker is not None and _state.worker.poll() is None:
+        _state.worker.kill()
+        _note(f"the checks of the saves did not finish in {wait:.0f} s")
+    for job in _state.jobs:
+        result_file = job.scratch / "result.json"
+        if result_file.exists():
+            observe_result(monitor, job, json.loads(result_file.read_text()))
+    check_tokenizers(monitor)
+
+
+def observe_result(monitor: MonitorLike, job: Job, result: Mapping[str, Any]) -> None:
+    base = {"path": job.path, "where": job.where, "saved_at_step": job.step}
+    tensors = result.get("tensors") or {}
+    adapter = job.kind == "peft" or int(tensors.get("adapter", 0)) > 0
+    emptiness = tor016.judge(
+        adapter=adapter,
+        empty=int(tensors.get("empty", 0)),
+        lora_b=int(tensors.get("lora_b", 0)),
+        lora_b_zero=int(tensors.get("lora_b_zero", 0)),
+        trained_steps=monitor.step,
+    )
+    if emptiness is not None:
+        monitor.observe(
+            tor016.CHECK,
+            {**base, "reason": emptiness, "trained_steps": monitor.step, **_tensor_evidence(tensors)},
+            once=False,
+            step=job.step or None,
+        )
+        if emptiness == tor016.EMPTY:
+            return  # an empty adapter does not reload: TOR016 says why
+    if int(tensors.get("nonfinite", 0)) or (int(tensors.get("empty", 0)) and not adapter):
+        kind = tor015.NONFINITE if int(tensors.get("nonfinite", 0)) else tor015.EMPTY
+        monitor.observe(
+            tor015.RELOAD_CHECK,
+            {**base, "kind": kind, **_tensor_evidence(tensors)},
+            once=False,
+            step=job.step or None,
+        )
+        return
+    if result.get("reload_error"):
+        evidence = {**base, "kind": tor015.RELOAD_FAILED, "error": result["reload_error"], "saved": job.kind}
+        monitor.observe(tor015.RELOAD_CHECK, evidence, once=False, step=job.step or None)
+        return
+    if "max_abs_diff" in result:
+        measure = {k: float(result[k]) for k in ("max_abs_diff", "output_scale", "argmax_agree")}
+        spec = json.loads((job.scratch / "job.json").read_text())
+        if tor015.judge_outputs(dtype=spec.get("dtype", "float32"), **measure) is not None:
+            evidence = {
+                **base,
+                "kind": tor015.OUTPUTS_DIFFER,
+                "saved": job.kind,
+                "dtype": spec.get("dtype"),
+                **measure,
+            }
+            monitor.observe(tor015.RELOAD_CHECK, evidence, once=False, step=job.step or None)
+
+
+def _tensor_evidence(tensors: Mapping[str, Any]) -> dict[str, Any]:
+    keys = (
+        "total",
+        "empty",
+        "empty_examples",
+        "nonfinite",
+        "nonfinite_examples",
+        "lora_b",
+        "lora_b_zero",
+        "files",
+    )
+    return {k: tensors.get(k) for k in keys}
+
+
+def check_tokenizers(monitor: MonitorLike) -> None:
+    """Each model folder saved (not a Trainer's `checkpoint-N`) after a chat template was rendered
+    holds that template: the tokenizer is saved beside the model."""
+    for folder, templates in _state.folders.items():
+        if not templates or CHECKPOINT_DIR.search(folder) or not Path(folder).is_dir():
+            continue
+        saved = saved_template(Path(folder))
+        if saved is not None and saved in templates:
+            continue
+        evidence = {
+            "kind": tor015.TOKENIZER_MISSING if saved is None else tor015.TEMPLATE_DIFFERS,
+            "path": folder,
+            "where": "",
+            "template_chars": len(next(iter(templates))),
+        }
+        monitor.observe(tor015.RELOAD_CHECK, evidence, once=False)
+
+
+def saved_template(folder: Path) -> str | None:
+    """The chat template a tokenizer saved in `folder` carries (None: no tokenizer or no template)."""
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text()
+    config = folder / "tokenizer_config.json"
+    if config.is_file():
+        template = json.loads(config.read_text()).get("chat_template")
+        if isinstance(template, str):
+            return template
+    return None
+
+
+@contextlib.contextmanager
+def fresh_state() -> Iterator[SaveChecks]:
+    """A clean slate for the process's save checks (tests run several guards in one process)."""
+    global _state
+    saved, _state = _state, SaveChecks()
+    try:
+        yield _state
+    finally:
+        _state = saved

@@ -1,0 +1,147 @@
+"""The save checks (`trainmedic.torch._saves`): what a script saved, reloaded in a separate
+process as a user loads it, against the model in memory: TOR015 `saved-model-differs` and TOR016
+`adapter-saved-empty` on real PEFT/transformers saves of tinylm, each failure beside its healthy
+twin in the same run.
+
+One child under the boot module (as `trainmedic run` runs a script) runs `run_saves.py`: a
+LoRA classifier whose head is outside the adapter (the head reloads at random) and its twin with
+`modules_to_save=["score"]`; an adapter saved before training; a chat-trained model saved
+without its tokenizer, and with it; a float32 merge_and_unload; a plain `torch.save` of a state
+dict; and a SYNTHETIC adapter file with empty tensors, as a ZeRO-3/FSDP save without gathering
+writes it (neither runs on a CPU-only machine: the file is written by hand).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainmedic.events import GuardObservation
+from trainmedic.findings import Finding
+from trainmedic.record import RunRecord
+from trainmedic.registry import run_rules
+from trainmedic.rules.tor import tor015_saved_model_differs as tor015
+from trainmedic.rules.tor import tor016_adapter_saved_empty as tor016
+
+from ..helpers import InstrumentedRun, run_instrumented
+
+pytest.importorskip("peft")
+
+HERE = Path(__file__).resolve().parent
+CHECKS = {tor015.RELOAD_CHECK, tor016.CHECK}
+
+
+@pytest.fixture(scope="module")
+def child(tmp_path_factory: pytest.TempPathFactory, tinylm_dir: Path) -> tuple[InstrumentedRun, Path]:
+    tmp = tmp_path_factory.mktemp("saves")
+    out = tmp / "out"
+    run = run_instrumented(
+        ["python", str(HERE / "run_saves.py"), str(tinylm_dir), str(out)],
+        tmp,
+        env={"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"},
+        timeout=400,
+    )
+    assert run.result.returncode == 0, run.result.stderr[-3000:]
+    return run, out
+
+
+@pytest.fixture(scope="module")
+def by_path(child: tuple[InstrumentedRun, Path]) -> dict[str, list[GuardObservation]]:
+    """The save checks' observations, by the name of the path they are about."""
+    run, _ = child
+    found: dict[str, list[GuardObservation]] = {}
+    for event in run.record.events:
+        if isinstance(event, GuardObservation) and event.check in CHECKS:
+            found.setdefault(Path(event.data["path"]).name, []).append(event)
+    return found
+
+
+@pytest.fixture(scope="module")
+def findings(child: tuple[InstrumentedRun, Path]) -> dict[str, Finding]:
+    return {
+        f.code: f for f in run_rules(RunRecord.of(child[0].record.events)) if f.code in ("TOR015", "TOR016")
+    }
+
+
+def only(observations: list[GuardObservation]) -> dict[str, Any]:
+    (observation,) = observations
+    return observation.data
+
+
+def test_a_head_outside_modules_to_save_reloads_at_random(by_path, findings) -> None:
+    data = only(by_path["head-lost"])
+    assert (data["kind"], data["saved"]) == (tor015.OUTPUTS_DIFFER, "peft")
+    assert data["max_abs_diff"] > tor015.OUTPUT_TOLERANCE["float32"] * data["output_scale"]
+    assert data["where"].startswith("run_saves.py:")
+    finding = findings["TOR015"]  # the first save check's observation is the finding's
+    assert "head-lost" in finding.message
+    assert "reloaded with its framework's loader" in finding.message
+    assert "modules_to_save" in (finding.fix or "")
+
+
+def test_healthy_saves_reload_as_they_were(by_path) -> None:
+    # the head in modules_to_save, a plain state dict, a chat model saved with its tokenizer, a merge
+    for quiet in ("head-saved", "mlp.pt", "with-tokenizer"):
+        assert quiet not in by_path, by_path.get(quiet)
+    assert not [o for obs in by_path.values() for o in obs if o.data.get("kind") == tor015.MERGE_DRIFT]
+
+
+def test_an_adapter_saved_before_training_is_untrained(by_path, findings) -> None:
+    data = only(by_path["before-training"])
+    assert data["reason"] == tor016.UNTRAINED
+    assert data["lora_b"] == data["lora_b_zero"] == 4
+    assert data["trained_steps"] > data["saved_at_step"]
+    assert "lora_B matrices exactly zero" in findings["TOR016"].message
+
+
+def test_an_adapter_written_without_gathering_is_empty(by_path) -> None:
+    data = only(by_path["zero3-adapter.pt"])  # SYNTHETIC file, see the module's docstring
+    assert data["reason"] == tor016.EMPTY
+    assert data["empty"] == data["total"] == 8
+
+
+def test_a_chat_model_saved_without_its_tokenizer(by_path) -> None:
+    assert only(by_path["no-tokenizer"])["kind"] == tor015.TOKENIZER_MISSING
+    # saved before any chat template was rendered: nothing to ask of them
+    assert "head-lost" in by_path
+    assert all(o.data.get("kind") != tor015.TOKENIZER_MISSING for o in by_path["head-lost"])
+
+
+def test_scratch_stays_out_of_the_users_folder(child) -> None:
+    _, out = child
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [
+            "before-training",
+            "head-lost",
+            "head-saved",
+            "mlp.pt",
+            "no-tokenizer",
+            "with-tokenizer",
+            "zero3-adapter.pt",
+        ]
+    )
+
+
+# -- the pure parts ---------------------------------------------------------------------------------
+
+
+def test_output_tolerance_is_rounding_not_a_lost_tensor() -> None:
+    def judge(dtype: str, diff: float) -> str | None:
+        return tor015.judge_outputs(dtype=dtype, max_abs_diff=diff, output_scale=10.0, argmax_agree=1.0)
+
+    assert judge("float32", 0.001) is None  # TF32 rounding on a GPU
+    assert judge("float32", 1.0) == tor015.OUTPUTS_DIFFER
+    assert judge("bfloat16", 0.2) is None
+    assert judge("bfloat16", 2.0) == tor015.OUTPUTS_DIFFER
+    assert judge("float32", float("nan")) == tor015.OUTPUTS_DIFFER
+
+
+def test_tor016_judge() -> None:
+    assert tor016.judge(adapter=True, empty=3, lora_b=0, lora_b_zero=0, trained_steps=0) == tor016.EMPTY
+    assert tor016.judge(adapter=True, empty=0, lora_b=4, lora_b_zero=4, trained_steps=10) == tor016.UNTRAINED
+    # nothing trained yet (a conversion script), or one B matrix moved: not untrained
+    assert tor016.judge(adapter=True, empty=0, lora_b=4, lora_b_zero=4, trained_steps=0) is None
+    assert tor016.judge(adapter=True, empty=0, lora_b=4, lora_b_zero=3, trained_steps=10) is None
+    assert tor016.judge(adapter=False, empty=3, lora_b=0, lora_b_zero=0, trained_steps=10) is None
