@@ -39,8 +39,9 @@ from trainmedic.rules.trn import (
     trn016_kl_negative,
     trn017_reward_hacking_length,
 )
-from trainmedic.torch import _patches
+from trainmedic.torch import _patches, _saves
 from trainmedic.torch._monitor import Monitor
+from trainmedic.torch._safety import contained
 
 log = logging.getLogger("trainmedic")
 # TRN: what the guard measures on steps, and the loss curves; of the framework-specific TRN
@@ -134,6 +135,7 @@ class Guard:
             return self.findings()
         self._stopped = True
         if self._owner:
+            contained(self.monitor, "save checks", _saves.finish, self.monitor)  # waits for their worker
             self.monitor.close()
             _patches.uninstall()
         else:

@@ -18,13 +18,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 MAX_NAMES = 5
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+# In a saved folder: the weight files transformers and PEFT write (not training_args.bin).
+WEIGHT_FILE = re.compile(r"(.*\.safetensors|(pytorch_model|adapter_model|model)[-.\w]*\.bin)$")
 
 
 IDLE = 3.0  # seconds without a new job before the worker exits
@@ -52,12 +54,22 @@ def main(argv: list[str]) -> int:
 def run_job(job_path: Path) -> None:
     job = json.loads(job_path.read_text())
     result: dict[str, Any] = {}
+    if not Path(job["path"]).exists():  # removed by the script since (a temporary folder): nothing to check
+        _write(job_path, {"gone": True})
+        return
     try:
         result["tensors"] = tensor_stats(Path(job["path"]))
         if job["kind"] in ("transformers", "peft"):
             result.update(reload_outputs(job, job_path.parent))
     except Exception as exc:  # the result says what failed; the user's run is not concerned
+        if not Path(job["path"]).exists():
+            _write(job_path, {"gone": True})
+            return
         result["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+    _write(job_path, result)
+
+
+def _write(job_path: Path, result: dict[str, Any]) -> None:
     partial = job_path.parent / "result.json.part"
     partial.write_text(json.dumps(result))
     partial.rename(job_path.parent / "result.json")
@@ -67,7 +79,7 @@ def weight_files(path: Path) -> list[Path]:
     """The weight files a save wrote: the file itself, or the folder's weight files."""
     if path.is_file():
         return [path]
-    return sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
+    return sorted(p for p in path.iterdir() if p.is_file() and WEIGHT_FILE.match(p.name))
 
 
 def load_tensors(path: Path) -> dict[str, Any]:

@@ -14,10 +14,10 @@ weights that overflow to inf, a tokenizer and its chat template not saved beside
 - `merge_and_unload`: the merged model's outputs on the probe against the adapter model's,
   compared in the process (both are in memory then).
 
-The training process only snapshots, right after the save returned: a probe of `PROBE_TOKENS`
-token ids (drawn from a generator of its own, not the run's random state) and the model's
-outputs for it, computed once under no_grad in eval mode (training flags restored), and the
-base's config. It writes them into a scratch folder (the run folder under `trainmedic run`, else
+The training process only snapshots, right after the save returned: a probe of
+`_save_probe.PROBE_TOKENS` token ids (drawn from a generator of its own, not the run's random
+state) and the model's outputs for it, computed once under no_grad in eval mode (training
+flags restored), and the base's config. It writes them into a scratch folder (the run folder under `trainmedic run`, else
 a temp dir; never the user's output folder) and starts `trainmedic.torch._save_worker`, a
 separate, uninstrumented process at low priority that reloads and measures; the save call
 returns without waiting for it. At exit the process waits for its workers (`WAIT_AT_EXIT` at
@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -53,6 +53,7 @@ import torch
 from trainmedic.instrument import channel, hooks
 from trainmedic.rules.tor import tor015_saved_model_differs as tor015
 from trainmedic.rules.tor import tor016_adapter_saved_empty as tor016
+from trainmedic.torch import _save_probe as save_probe
 from trainmedic.torch._safety import contained
 
 if TYPE_CHECKING:
@@ -68,7 +69,6 @@ MAX_BYTES = 4 * 2**30
 MIN_INTERVAL = 60.0  # seconds between two checks of one saved path (a save every few steps)
 MAX_CHECKS = 16  # per process: the first saves and the final one are what matter
 WAIT_AT_EXIT = 300.0  # seconds a worker may still run when the script ends
-PROBE_TOKENS = 32  # one row: enough tokens to go through every layer, a sequence-classifier's pad-free batch
 PEEK = 8  # values looked at to tell a state dict
 # A Trainer's intermediate checkpoints are for resuming, not serving: no tokenizer is asked of them.
 CHECKPOINT_DIR = re.compile(r"checkpoint-\d+$")
@@ -97,7 +97,6 @@ class SaveChecks:
     chat_tokenizers: weakref.WeakSet[Any] = field(default_factory=weakref.WeakSet)
     busy: int = 0  # inside a save: a save that calls another is checked once
     notes: set[str] = field(default_factory=set)
-    finished: bool = False
 
 
 _state = SaveChecks()
@@ -193,10 +192,12 @@ def _merge_and_unload(original: Any, active: Active) -> Any:
         monitor = active()
         before = None
         if monitor is not None and not monitor.broken:
-            before = contained(monitor, "merge_and_unload", _merge_probe, self)
+            before = contained(monitor, "merge_and_unload", save_probe.merge_probe, self)
         merged = original(self, *args, **kwargs)
         if before is not None and monitor is not None and not monitor.broken:
-            contained(monitor, "merge_and_unload", after_merge, monitor, merged, before, sys._getframe(1))
+            contained(
+                monitor, "merge_and_unload", save_probe.after_merge, monitor, merged, before, sys._getframe(1)
+            )
         return merged
 
     return merge_and_unload
@@ -243,7 +244,7 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
                 f"over {MAX_BYTES >> 30} GiB"
             )
             return
-        spec.update(_probe(model, kind, job.scratch))
+        spec.update(save_probe.snapshot(model, kind, job.scratch))
     _state.last[path] = now
     _state.jobs.append(job)
     partial = job.scratch / "job.json.part"
@@ -269,87 +270,6 @@ def _pump() -> None:
             stderr=stderr,
             close_fds=True,
         )
-
-
-def _probe(model: Any, kind: str, scratch: Path) -> dict[str, Any]:
-    """The probe's inputs and the model's outputs for them, saved to the scratch folder."""
-    base = model.get_base_model() if kind == "peft" else model
-    config = base.config
-    ids = torch.randint(
-        0, int(config.vocab_size), (1, PROBE_TOKENS), generator=torch.Generator().manual_seed(0)
-    )
-    param = next(model.parameters())
-    inputs = {"input_ids": ids}
-    expected = _outputs(model, {"input_ids": ids.to(param.device)})
-    torch.save({"inputs": inputs, "expected": expected}, scratch / "probe.pt")
-    spec: dict[str, Any] = {
-        "dtype": str(param.dtype).removeprefix("torch."),
-        "model_class": f"{type(base).__module__}:{type(base).__qualname__}",
-    }
-    if kind == "peft":
-        adapter = model.peft_config[model.active_adapter]
-        spec["base"] = adapter.base_model_name_or_path
-        config.save_pretrained(scratch / "base_config")
-    return spec
-
-
-def _outputs(model: Any, inputs: dict[str, Any]) -> Any:
-    """The model's main output on `inputs`, under no_grad in eval mode, unseen by the guard."""
-    from trainmedic.torch import _patches
-    from trainmedic.torch._save_worker import output_of
-
-    modes = [(m, m.training) for m in model.modules()]
-    try:
-        with _patches.paused(), torch.no_grad():
-            model.eval()
-            return output_of(model(**inputs))
-    finally:
-        for module, mode in modes:
-            module.training = mode
-
-
-def _merge_probe(tuner: Any) -> tuple[dict[str, Any], Any, str] | None:
-    config = getattr(getattr(tuner, "model", None), "config", None)
-    if config is None or not getattr(config, "vocab_size", None):
-        return None
-    ids = torch.randint(
-        0, int(config.vocab_size), (1, PROBE_TOKENS), generator=torch.Generator().manual_seed(0)
-    )
-    param = next(tuner.model.parameters())
-    inputs = {"input_ids": ids.to(param.device)}
-    return inputs, _outputs(tuner.model, inputs), str(param.dtype).removeprefix("torch.")
-
-
-def after_merge(
-    monitor: MonitorLike, merged: Any, before: tuple[dict[str, Any], Any, str], caller: FrameType
-) -> None:
-    inputs, expected, dtype = before
-    got = _outputs(merged, inputs)
-    if got is None or expected is None:
-        return
-    measure = _distance(got, expected)
-    reason = tor015.judge_outputs(dtype=dtype, **measure)
-    if reason is None:
-        return
-    evidence = {
-        "kind": tor015.MERGE_DRIFT,
-        "path": "",
-        "where": f"{Path(caller.f_code.co_filename).name}:{caller.f_lineno}",
-        "model": type(merged).__name__,
-        "dtype": dtype,
-        **measure,
-    }
-    monitor.observe(tor015.RELOAD_CHECK, evidence, once=False, step=monitor.step or None)
-
-
-def _distance(got: Any, expected: Any) -> dict[str, float]:
-    if got.shape != expected.shape:
-        return {"max_abs_diff": float("inf"), "output_scale": 0.0, "argmax_agree": 0.0}
-    return {
-        "max_abs_diff": float((got - expected).abs().max()),
-        "output_scale": float(expected.abs().max()),
-        "argmax_agree": float((got.argmax(-1) == expected.argmax(-1)).float().mean()),
-    }
 
 
 def _templates() -> set[str]:
@@ -398,10 +318,11 @@ def _note(text: str) -> None:
 
 
 def finish(monitor: MonitorLike, wait: float = WAIT_AT_EXIT) -> None:
-    """Wait for the workers, observe what their results show, check the tokenizers saved."""
-    if _state.finished:
+    """Wait for the worker, observe what its results show, check the tokenizers saved; then
+    start afresh (a later guard in the process checks its own saves)."""
+    global _state
+    if not _state.jobs and not _state.folders:
         return
-    _state.finished = True
     deadline = time.monotonic() + wait
     while _state.jobs and time.monotonic() < deadline:
         _pump()  # a worker that exited idle before the last save's job came is started again
@@ -418,6 +339,7 @@ def finish(monitor: MonitorLike, wait: float = WAIT_AT_EXIT) -> None:
         if result_file.exists():
             observe_result(monitor, job, json.loads(result_file.read_text()))
     check_tokenizers(monitor)
+    _state = SaveChecks()
 
 
 def observe_result(monitor: MonitorLike, job: Job, result: Mapping[str, Any]) -> None:
@@ -510,14 +432,3 @@ def saved_template(folder: Path) -> str | None:
         if isinstance(template, str):
             return template
     return None
-
-
-@contextlib.contextmanager
-def fresh_state() -> Iterator[SaveChecks]:
-    """A clean slate for the process's save checks (tests run several guards in one process)."""
-    global _state
-    saved, _state = _state, SaveChecks()
-    try:
-        yield _state
-    finally:
-        _state = saved

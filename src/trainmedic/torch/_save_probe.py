@@ -1,0 +1,116 @@
+"""The probe of the save checks (`trainmedic.torch._saves`): the outputs of a model in memory.
+
+A probe is `PROBE_TOKENS` token ids drawn from a generator of its own (the run's random state is
+not touched) in the vocabulary of the model's config; its outputs are computed once, under
+no_grad in eval mode (every module's training flag restored after), with the guard's hooks
+paused so that the probe is not counted as a training forward. The saves hand the probe and
+its outputs to the worker; `merge_and_unload` compares the merged model's outputs with the
+adapter model's here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import torch
+from trainmedic.rules.tor import tor015_saved_model_differs as tor015
+from trainmedic.torch._save_worker import output_of
+
+if TYPE_CHECKING:
+    from trainmedic.torch._interface import MonitorLike
+
+PROBE_TOKENS = 32  # one row: enough tokens to go through every layer, a sequence-classifier's pad-free batch
+
+
+def where(caller: FrameType) -> str:
+    """The script's line that saved: the first caller outside installed packages (the line that
+    called `trainer.save_model()`, not the Trainer's own call to save_pretrained)."""
+    frame: FrameType | None = caller
+    while frame is not None and (
+        "site-packages" in frame.f_code.co_filename or "dist-packages" in frame.f_code.co_filename
+    ):
+        frame = frame.f_back
+    frame = frame or caller
+    return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
+
+
+def snapshot(model: Any, kind: str, scratch: Path) -> dict[str, Any]:
+    """The probe's inputs and the model's outputs for them, saved to the scratch folder."""
+    base = model.get_base_model() if kind == "peft" else model
+    config = base.config
+    ids = torch.randint(
+        0, int(config.vocab_size), (1, PROBE_TOKENS), generator=torch.Generator().manual_seed(0)
+    )
+    param = next(model.parameters())
+    inputs = {"input_ids": ids}
+    expected = outputs(model, {"input_ids": ids.to(param.device)})
+    torch.save({"inputs": inputs, "expected": expected}, scratch / "probe.pt")
+    spec: dict[str, Any] = {
+        "dtype": str(param.dtype).removeprefix("torch."),
+        "model_class": f"{type(base).__module__}:{type(base).__qualname__}",
+    }
+    if kind == "peft":
+        adapter = model.peft_config[model.active_adapter]
+        spec["base"] = adapter.base_model_name_or_path
+        config.save_pretrained(scratch / "base_config")
+    return spec
+
+
+def outputs(model: Any, inputs: dict[str, Any]) -> Any:
+    """The model's main output on `inputs`, under no_grad in eval mode, unseen by the guard."""
+    from trainmedic.torch import _patches  # imports this module's importer: at call time
+
+    modes = [(m, m.training) for m in model.modules()]
+    try:
+        with _patches.paused(), torch.no_grad():
+            model.eval()
+            return output_of(model(**inputs))
+    finally:
+        for module, mode in modes:
+            module.training = mode
+
+
+def merge_probe(tuner: Any) -> tuple[dict[str, Any], Any, str] | None:
+    config = getattr(getattr(tuner, "model", None), "config", None)
+    if config is None or not getattr(config, "vocab_size", None):
+        return None
+    ids = torch.randint(
+        0, int(config.vocab_size), (1, PROBE_TOKENS), generator=torch.Generator().manual_seed(0)
+    )
+    param = next(tuner.model.parameters())
+    inputs = {"input_ids": ids.to(param.device)}
+    return inputs, outputs(tuner.model, inputs), str(param.dtype).removeprefix("torch.")
+
+
+def after_merge(
+    monitor: MonitorLike, merged: Any, before: tuple[dict[str, Any], Any, str], caller: FrameType
+) -> None:
+    inputs, expected, dtype = before
+    got = outputs(merged, inputs)
+    if got is None or expected is None:
+        return
+    measure = distance(got, expected)
+    reason = tor015.judge_outputs(dtype=dtype, **measure)
+    if reason is None:
+        return
+    evidence = {
+        "kind": tor015.MERGE_DRIFT,
+        "path": "",
+        "where": where(caller),
+        "model": type(merged).__name__,
+        "dtype": dtype,
+        **measure,
+    }
+    monitor.observe(tor015.RELOAD_CHECK, evidence, once=False, step=monitor.step or None)
+
+
+def distance(got: Any, expected: Any) -> dict[str, float]:
+    if got.shape != expected.shape:
+        return {"max_abs_diff": float("inf"), "output_scale": 0.0, "argmax_agree": 0.0}
+    return {
+        "max_abs_diff": float((got - expected).abs().max()),
+        "output_scale": float(expected.abs().max()),
+        "argmax_agree": float((got.argmax(-1) == expected.argmax(-1)).float().mean()),
+    }
