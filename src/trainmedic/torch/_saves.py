@@ -16,13 +16,13 @@ weights that overflow to inf, a tokenizer and its chat template not saved beside
 
 The training process only snapshots, right after the save returned: a probe of
 `_save_probe.PROBE_TOKENS` token ids (drawn from a generator of its own, not the run's random
-state) and the model's outputs for it, computed once under no_grad in eval mode (training
-flags restored), and the base's config. It writes them into a scratch folder (the run folder under `trainmedic run`, else
-a temp dir; never the user's output folder) and starts `trainmedic.torch._save_worker`, a
-separate, uninstrumented process at low priority that reloads and measures; the save call
-returns without waiting for it. At exit the process waits for its workers (`WAIT_AT_EXIT` at
-most) and observes their results, and checks that every model folder saved in a run that
-rendered a chat template holds the tokenizer with that template.
+state) and the model's outputs for it, computed once under no_grad in eval mode (training flags
+restored), and the base's config. It writes them into a scratch folder (the run folder under
+`trainmedic run`, else a temp dir; never the user's output folder) and starts
+`trainmedic.torch._save_worker`, a separate, uninstrumented process at low priority that reloads
+and measures; the save call returns without waiting for it. At exit the process waits for its
+workers (`WAIT_AT_EXIT` at most) and observes their results, and checks that every model folder
+saved in a run that rendered a chat template holds the tokenizer with that template.
 
 Bounds: one worker running at a time (the others wait their turn), one check per saved path
 per `MIN_INTERVAL` seconds,
