@@ -1,0 +1,39 @@
+"""The save checks under the explicit guard (`trainmedic.torch.guard()`), on `torch.save` of a
+state dict: a float16 copy whose BatchNorm statistics overflow to inf (TOR015, non-finite
+tensors) beside the float32 save of the same model, which stays quiet. The guard's stop waits
+for the worker that read the files back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import trainmedic.torch as tm
+from torch import nn
+from trainmedic.rules.tor import tor015_saved_model_differs as tor015
+
+
+def test_a_float16_save_that_overflows_is_found_and_the_float32_one_is_not(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    # Unnormalised inputs (raw sensor counts in the thousands): BatchNorm's running_var
+    # reaches ~1e6, beyond float16's largest value, 65504.
+    model = nn.Sequential(nn.BatchNorm1d(4), nn.Linear(4, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    with tm.guard() as guard:
+        for _ in range(5):
+            x = torch.randn(32, 4) * 1000
+            loss = nn.functional.cross_entropy(model(x), torch.randint(0, 2, (32,)))
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        torch.save(model.state_dict(), tmp_path / "fp32.pt")
+        torch.save({k: v.half() for k, v in model.state_dict().items()}, tmp_path / "fp16.pt")
+    seen = [e for e in guard.events if getattr(e, "check", None) == tor015.RELOAD_CHECK]
+    (only,) = seen
+    assert Path(only.data["path"]).name == "fp16.pt"
+    assert only.data["kind"] == tor015.NONFINITE
+    assert only.data["nonfinite_examples"] == ["0.running_var"]
+    finding = next(f for f in guard.findings() if f.code == "TOR015")
+    assert "non-finite values" in finding.message
+    assert "65504" in (finding.fix or "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fp16.pt", "fp32.pt"]
