@@ -36,16 +36,27 @@ def where(caller: FrameType) -> str:
     return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
 
 
-def snapshot(model: Any, kind: str, scratch: Path) -> dict[str, Any]:
-    """The probe's inputs and the model's outputs for them, saved to the scratch folder."""
+def snapshot(model: Any, kind: str, scratch: Path) -> dict[str, Any] | None:
+    """The probe's inputs and the model's outputs for them, saved to the scratch folder; None
+    for a model the probe does not fit (no vocabulary: not a text model; an adapter other than
+    PEFT's `default`, saved in a subfolder; a model whose forward needs more than `input_ids`,
+    such as an encoder-decoder's): its files are read back, it is not reloaded."""
     base = model.get_base_model() if kind == "peft" else model
-    config = base.config
-    ids = torch.randint(
-        0, int(config.vocab_size), (1, PROBE_TOKENS), generator=torch.Generator().manual_seed(0)
-    )
+    config = getattr(base, "config", None)
+    vocab = getattr(config, "vocab_size", None)
+    if not isinstance(vocab, int) or vocab < 1 or config is None:
+        return None
+    if kind == "peft" and getattr(model, "active_adapter", None) != "default":
+        return None
+    ids = torch.randint(0, vocab, (1, PROBE_TOKENS), generator=torch.Generator().manual_seed(0))
     param = next(model.parameters())
     inputs = {"input_ids": ids}
-    expected = outputs(model, {"input_ids": ids.to(param.device)})
+    try:
+        expected = outputs(model, {"input_ids": ids.to(param.device)})
+    except (TypeError, ValueError, RuntimeError):  # the forward asks for more than input_ids
+        return None
+    if expected is None:
+        return None
     torch.save({"inputs": inputs, "expected": expected}, scratch / "probe.pt")
     spec: dict[str, Any] = {
         "dtype": str(param.dtype).removeprefix("torch."),
@@ -81,7 +92,11 @@ def merge_probe(tuner: Any) -> tuple[dict[str, Any], Any, str] | None:
     )
     param = next(tuner.model.parameters())
     inputs = {"input_ids": ids.to(param.device)}
-    return inputs, outputs(tuner.model, inputs), str(param.dtype).removeprefix("torch.")
+    try:
+        expected = outputs(tuner.model, inputs)
+    except (TypeError, ValueError, RuntimeError):  # the forward asks for more than input_ids
+        return None
+    return inputs, expected, str(param.dtype).removeprefix("torch.")
 
 
 def after_merge(

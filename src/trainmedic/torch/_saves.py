@@ -244,7 +244,11 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
                 f"over {MAX_BYTES >> 30} GiB"
             )
             return
-        spec.update(save_probe.snapshot(model, kind, job.scratch))
+        probe = save_probe.snapshot(model, kind, job.scratch)
+        if probe is None:
+            spec["kind"] = f"{kind}-files"  # read back, not reloaded
+        else:
+            spec.update(probe)
     _state.last[path] = now
     _state.jobs.append(job)
     partial = job.scratch / "job.json.part"
