@@ -101,6 +101,8 @@ class SaveChecks:
 
 _state = SaveChecks()
 _scratch_root: Path | None = None
+_active: Active | None = None
+_exit_registered = False
 _scratch_pid = 0
 _made = 0
 
@@ -140,11 +142,12 @@ def install(wrap: Wrap, active: Active) -> None:
         "transformers.tokenization_utils_base",
         lambda m: wrap(m.PreTrainedTokenizerBase, "apply_chat_template", _apply_chat_template),
     )
-    atexit.register(lambda: _finish_active(active))
+    global _active
+    _active = active
 
 
-def _finish_active(active: Active) -> None:
-    monitor = active()
+def _finish_at_exit() -> None:
+    monitor = _active() if _active is not None else None
     if monitor is not None and not monitor.broken:
         contained(monitor, "save checks", finish, monitor)
 
@@ -226,6 +229,10 @@ def _is_state_dict(obj: Any) -> bool:
 
 def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller: FrameType) -> None:
     """Snapshot what the check needs and hand it to a worker process."""
+    global _exit_registered
+    if not _exit_registered:  # registered after the monitor's close: atexit runs it before
+        _exit_registered = True
+        atexit.register(_finish_at_exit)
     path = str(Path(os.fspath(target)).resolve())
     if kind != "state_dict":
         _state.folders.setdefault(path, set()).update(_templates())
@@ -251,6 +258,7 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
             spec.update(probe)
     _state.last[path] = now
     _state.jobs.append(job)
+
     partial = job.scratch / "job.json.part"
     partial.write_text(json.dumps(spec))
     partial.rename(job.scratch / "job.json")  # whole when the worker sees it

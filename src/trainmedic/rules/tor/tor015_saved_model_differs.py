@@ -1,4 +1,5 @@
-"""TOR015 `saved-model-differs`: a checkpoint loaded with `strict=False` whose keys miss the model.
+"""TOR015 `saved-model-differs`: a checkpoint loaded with `strict=False` whose keys miss the model,
+or a saved model that does not reload as the model in memory.
 
 Collector: the PyTorch guard (`trainmedic.torch._loads`), which wraps `nn.Module.load_state_dict`
 (under `trainmedic run` when torch is imported, or with `trainmedic.torch.guard()`). For a call with
