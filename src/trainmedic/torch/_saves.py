@@ -68,6 +68,7 @@ OFF_ENV = "TRAINMEDIC_SAVE_CHECKS"
 MAX_BYTES = 4 * 2**30
 MIN_INTERVAL = 60.0  # seconds between two checks of one saved path (a save every few steps)
 MAX_CHECKS = 16  # per process: the first saves and the final one are what matter
+POLL = 0.05  # seconds between two looks for the worker's results at the end
 WAIT_AT_EXIT = 300.0  # seconds a worker may still run when the script ends
 PEEK = 8  # values looked at to tell a state dict
 # A Trainer's intermediate checkpoints are for resuming, not serving: no tokenizer is asked of them.
@@ -336,22 +337,29 @@ def finish(monitor: MonitorLike, wait: float = WAIT_AT_EXIT) -> None:
     if not _state.jobs and not _state.folders:
         return
     deadline = time.monotonic() + wait
-    while _state.jobs and time.monotonic() < deadline:
-        _pump()  # a worker that exited idle before the last save's job came is started again
+    while not _all_done() and time.monotonic() < deadline:
         worker = _state.worker
-        if worker is None or worker.poll() is not None:
-            break
+        if worker is not None and worker.poll() not in (None, 0):
+            break  # the worker could not start (its stderr is in the scratch folder)
+        _pump()  # a worker that exited idle before the last save's job came is started again
+        time.sleep(POLL)
+    worker = _state.worker
+    if worker is not None and worker.poll() is None:
+        worker.terminate()  # idle, waiting for a next job that will not come
         with contextlib.suppress(subprocess.TimeoutExpired):
-            worker.wait(timeout=max(0.1, deadline - time.monotonic()))
-    if _state.worker is not None and _state.worker.poll() is None:
-        _state.worker.kill()
-        _note(f"the checks of the saves did not finish in {wait:.0f} s")
+            worker.wait(timeout=5)
+    if not _all_done():
+        _note(f"the checks of some saves did not finish in {wait:.0f} s")
     for job in _state.jobs:
         result_file = job.scratch / "result.json"
         if result_file.exists():
             observe_result(monitor, job, json.loads(result_file.read_text()))
     check_tokenizers(monitor)
     _state = SaveChecks()
+
+
+def _all_done() -> bool:
+    return all((job.scratch / "result.json").exists() for job in _state.jobs)
 
 
 def observe_result(monitor: MonitorLike, job: Job, result: Mapping[str, Any]) -> None:
