@@ -6,7 +6,8 @@ environment so they reach every torchrun worker:
 
 - TRAINMEDIC_TORCH_EVERY: how often host-syncing checks run (unset: every 10 steps,
   widened on CPU-only training to keep the checks under 0.5 % of the step time);
-- TRAINMEDIC_ON_NONFINITE: `warn` (default) or `stop` (raise before a NaN/Inf update).
+- TRAINMEDIC_ON_NONFINITE: `warn` (default) or `stop` (raise before a NaN/Inf update);
+- TRAINMEDIC_SAVE_CHECKS: `0` turns off the checks of what the script saves (`_saves`).
 """
 
 from __future__ import annotations
