@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import torch
 import trainmedic.torch as tm
 from torch import nn
@@ -37,3 +39,15 @@ def test_a_float16_save_that_overflows_is_found_and_the_float32_one_is_not(tmp_p
     assert "non-finite values" in finding.message
     assert "65504" in (finding.fix or "")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fp16.pt", "fp32.pt"]
+
+
+def test_save_checks_turn_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINMEDIC_SAVE_CHECKS", "0")
+    with tm.guard() as guard:
+        assert not hasattr(torch.save, "__wrapped__")
+        torch.save({"w": torch.full((2,), float("inf"))}, tmp_path / "inf.pt")
+    assert [e for e in guard.events if getattr(e, "check", None) == tor015.RELOAD_CHECK] == []
+    monkeypatch.delenv("TRAINMEDIC_SAVE_CHECKS")
+    with tm.guard():
+        assert hasattr(torch.save, "__wrapped__")  # on by default
+    assert not hasattr(torch.save, "__wrapped__")  # and restored when the guard stops
