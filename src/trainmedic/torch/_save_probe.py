@@ -39,14 +39,16 @@ def where(caller: FrameType) -> str:
 def snapshot(model: Any, kind: str, scratch: Path) -> dict[str, Any] | None:
     """The probe's inputs and the model's outputs for them, saved to the scratch folder; None
     for a model the probe does not fit (no vocabulary: not a text model; an adapter other than
-    PEFT's `default`, saved in a subfolder; a model whose forward needs more than `input_ids`,
-    such as an encoder-decoder's): its files are read back, it is not reloaded."""
+    PEFT's `default`, saved in a subfolder; a quantized model; a model whose forward needs more
+    than `input_ids`, such as an encoder-decoder's): its files are read back, it is not reloaded."""
     base = model.get_base_model() if kind == "peft" else model
     config = getattr(base, "config", None)
     vocab = getattr(config, "vocab_size", None)
     if not isinstance(vocab, int) or vocab < 1 or config is None:
         return None
     if kind == "peft" and getattr(model, "active_adapter", None) != "default":
+        return None
+    if getattr(config, "quantization_config", None) is not None:  # reloading needs its kernels (a GPU)
         return None
     ids = torch.randint(0, vocab, (1, PROBE_TOKENS), generator=torch.Generator().manual_seed(0))
     param = next(model.parameters())

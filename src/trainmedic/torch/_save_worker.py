@@ -146,13 +146,17 @@ def reload_outputs(job: dict[str, Any], scratch: Path) -> dict[str, Any]:
 
     dtype = getattr(torch, job["dtype"])
     cls = _class(job["model_class"])
-    try:
-        if job["kind"] == "peft":
-            from peft import PeftModel
-            from transformers import AutoConfig
+    if job["kind"] == "peft":
+        from peft import PeftModel
+        from transformers import AutoConfig
 
+        try:
             config = AutoConfig.from_pretrained(scratch / "base_config")
             base = cls.from_pretrained(job["base"], config=config, dtype=dtype)
+        except Exception as exc:  # the base is not here to load (offline, removed): not the save's fault
+            return {"skipped": f"the base did not load: {type(exc).__name__}"}
+    try:
+        if job["kind"] == "peft":
             model = PeftModel.from_pretrained(base, job["path"])
         else:
             model = cls.from_pretrained(job["path"], dtype=dtype)
