@@ -54,6 +54,7 @@ from trainmedic.instrument import channel, hooks
 from trainmedic.rules.tor import tor015_saved_model_differs as tor015
 from trainmedic.rules.tor import tor016_adapter_saved_empty as tor016
 from trainmedic.torch import _save_probe as save_probe
+from trainmedic.torch import _save_worker as save_worker
 from trainmedic.torch._safety import contained
 
 if TYPE_CHECKING:
@@ -267,11 +268,13 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
 
 
 def _pump() -> None:
-    """Start the worker when none runs and a job has no result (one worker at a time: it takes
-    the jobs in the order of the saves, and waits a while for more before it exits)."""
+    """Start the worker when none runs and a save to reload has no result (one worker at a time:
+    it takes the jobs in the order of the saves, plain state dicts included, and waits a while
+    for more before it exits). Plain state dicts alone start no worker: their files are read
+    back at the end, in this process (`finish`), without a second start of torch."""
     if _state.worker is not None and _state.worker.poll() is None:
         return
-    if all((job.scratch / "result.json").exists() for job in _state.jobs):
+    if _all_done(reloads_only=True):
         return
     root = _state.jobs[0].scratch.parent
     with (root / "worker.stderr").open("ab") as stderr:
@@ -337,7 +340,7 @@ def finish(monitor: MonitorLike, wait: float = WAIT_AT_EXIT) -> None:
     if not _state.jobs and not _state.folders:
         return
     deadline = time.monotonic() + wait
-    while not _all_done() and time.monotonic() < deadline:
+    while not _all_done(reloads_only=True) and time.monotonic() < deadline:
         worker = _state.worker
         if worker is not None and worker.poll() not in (None, 0):
             break  # the worker could not start (its stderr is in the scratch folder)
@@ -348,6 +351,7 @@ def finish(monitor: MonitorLike, wait: float = WAIT_AT_EXIT) -> None:
         worker.terminate()  # idle, waiting for a next job that will not come
         with contextlib.suppress(subprocess.TimeoutExpired):
             worker.wait(timeout=5)
+    _read_back_here()
     if not _all_done():
         _note(f"the checks of some saves did not finish in {wait:.0f} s")
     for job in _state.jobs:
@@ -358,8 +362,24 @@ def finish(monitor: MonitorLike, wait: float = WAIT_AT_EXIT) -> None:
     _state = SaveChecks()
 
 
-def _all_done() -> bool:
-    return all((job.scratch / "result.json").exists() for job in _state.jobs)
+def _all_done(*, reloads_only: bool = False) -> bool:
+    """Whether every job (every job but the plain state dicts') has its result."""
+    return all(
+        (job.scratch / "result.json").exists()
+        for job in _state.jobs
+        if not (reloads_only and job.kind == "state_dict")
+    )
+
+
+def _read_back_here() -> None:
+    """Read back, in this process and with the guard's hooks paused, the plain state dicts that
+    no worker read: the script has ended, torch is loaded here, and a file is only read."""
+    from trainmedic.torch import _patches
+
+    with _patches.paused():
+        for job in _state.jobs:
+            if job.kind == "state_dict" and not (job.scratch / "result.json").exists():
+                save_worker.run_job(job.scratch / "job.json")
 
 
 def observe_result(monitor: MonitorLike, job: Job, result: Mapping[str, Any]) -> None:
