@@ -6,7 +6,8 @@ under ZeRO-3/FSDP without gathering (empty tensors) or before it trained (`lora_
 weights that overflow to inf, a tokenizer and its chat template not saved beside the model.
 `install` wraps the saves (always calling the original unchanged):
 
-- `torch.save(state_dict, path)` of a mapping of tensors: the file's tensors are read back;
+- `torch.save(state_dict, path)` of a mapping of tensors: the file's tensors are read back (by
+  the worker when one runs, else at the end, in this process: no second start of torch);
 - `PreTrainedModel.save_pretrained` and `PeftModel.save_pretrained` (what `Trainer.save_model`
   calls): the folder's tensors are read back, and the model is reloaded with the framework's
   loader (`<ModelClass>.from_pretrained(folder)`; for an adapter, the base loaded with the
