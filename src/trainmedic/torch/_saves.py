@@ -38,6 +38,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -70,6 +71,7 @@ OFF_ENV = "TRAINMEDIC_SAVE_CHECKS"
 MAX_BYTES = 4 * 2**30
 MIN_INTERVAL = 60.0  # seconds between two checks of one saved path (a save every few steps)
 MAX_CHECKS = 16  # per process: the first saves and the final one are what matter
+TEMP_PREFIX = "trainmedic-saves-"
 POLL = 0.05  # seconds between two looks for the worker's results at the end
 WAIT_AT_EXIT = 300.0  # seconds a worker may still run when the script ends
 PEEK = 8  # values looked at to tell a state dict
@@ -306,7 +308,7 @@ def _scratch() -> Path:
             _scratch_root = Path(events).parent / "save-checks" / str(os.getpid())
             _scratch_root.mkdir(parents=True, exist_ok=True)
         else:
-            _scratch_root = Path(tempfile.mkdtemp(prefix="trainmedic-saves-"))
+            _scratch_root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
         _scratch_pid, _made = os.getpid(), 0
     _made += 1
     folder = _scratch_root / f"{_made:04d}"
@@ -361,6 +363,15 @@ def finish(monitor: MonitorLike, wait: float = WAIT_AT_EXIT) -> None:
             observe_result(monitor, job, json.loads(result_file.read_text()))
     check_tokenizers(monitor)
     _state = SaveChecks()
+    _drop_temp_scratch()
+
+
+def _drop_temp_scratch() -> None:
+    """Remove the scratch folder when it is a temp dir (it stays in a run folder, beside the events)."""
+    global _scratch_root
+    if _scratch_root is not None and _scratch_root.name.startswith(TEMP_PREFIX):
+        shutil.rmtree(_scratch_root, ignore_errors=True)
+        _scratch_root = None
 
 
 def _all_done(*, reloads_only: bool = False) -> bool:
