@@ -29,6 +29,7 @@ from trainmedic.rules._helpers.curves import (
     train_loss,
     where,
 )
+from trainmedic.rules._helpers.windows import Window, least_above, windows
 
 # -- thresholds (documented in docs/diagnose.md) ---------------------------------------------
 #: TRN002 needs this many finite points of the training loss.
@@ -69,6 +70,16 @@ EPISODE_OVER_START = 1.25
 #: before the run ends (an episode that never ends is the other tests' case), on curves of at
 #: least EPISODE_MIN_RUN points.
 EPISODE_MIN_RUN = 20
+#: TRN002, a blow-up between two points of the curve (`_between_points`): where the points are
+#: windows of steps whose every loss was counted (the PyTorch guard's `Step.window`), a window's
+#: highest loss sits EPISODE_FACTOR x the best window mean before it and EPISODE_OVER_START x
+#: the untrained model's loss (the first window's highest: its first step), and its mean and
+#: maximum prove at least SPIKE_MIN_STEPS steps above EPISODE_FACTOR x that best (one or two bad
+#: batches are no episode: a noisy loss has them) ...
+SPIKE_MIN_STEPS = 3
+#: ... and the RECOVER_POINTS window means after it are back below EPISODE_FACTOR x that best
+#: (a blow-up that does not come back is the other tests' case).
+RECOVER_POINTS = 2
 
 
 def _example() -> list[Event]:
@@ -111,7 +122,10 @@ def loss_divergence(record: RunRecord) -> list[Finding]:
     found = (
         _rose_from_minimum(full)
         or _exploded(full, _first_step_loss(record, full))
-        or _episode(_episode_curve(record, full))
+        or _episode(episode_curve := _episode_curve(record, full))
+        or _between_points(
+            episode_curve.name, windows(record, episode_curve.name) if episode_curve.per == "step" else []
+        )
     )
     return [found] if found is not None else []
 
@@ -246,6 +260,85 @@ def _episode(full: Curve) -> Finding | None:
         peak = first + int(np.argmax(c.y[first : last + 1]))
         return _episode_finding(c, len(full), (first, peak, last), low=low, untrained=untrained)
     return None
+
+
+def _between_points(name: str, ws: list[Window]) -> Finding | None:
+    """A blow-up that the curve's points average away, seen in the every-step record behind them.
+
+    A few steps at a learning rate far too high (a warm-up's peak, a bad restart, a batch of
+    outliers that throws the weights off) blow the loss up and the model recovers within the
+    window of one or two points: their means move by a fraction, the smoothed curve not at all.
+    The window's maximum and mean still say how high it went and, at the least, for how many
+    steps (`least_above`).
+    """
+    import numpy as np
+
+    if len(ws) < 2 + RECOVER_POINTS or all(w.count <= 1 for w in ws):
+        return None
+    means = np.array([w.mean for w in ws])
+    if not bool(np.all(np.isfinite(means))) or not bool(np.all(means > 0)):
+        return None  # a non-finite loss is TRN001's; a loss that is not positive has no ratio
+    log_noise = noise_sigma(np.log(means))
+    untrained = max(ws[0].high, ws[0].mean)
+    i = 1
+    while i < len(ws) - RECOVER_POINTS:
+        best = float(np.min(means[:i]))
+        limit = EPISODE_FACTOR * best
+        w = ws[i]
+        if (
+            w.high < max(limit, EPISODE_OVER_START * untrained)
+            or math.log(w.high / best) < RISE_NOISE * log_noise
+        ):
+            i += 1
+            continue
+        last = i
+        while last + 1 < len(ws) and ws[last + 1].high >= limit:
+            last += 1
+        after = means[last + 1 : last + 1 + RECOVER_POINTS]
+        high_steps = sum(least_above(x, limit) for x in ws[i : last + 1])
+        if len(after) == RECOVER_POINTS and bool(np.all(after < limit)) and high_steps >= SPIKE_MIN_STEPS:
+            return _between_finding(
+                name, ws, (i, last), best=best, untrained=untrained, high_steps=high_steps
+            )
+        i = last + 1
+    return None
+
+
+def _between_finding(
+    name: str, ws: list[Window], span: tuple[int, int], *, best: float, untrained: float, high_steps: int
+) -> Finding:
+    first, last = span
+    peak = max(ws[first : last + 1], key=lambda w: w.high)
+    start, end = ws[first].first_step, ws[last].last_step
+    final = ws[-1]
+    evidence: dict[str, object] = {
+        "metric": name,
+        "episode_start_step": start,
+        "peak_step": peak.high_step,
+        "episode_end_step": end,
+        "peak_loss": peak.high,
+        "min_before": best,
+        "factor_over_min": peak.high / best,
+        "start_loss": untrained,
+        "steps_above_at_least": high_steps,
+        "window_means": [w.mean for w in ws[first : last + 1]],
+        "end_loss": final.mean,
+        "end_step": final.last_step,
+        "recovered": True,
+        "between_points": True,
+        "threshold_factor": EPISODE_FACTOR,
+        "points": len(ws),
+    }
+    span_text = f"step {start}" if start == end else f"steps {start}-{end}"
+    how = (
+        f"between two points of its curve it blew up from its best of {best:.4g} to {peak.high:.4g} "
+        f"at step {peak.high_step} ({peak.high / best:.3g}x), at least {high_steps} of "
+        f"{span_text} above {EPISODE_FACTOR:g}x that best (every step's loss counted; the points' "
+        f"means show {', '.join(f'{w.mean:.4g}' for w in ws[first : last + 1])}); it came back to "
+        f"{final.mean:.4g} by step {final.last_step}"
+    )
+    epoch = peak.epoch + 1 if peak.epoch is not None else None
+    return SPEC.finding(f"Loss `{name}` diverged: {how}", evidence=evidence, step=start, epoch=epoch)
 
 
 def _episode_finding(
