@@ -142,6 +142,7 @@ class Monitor:
         # True on the steps whose backward() only has to keep the loss (no watch is armed, no
         # forward pass watched): the backward hook then does it itself, in its one call.
         self.plain_backward = False
+        self.quiet_until = 0  # the post-step hook only counts steps below this (`on_step_post`)
         self.adopt_next = False  # a notebook cell ended: the next optimizer to step may be a new one
         # Steps other optimizers took in a row since the primary's step `_others_since`.
         self._others_since, self._others_run = 0, 0
@@ -299,6 +300,8 @@ class Monitor:
                     return
                 self.endings.hand_over(optimizer, state, self._others_run)
             self.step = step = state.steps
+            if step < self.quiet_until:
+                return  # nothing to arm or open before the next check draws near (below)
             upcoming = step + 1
             # Forward hooks on every checked step at first (they find the model), then on every
             # fifth one: eval() mode can start late, but needs no fast answer to be useful.
@@ -310,7 +313,11 @@ class Monitor:
                 for watch in self._zero_watches:
                     watch.rebase()
             self._zero_armed = armed
-            self.plain_backward = not armed and not self.forward.is_open and self.manual is None
+            self.plain_backward = plain = not armed and not self.forward.is_open and self.manual is None
+            # Until the zeroing watch arms for the next check (ZERO_WATCH_STEPS before it), the
+            # steps change none of the above: the next ones only count, one comparison each.
+            # `every` changes at checks only, and a check's step is never a quiet one.
+            self.quiet_until = (-(-upcoming // every)) * every - ZERO_WATCH_STEPS if plain else 0
         except Exception as exc:
             turn_off(self, "on_step_post", exc)
 
