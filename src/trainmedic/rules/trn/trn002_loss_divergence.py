@@ -3,10 +3,12 @@ blew up for a sustained stretch and came back down.
 
 Collectors: whatever sends the training loss as `Epoch`/`Step`/`Metric` events (a Keras
 history, the guards' sampled steps, the boosters' rounds, a TensorBoard or HF log read by
-`diagnose`); `_helpers/curves.py` picks the curve. Three tests: the smoothed loss ends far
+`diagnose`); `_helpers/curves.py` picks the curve. Four tests: the smoothed loss ends far
 above its minimum (an additive test against the curve's noise); on runs of any length from 3
-points, its last points all sit an order of magnitude above its start; or a blow-up episode
-that recovered (`_episode`), as a learning rate far too high gives under a decaying schedule.
+points, its last points all sit an order of magnitude above its start; a blow-up episode
+that recovered (`_episode`), as a learning rate far too high gives under a decaying schedule;
+or a blow-up between two points that the every-step record behind them shows
+(`_between_points`, `_helpers/windows.py`).
 RUN's crash rule asks `loss_divergence` whether a divergence explains an overflow.
 """
 
@@ -103,8 +105,11 @@ SPEC = FindingSpec(
         "from 3 loss points, its last points all sit 10x above where it started; or it blew up "
         "and came back down: 2x its best so far and 1.25x its starting loss or more, for at least "
         "5 points and 5% of the run (a spike of one or two steps is none), as a learning rate "
-        "far too high does under a decaying schedule. The step it left is given, and an "
-        "episode's start, peak and end."
+        "far too high does under a decaying schedule; or, where every step's loss was counted "
+        "between two points (the PyTorch guard's windows), a blow-up that those points average "
+        "away: a window's highest loss 2x the best mean before it and 1.25x the starting loss, "
+        "at least 3 steps above 2x that best, and the next 2 points back below it. The step it "
+        "left is given, and an episode's start, peak and end."
     ),
     why="The optimiser has left the region it was converging to; more steps make it worse.",
     example="Loss falls to 0.4 by step 300, then climbs steadily to 5.0 by step 600.",
