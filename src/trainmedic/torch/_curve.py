@@ -3,7 +3,9 @@
 A window ends every `base_every` steps; on the steps in between checks that end
 one, the hook only notes the time, the data wait and the learning rate
 (`end_window`). The next check reads the window's losses and sends its `Step`
-event with the mean loss, timing and data wait (`send_windows`).
+event with the mean loss, timing and data wait (`send_windows`), and the record of
+every loss of the window (`Step.window`, `_window_stats`): a spike that the mean
+averages away keeps its height and its step there.
 """
 
 from __future__ import annotations

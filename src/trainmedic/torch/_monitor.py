@@ -28,9 +28,11 @@ for:
   observation with the first abnormal step, and TRN007 reports it.
 
 Every loss is kept, and the loss curve has one point per `base_every` steps
-(a `Step` event with the window's mean loss, timing and data wait): on the
-steps in between that end a window, the hook only notes the time, the data
-wait and the learning rate. The reads and the gradient norms happen together on
+(a `Step` event with the window's mean loss, timing and data wait, and the record of every
+loss of the window, `Step.window`: count, range, the step of the highest, non-finite count;
+computed at the check from what it reads, so a spike between two points is seen at no cost to
+an ordinary step): on the steps in between that end a window, the hook only notes the time,
+the data wait and the learning rate. The reads and the gradient norms happen together on
 checked steps, every `every` steps, and keep to a budget: after `WARMUP_CHECKS`
 checks at the base rate, when the tensors are on the CPU (where a check's time
 is all its own, not a wait for queued device work), the monitor times its
