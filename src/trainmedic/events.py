@@ -45,10 +45,9 @@ class Event:
         itself; `dataclasses.asdict` deep-copies every list and dict first (for every event,
         a line of output being one)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
-        if data.get("summary", 0) is None:  # a point of a bucketed curve only (curvelog, samplelog)
-            del data["summary"]
-        if data.get("window", 0) is None:  # a guard's loss window only
-            del data["window"]
+        for name in ("summary", "window"):  # a bucketed curve's point (curvelog); a guard's window
+            if data.get(name, 0) is None:
+                del data[name]
         data["kind"] = self.kind
         return data
 
@@ -155,11 +154,7 @@ class Step(Event):
     # A point that stands for several steps (their means in `metrics`), or a step kept apart as
     # an anomaly: see `curvelog`. Absent from a plain step's line.
     summary: dict[str, Any] | None = None
-    # The PyTorch guard's loss window (the steps since the previous point, every loss counted):
-    # `first_step`, `n` (losses), `min`, `max` and `max_step` of the finite ones, `nonfinite`
-    # (how many were NaN/Inf). Absent from other steps' lines, and from run folders written
-    # before it existed: a reader takes the point's mean for its whole range then.
-    window: dict[str, Any] | None = None
+    window: dict[str, Any] | None = None  # the torch guard's every-loss record: rules/_helpers/windows
 
 
 @dataclass(kw_only=True, eq=False, repr=False, slots=True)
