@@ -80,8 +80,12 @@ EPISODE_MIN_RUN = 20
 #: batches are no episode: a noisy loss has them) ...
 SPIKE_MIN_STEPS = 3
 #: ... and the RECOVER_POINTS window means after it are back below EPISODE_FACTOR x that best
-#: (a blow-up that does not come back is the other tests' case).
+#: (a blow-up that does not come back is the other tests' case). "Above" also means above the
+#: median of the earlier windows' highest losses (from SPIKE_HISTORY points on): where batches
+#: differ by nature (one store or one domain a batch), every window has batches far above its
+#: mean, and only a loss beyond what ordinary windows reached is a blow-up.
 RECOVER_POINTS = 2
+SPIKE_HISTORY = 3
 
 
 def _example() -> list[Event]:
@@ -107,8 +111,9 @@ SPEC = FindingSpec(
         "5 points and 5% of the run (a spike of one or two steps is none), as a learning rate "
         "far too high does under a decaying schedule; or, where every step's loss was counted "
         "between two points (the PyTorch guard's windows), a blow-up that those points average "
-        "away: a window's highest loss 2x the best mean before it and 1.25x the starting loss, "
-        "at least 3 steps above 2x that best, and the next 2 points back below it. The step it "
+        "away: a window's highest loss 2x the best mean before it, above the earlier windows' usual "
+        "highest and 1.25x the starting loss, at least 3 steps above both, and the next 2 points "
+        "back below 2x that best. The step it "
         "left is given, and an episode's start, peak and end."
     ),
     why="The optimiser has left the region it was converging to; more steps make it worse.",
@@ -278,17 +283,20 @@ def _between_points(name: str, ws: list[Window]) -> Finding | None:
     """
     import numpy as np
 
-    if len(ws) < 2 + RECOVER_POINTS or all(w.count <= 1 for w in ws):
+    if len(ws) < SPIKE_HISTORY + 1 + RECOVER_POINTS or all(w.count <= 1 for w in ws):
         return None
     means = np.array([w.mean for w in ws])
     if not bool(np.all(np.isfinite(means))) or not bool(np.all(means > 0)):
         return None  # a non-finite loss is TRN001's; a loss that is not positive has no ratio
     log_noise = noise_sigma(np.log(means))
     untrained = max(ws[0].high, ws[0].mean)
-    i = 1
+    i = SPIKE_HISTORY
     while i < len(ws) - RECOVER_POINTS:
         best = float(np.min(means[:i]))
-        limit = EPISODE_FACTOR * best
+        # Above what a batch of an ordinary window reached: a loop whose batches differ by
+        # nature (one store, one speaker, one domain a batch) has high batches in every window.
+        ordinary = float(np.median([x.high for x in ws[1:i]]))
+        limit = max(EPISODE_FACTOR * best, ordinary)
         w = ws[i]
         if (
             w.high < max(limit, EPISODE_OVER_START * untrained)
@@ -301,16 +309,24 @@ def _between_points(name: str, ws: list[Window]) -> Finding | None:
             last += 1
         after = means[last + 1 : last + 1 + RECOVER_POINTS]
         high_steps = sum(least_above(x, limit) for x in ws[i : last + 1])
-        if len(after) == RECOVER_POINTS and bool(np.all(after < limit)) and high_steps >= SPIKE_MIN_STEPS:
+        back = bool(np.all(after < EPISODE_FACTOR * best))
+        if len(after) == RECOVER_POINTS and back and high_steps >= SPIKE_MIN_STEPS:
             return _between_finding(
-                name, ws, (i, last), best=best, untrained=untrained, high_steps=high_steps
+                name, ws, (i, last), best=best, limit=limit, untrained=untrained, high_steps=high_steps
             )
         i = last + 1
     return None
 
 
 def _between_finding(
-    name: str, ws: list[Window], span: tuple[int, int], *, best: float, untrained: float, high_steps: int
+    name: str,
+    ws: list[Window],
+    span: tuple[int, int],
+    *,
+    best: float,
+    limit: float,
+    untrained: float,
+    high_steps: int,
 ) -> Finding:
     first, last = span
     peak = max(ws[first : last + 1], key=lambda w: w.high)
@@ -332,13 +348,14 @@ def _between_finding(
         "recovered": True,
         "between_points": True,
         "threshold_factor": EPISODE_FACTOR,
+        "spike_threshold": limit,
         "points": len(ws),
     }
     span_text = f"step {start}" if start == end else f"steps {start}-{end}"
     how = (
         f"between two points of its curve it blew up from its best of {best:.4g} to {peak.high:.4g} "
         f"at step {peak.high_step} ({peak.high / best:.3g}x), at least {high_steps} of "
-        f"{span_text} above {EPISODE_FACTOR:g}x that best (every step's loss counted; the points' "
+        f"{span_text} above {limit:.4g} (every step's loss counted; the points' "
         f"means show {', '.join(f'{w.mean:.4g}' for w in ws[first : last + 1])}); it came back to "
         f"{final.mean:.4g} by step {final.last_step}"
     )
