@@ -6,6 +6,7 @@ use) and reads the file back as `diagnose` and `report` do.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -30,6 +31,7 @@ from trainmedic.events import (
     RunEnd,
     RunStart,
     Step,
+    decode,
     read_events,
 )
 from trainmedic.instrument.channel import child_env
@@ -381,3 +383,38 @@ def test_the_sampler_marks_the_first_sample_of_each_stretch() -> None:
     sampler.densely()
     marked += [samplelog.OPENS in (sampler.sample(procs).summary or {}) for _ in range(2)]
     assert marked == [True, False, False, True, False]
+
+
+def test_a_guard_window_keeps_its_spike_through_the_buckets(tmp_path: Path) -> None:
+    """The guard's loss windows (`Step.window`: every loss of the window counted) are bucketed as
+    plain steps; a spike between two points stays in the bucket's envelope, and an old run folder
+    (no window) reads as before."""
+    n = 3 * POINTS
+    steps = _steps(_learning(n))
+    for s in steps:
+        s.window = {
+            "first_step": s.step - EVERY + 1,
+            "n": EVERY,
+            "min": s.metrics["loss"] * 0.9,
+            "max": s.metrics["loss"] * 1.1,
+            "max_step": s.step,
+        }
+    spiked = steps[n // 2]
+    assert spiked.window is not None
+    spiked.window["max"] = 500.0
+    record = _write(tmp_path / "events.jsonl", steps)
+    written = record.steps
+    assert len(written) < n  # bucketed, as plain steps are
+    holding = [
+        s
+        for s in written
+        if s.summary is not None and s.summary.get("first_step", s.step) <= spiked.step <= s.step
+    ]
+    assert len(holding) == 1
+    assert holding[0].summary is not None
+    assert holding[0].summary["max"]["loss"] == 500.0
+    old_line = json.dumps({k: v for k, v in steps[0].to_dict().items() if k != "window"})
+    old = decode(old_line)
+    assert isinstance(old, Step)
+    assert old.window is None
+    assert old.metrics == steps[0].metrics

@@ -15,7 +15,9 @@ merges plain steps into buckets, and keeps everything else as it is:
 - A bucket is written as one `Step` at its last step: `metrics` holds the mean of each metric
   (what the rules read, as they read the guard's window means), `summary` its first step, how
   many step events it stands for (`events`), each metric's minimum and maximum (the envelope),
-  and its count where that differs (a metric some steps did not carry, or not finite). A bucket
+  and its count where that differs (a metric some steps did not carry, or not finite); a
+  guard's loss window (`Step.window`: every loss of its steps counted) widens the loss's
+  envelope to its own minimum and maximum, so a spike between two points is kept. A bucket
   of one event is written as that event. A bucket is written as soon as its range's last step
   arrives (so at full resolution each step is written as it comes), else at the next step past it.
 - Memory samples, the guard's clipping reads and its `grad_norm_preclip` curve are bucketed
@@ -122,6 +124,16 @@ class _Stats:
         return self.total / self.n if self.n else self.last_bad
 
 
+def _fold_window(metrics: dict[str, _Stats], window: dict[str, Any]) -> None:
+    """A guard's loss window (`Step.window`): its every-step range widens the bucket's envelope
+    of the loss, so a spike between two points survives the merge."""
+    stats = metrics.get("loss")
+    low, high = _number(window.get("min")), _number(window.get("max"))
+    if stats is None or low is None or high is None:
+        return
+    stats.low, stats.high = min(stats.low, low), max(stats.high, high)
+
+
 @dataclass(slots=True)
 class _Bucket:
     """Step events merged into one point."""
@@ -148,6 +160,8 @@ class _Bucket:
             if stats is None:
                 stats = metrics[name] = _Stats()
             stats.add(value)
+        if step.window is not None:
+            _fold_window(metrics, step.window)
         if step.duration_s is not None:
             self.duration.add(step.duration_s)
         if step.data_wait_s is not None:
@@ -168,6 +182,8 @@ class _Bucket:
             low, high = float(lows.get(name, value)), float(highs.get(name, value))
             stats = self.metrics.setdefault(name, _Stats())
             stats.merge(value, int(counts.get(name, events)), low, high, int(bad.get(name, 0)))
+        if step.window is not None:
+            _fold_window(self.metrics, step.window)
         for stats, timing in ((self.duration, step.duration_s), (self.data_wait, step.data_wait_s)):
             if timing is not None:
                 stats.merge(timing, events, timing, timing, 0)

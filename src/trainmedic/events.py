@@ -45,7 +45,7 @@ class Event:
         itself; `dataclasses.asdict` deep-copies every list and dict first (for every event,
         a line of output being one)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
-        for key in ("summary", "logged"):  # a bucketed curve's point (curvelog, samplelog), a logged step's
+        for key in ("summary", "logged", "window"):  # optional: bucketed, framework-logged, windowed
             if data.get(key, 0) is None:
                 del data[key]
         data["kind"] = self.kind
@@ -151,10 +151,9 @@ class Step(Event):
     metrics: dict[str, float] = field(default_factory=dict)
     duration_s: float | None = None
     data_wait_s: float | None = None
-    # A point that stands for several steps (their means in `metrics`), or a step kept apart as
-    # an anomaly: see `curvelog`. Absent from a plain step's line.
-    summary: dict[str, Any] | None = None
+    summary: dict[str, Any] | None = None  # a bucket of steps (their means) or an anomaly: curvelog
     logged: str | None = None  # the framework whose log gave the values (`trainmedic.logged`)
+    window: dict[str, Any] | None = None  # the torch guard's every-loss record: rules/_helpers/windows
 
 
 @dataclass(kw_only=True, eq=False, repr=False, slots=True)

@@ -3,11 +3,14 @@
 A window ends every `base_every` steps; on the steps in between checks that end
 one, the hook only notes the time, the data wait and the learning rate
 (`end_window`). The next check reads the window's losses and sends its `Step`
-event with the mean loss, timing and data wait (`send_windows`).
+event with the mean loss, timing and data wait (`send_windows`), and the record of
+every loss of the window (`Step.window`, `_window_stats`): a spike that the mean
+averages away keeps its height and its step there.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -67,7 +70,11 @@ class LossCurve:
             while taken < len(losses) and (end is final or losses[taken][0] <= end.step):
                 window.append(losses[taken][1])
                 taken += 1
+            first = taken - len(window)
             metrics = {"loss": sum(window) / len(window)} if window else {}
+            stats = (
+                _window_stats(losses, first, taken, min(begin_step + 1, losses[first][0])) if window else None
+            )
             if end is final:
                 metrics.update(last)
             if end.lr is not None:
@@ -80,6 +87,7 @@ class LossCurve:
                     metrics=metrics,
                     duration_s=(end.time - begin_time) / steps,
                     data_wait_s=(end.data_wait - begin_wait) / steps,
+                    window=stats,
                 )
             )
             begin_step, begin_time, begin_wait = end.step, end.time, end.data_wait
@@ -96,3 +104,30 @@ class LossCurve:
         metrics = {"loss": loss} if loss is not None else {}
         monitor.emit(Epoch(epoch=monitor.epoch, steps=monitor.step - start, metrics=metrics))
         monitor.epoch += 1
+
+
+def _window_stats(losses: list[tuple[int, float]], first: int, end: int, first_step: int) -> dict[str, Any]:
+    """Every loss of a window, counted: how many, the range of the finite ones and the step of the
+    highest, and how many were not finite; what a spike between two points leaves in the curve.
+
+    Computed at the check from the values read there (on the CPU each loss was read as it came;
+    on an accelerator the kept aliases were read in the check's one transfer), so an ordinary
+    step pays nothing for it: no running sum, minimum or maximum is kept per step, on the host or
+    on the device (there each would be a kernel launch a step, costing more CPU time than the
+    step's one detached alias, and bought nothing the check cannot compute from the aliases).
+    """
+    low, high, high_step, bad = math.inf, -math.inf, first_step, 0
+    for i in range(first, end):
+        step, value = losses[i]
+        if value - value == 0.0:  # finite (NaN and Inf give NaN)
+            low = min(low, value)
+            if value > high:
+                high, high_step = value, step
+        else:
+            bad += 1
+    stats: dict[str, Any] = {"first_step": first_step, "n": end - first}
+    if high >= low:
+        stats.update(min=low, max=high, max_step=high_step)
+    if bad:
+        stats["nonfinite"] = bad
+    return stats

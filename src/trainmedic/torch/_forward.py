@@ -95,6 +95,7 @@ class ForwardWatch:
         self._handles = [pre, post]
         self.is_open = True
         self.monitor.plain_backward = False
+        self.monitor.quiet_until = 0  # the next step's hook recomputes what it arms
 
     def close(self, step: int | None, losses: list[Any] | None = None) -> None:
         """End of a watched window; `losses` are the checked step's (their graphs are read)."""

@@ -92,6 +92,7 @@ class MonitorLike(Protocol):
     losses: list[Any]
     loss_steps: list[int]
     plain_backward: bool
+    quiet_until: int
     batches: LoaderBatches
     forward: ForwardWatch
     reads: LossReads

@@ -28,9 +28,11 @@ for:
   observation with the first abnormal step, and TRN007 reports it.
 
 Every loss is kept, and the loss curve has one point per `base_every` steps
-(a `Step` event with the window's mean loss, timing and data wait): on the
-steps in between that end a window, the hook only notes the time, the data
-wait and the learning rate. The reads and the gradient norms happen together on
+(a `Step` event with the window's mean loss, timing and data wait, and the record of every
+loss of the window, `Step.window`: count, range, the step of the highest, non-finite count;
+computed at the check from what it reads, so a spike between two points is seen at no cost to
+an ordinary step): on the steps in between that end a window, the hook only notes the time,
+the data wait and the learning rate. The reads and the gradient norms happen together on
 checked steps, every `every` steps, and keep to a budget: after `WARMUP_CHECKS`
 checks at the base rate, when the tensors are on the CPU (where a check's time
 is all its own, not a wait for queued device work), the monitor times its
@@ -139,9 +141,9 @@ class Monitor:
         self.data_wait = 0.0
         # The dataset indices of the batches since the last read: the offending batch of a NaN.
         self.batches = LoaderBatches()
-        # True on the steps whose backward() only has to keep the loss (no watch is armed, no
-        # forward pass watched): the backward hook then does it itself, in its one call.
-        self.plain_backward = False
+        # plain: the backward hook only keeps the loss (no watch armed, no forward pass watched);
+        # quiet_until: the post-step hook only counts steps below it (`on_step_post`).
+        self.plain_backward, self.quiet_until = False, 0
         self.adopt_next = False  # a notebook cell ended: the next optimizer to step may be a new one
         # Steps other optimizers took in a row since the primary's step `_others_since`.
         self._others_since, self._others_run = 0, 0
@@ -221,12 +223,8 @@ class Monitor:
         elif (self.step + 1) % self.every == 0:  # a checked step: the yardstick too
             self.reads.targets.note(tensors, self.step + 1)
         if isinstance(tensors, torch.Tensor) and tensors.numel() == 1:
-            # Its value or a detached alias (`kept`), not the loss: even after backward freed
-            # the saved tensors, the loss holds its step's chain of autograd nodes and what
-            # custom Functions put on ctx: kept to the next check, that is up to `every` steps
-            # of graphs alive at once.
-            # Only a watched forward pass's step keeps its graph, read at the check by
-            # `_softmax_in_graph`, and never with retain_graph, where it would live on.
+            # Its value or a detached alias (`kept`, which says why), not the loss; only a watched
+            # step keeps its graph (read at the check), never with retain_graph (it would live on).
             keep_graph = self.forward.is_open and not keeps_graph
             self.losses.append(tensors if keep_graph else kept(tensors))
             self.loss_steps.append(self.step + 1)
@@ -299,6 +297,8 @@ class Monitor:
                     return
                 self.endings.hand_over(optimizer, state, self._others_run)
             self.step = step = state.steps
+            if step < self.quiet_until:
+                return  # nothing to arm or open until the next check draws near (below)
             upcoming = step + 1
             # Forward hooks on every checked step at first (they find the model), then on every
             # fifth one: eval() mode can start late, but needs no fast answer to be useful.
@@ -310,7 +310,9 @@ class Monitor:
                 for watch in self._zero_watches:
                     watch.rebase()
             self._zero_armed = armed
-            self.plain_backward = not armed and not self.forward.is_open and self.manual is None
+            self.plain_backward = plain = not armed and not self.forward.is_open and self.manual is None
+            # Only counted until the zeroing watch arms for the next check (`every` moves at checks).
+            self.quiet_until = (-(-upcoming // every)) * every - ZERO_WATCH_STEPS if plain else 0
         except Exception as exc:
             turn_off(self, "on_step_post", exc)
 

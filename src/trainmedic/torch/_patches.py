@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from trainmedic.torch._interface import MonitorLike
 
 _clock = time.perf_counter
+_Tensor = torch.Tensor  # bound once: the backward wrapper's type checks skip a module lookup
 _COMPILE_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks on modules"
 _active: MonitorLike | None = None
 # PyTorch's own functions that rewrite `.grad` in place without zeroing it.
@@ -166,13 +167,21 @@ def _backward(original: Any) -> Any:
         if (
             monitor.plain_backward
             and not keeps
-            and isinstance(tensors, torch.Tensor)
+            and isinstance(tensors, _Tensor)
             and tensors.numel() == 1
-            and len(monitor.losses) < MAX_KEPT_LOSSES
+            and len(losses := monitor.losses) < MAX_KEPT_LOSSES
         ):
             # An ordinary training step: keep the loss's value, all in this one call (see
-            # `Monitor.on_backward` for what is kept, and why).
-            monitor.losses.append(kept(tensors))
+            # `Monitor.on_backward` for what is kept, and why). An exact CPU tensor is read
+            # here, inline (`_reads.kept` does the same, one Python call dearer); anything
+            # else goes through `kept`.
+            value: Any = None
+            if type(tensors) is _Tensor and tensors.is_cpu:
+                try:
+                    value = tensors.item()
+                except Exception:
+                    value = None
+            losses.append(kept(tensors) if value is None else value)
             monitor.loss_steps.append(monitor.step + 1)
             return original(tensors, *args, **kwargs)
         try:

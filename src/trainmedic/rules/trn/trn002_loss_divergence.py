@@ -3,10 +3,12 @@ blew up for a sustained stretch and came back down.
 
 Collectors: whatever sends the training loss as `Epoch`/`Step`/`Metric` events (a Keras
 history, the guards' sampled steps, the boosters' rounds, a TensorBoard or HF log read by
-`diagnose`); `_helpers/curves.py` picks the curve. Three tests: the smoothed loss ends far
+`diagnose`); `_helpers/curves.py` picks the curve. Four tests: the smoothed loss ends far
 above its minimum (an additive test against the curve's noise); on runs of any length from 3
-points, its last points all sit an order of magnitude above its start; or a blow-up episode
-that recovered (`_episode`), as a learning rate far too high gives under a decaying schedule.
+points, its last points all sit an order of magnitude above its start; a blow-up episode
+that recovered (`_episode`), as a learning rate far too high gives under a decaying schedule;
+or a blow-up between two points that the every-step record behind them shows
+(`_between_points`, `_helpers/windows.py`).
 RUN's crash rule asks `loss_divergence` whether a divergence explains an overflow.
 """
 
@@ -29,6 +31,7 @@ from trainmedic.rules._helpers.curves import (
     train_loss,
     where,
 )
+from trainmedic.rules._helpers.windows import Window, least_above, windows
 
 # -- thresholds (documented in docs/diagnose.md) ---------------------------------------------
 #: TRN002 needs this many finite points of the training loss.
@@ -69,6 +72,20 @@ EPISODE_OVER_START = 1.25
 #: before the run ends (an episode that never ends is the other tests' case), on curves of at
 #: least EPISODE_MIN_RUN points.
 EPISODE_MIN_RUN = 20
+#: TRN002, a blow-up between two points of the curve (`_between_points`): where the points are
+#: windows of steps whose every loss was counted (the PyTorch guard's `Step.window`), a window's
+#: highest loss sits EPISODE_FACTOR x the best window mean before it and EPISODE_OVER_START x
+#: the untrained model's loss (the first window's highest: its first step), and its mean and
+#: maximum prove at least SPIKE_MIN_STEPS steps above EPISODE_FACTOR x that best (one or two bad
+#: batches are no episode: a noisy loss has them) ...
+SPIKE_MIN_STEPS = 3
+#: ... and the RECOVER_POINTS window means after it are back below EPISODE_FACTOR x that best
+#: (a blow-up that does not come back is the other tests' case). "Above" also means above the
+#: median of the earlier windows' highest losses (from SPIKE_HISTORY points on): where batches
+#: differ by nature (one store or one domain a batch), every window has batches far above its
+#: mean, and only a loss beyond what ordinary windows reached is a blow-up.
+RECOVER_POINTS = 2
+SPIKE_HISTORY = 3
 
 
 def _example() -> list[Event]:
@@ -92,8 +109,12 @@ SPEC = FindingSpec(
         "from 3 loss points, its last points all sit 10x above where it started; or it blew up "
         "and came back down: 2x its best so far and 1.25x its starting loss or more, for at least "
         "5 points and 5% of the run (a spike of one or two steps is none), as a learning rate "
-        "far too high does under a decaying schedule. The step it left is given, and an "
-        "episode's start, peak and end."
+        "far too high does under a decaying schedule; or, where every step's loss was counted "
+        "between two points (the PyTorch guard's windows), a blow-up that those points average "
+        "away: a window's highest loss 2x the best mean before it, above the earlier windows' usual "
+        "highest and 1.25x the starting loss, at least 3 steps above both, and the next 2 points "
+        "back below 2x that best. The step it "
+        "left is given, and an episode's start, peak and end."
     ),
     why="The optimiser has left the region it was converging to; more steps make it worse.",
     example="Loss falls to 0.4 by step 300, then climbs steadily to 5.0 by step 600.",
@@ -111,7 +132,10 @@ def loss_divergence(record: RunRecord) -> list[Finding]:
     found = (
         _rose_from_minimum(full)
         or _exploded(full, _first_step_loss(record, full))
-        or _episode(_episode_curve(record, full))
+        or _episode(episode_curve := _episode_curve(record, full))
+        or _between_points(
+            episode_curve.name, windows(record, episode_curve.name) if episode_curve.per == "step" else []
+        )
     )
     return [found] if found is not None else []
 
@@ -246,6 +270,97 @@ def _episode(full: Curve) -> Finding | None:
         peak = first + int(np.argmax(c.y[first : last + 1]))
         return _episode_finding(c, len(full), (first, peak, last), low=low, untrained=untrained)
     return None
+
+
+def _between_points(name: str, ws: list[Window]) -> Finding | None:
+    """A blow-up that the curve's points average away, seen in the every-step record behind them.
+
+    A few steps at a learning rate far too high (a warm-up's peak, a bad restart, a batch of
+    outliers that throws the weights off) blow the loss up and the model recovers within the
+    window of one or two points: their means move by a fraction, the smoothed curve not at all.
+    The window's maximum and mean still say how high it went and, at the least, for how many
+    steps (`least_above`).
+    """
+    import numpy as np
+
+    if len(ws) < SPIKE_HISTORY + 1 + RECOVER_POINTS or all(w.count <= 1 for w in ws):
+        return None
+    means = np.array([w.mean for w in ws])
+    if not bool(np.all(np.isfinite(means))) or not bool(np.all(means > 0)):
+        return None  # a non-finite loss is TRN001's; a loss that is not positive has no ratio
+    log_noise = noise_sigma(np.log(means))
+    untrained = max(ws[0].high, ws[0].mean)
+    i = SPIKE_HISTORY
+    while i < len(ws) - RECOVER_POINTS:
+        best = float(np.min(means[:i]))
+        # Above what a batch of an ordinary window reached: a loop whose batches differ by
+        # nature (one store, one speaker, one domain a batch) has high batches in every window.
+        ordinary = float(np.median([x.high for x in ws[1:i]]))
+        limit = max(EPISODE_FACTOR * best, ordinary)
+        w = ws[i]
+        if (
+            w.high < max(limit, EPISODE_OVER_START * untrained)
+            or math.log(w.high / best) < RISE_NOISE * log_noise
+        ):
+            i += 1
+            continue
+        last = i
+        while last + 1 < len(ws) and ws[last + 1].high >= limit:
+            last += 1
+        after = means[last + 1 : last + 1 + RECOVER_POINTS]
+        high_steps = sum(least_above(x, limit) for x in ws[i : last + 1])
+        back = bool(np.all(after < EPISODE_FACTOR * best))
+        if len(after) == RECOVER_POINTS and back and high_steps >= SPIKE_MIN_STEPS:
+            return _between_finding(
+                name, ws, (i, last), best=best, limit=limit, untrained=untrained, high_steps=high_steps
+            )
+        i = last + 1
+    return None
+
+
+def _between_finding(
+    name: str,
+    ws: list[Window],
+    span: tuple[int, int],
+    *,
+    best: float,
+    limit: float,
+    untrained: float,
+    high_steps: int,
+) -> Finding:
+    first, last = span
+    peak = max(ws[first : last + 1], key=lambda w: w.high)
+    start, end = ws[first].first_step, ws[last].last_step
+    final = ws[-1]
+    evidence: dict[str, object] = {
+        "metric": name,
+        "episode_start_step": start,
+        "peak_step": peak.high_step,
+        "episode_end_step": end,
+        "peak_loss": peak.high,
+        "min_before": best,
+        "factor_over_min": peak.high / best,
+        "start_loss": untrained,
+        "steps_above_at_least": high_steps,
+        "window_means": [w.mean for w in ws[first : last + 1]],
+        "end_loss": final.mean,
+        "end_step": final.last_step,
+        "recovered": True,
+        "between_points": True,
+        "threshold_factor": EPISODE_FACTOR,
+        "spike_threshold": limit,
+        "points": len(ws),
+    }
+    span_text = f"step {start}" if start == end else f"steps {start}-{end}"
+    how = (
+        f"between two points of its curve it blew up from its best of {best:.4g} to {peak.high:.4g} "
+        f"at step {peak.high_step} ({peak.high / best:.3g}x), at least {high_steps} of "
+        f"{span_text} above {limit:.4g} (every step's loss counted; the points' "
+        f"means show {', '.join(f'{w.mean:.4g}' for w in ws[first : last + 1])}); it came back to "
+        f"{final.mean:.4g} by step {final.last_step}"
+    )
+    epoch = peak.epoch + 1 if peak.epoch is not None else None
+    return SPEC.finding(f"Loss `{name}` diverged: {how}", evidence=evidence, step=start, epoch=epoch)
 
 
 def _episode_finding(
