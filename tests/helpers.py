@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainmedic.events import read_events
+from trainmedic.events import GuardObservation, read_events
 from trainmedic.instrument.channel import child_env
 from trainmedic.record import RunRecord
 
@@ -80,3 +80,21 @@ def run_instrumented(
     result = attempt() if shared_events else past_torch_exit_abort(attempt)
     events = read_events(events_path).events if events_path.exists() else []
     return InstrumentedRun(result=result, record=RunRecord.of(events), events_path=events_path)
+
+
+def records_by_case(record: RunRecord) -> dict[str, RunRecord]:
+    """One interpreter's events cut at its `example_start` markers: one record per case.
+
+    The test runners that run many cases in ONE instrumented interpreter (torch imported once:
+    `tests/torch/run_examples.py`, `run_loads.py`, `run_resumes.py`, ...) send the marker
+    before each case and a last one named `<end>`."""
+    records: dict[str, RunRecord] = {}
+    case, events = None, []
+    for event in record.events:
+        if isinstance(event, GuardObservation) and event.check == "example_start":
+            if case is not None:
+                records[case] = RunRecord.of(events)
+            case, events = event.data["case"], []
+        else:
+            events.append(event)
+    return records

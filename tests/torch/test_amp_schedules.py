@@ -22,12 +22,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import torch
 import trainmedic.torch as tm
 from torch import nn
-from trainmedic.events import GuardObservation
 from trainmedic.findings import Finding, Severity
 from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules
 
-from ..helpers import InstrumentedRun, run_instrumented
+from ..helpers import InstrumentedRun, records_by_case, run_instrumented
 from .conftest import EXAMPLES, SINGLE_THREAD
 
 HERE = Path(__file__).resolve().parent
@@ -69,16 +68,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, InstrumentedRun]
 def per_example(runs: dict[str, InstrumentedRun]) -> dict[str, RunRecord]:
     run = runs["examples"]
     assert run.result.returncode == 0, run.result.stderr[-3000:]
-    records: dict[str, RunRecord] = {}
-    case, events = None, []
-    for event in run.record.events:
-        if isinstance(event, GuardObservation) and event.check == "example_start":
-            if case is not None:
-                records[case] = RunRecord.of(events)
-            case, events = event.data["case"], []
-        else:
-            events.append(event)
-    return records
+    return records_by_case(run.record)
 
 
 def found(record: RunRecord, code: str) -> Finding:

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from trainmedic.events import Epoch, GuardObservation, Metric, Step, TrainingPlan
+from trainmedic.events import Epoch, Metric, Step, TrainingPlan
 from trainmedic.findings import Severity
 from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules
 
-from ..helpers import InstrumentedRun, run_instrumented
+from ..helpers import InstrumentedRun, records_by_case, run_instrumented
 from .conftest import SINGLE_THREAD
 
 HERE = Path(__file__).resolve().parent
@@ -44,16 +44,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> InstrumentedRun:
 
 @pytest.fixture(scope="module")
 def records(run: InstrumentedRun) -> dict[str, RunRecord]:
-    out: dict[str, RunRecord] = {}
-    case, events = None, []
-    for event in run.record.events:
-        if isinstance(event, GuardObservation) and event.check == "example_start":
-            if case is not None:
-                out[case] = RunRecord.of(events)
-            case, events = event.data["case"], []
-        else:
-            events.append(event)
-    return out
+    return records_by_case(run.record)
 
 
 @pytest.fixture(scope="module")

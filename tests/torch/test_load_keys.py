@@ -17,14 +17,12 @@ import pytest
 import torch
 import trainmedic.torch as tm
 from torch import nn
-from trainmedic.events import GuardObservation
 from trainmedic.findings import Finding, Severity
-from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules
 from trainmedic.rules.tor import tor015_saved_model_differs as tor015
 from trainmedic.torch._loads import best_renaming
 
-from ..helpers import InstrumentedRun, run_instrumented
+from ..helpers import InstrumentedRun, records_by_case, run_instrumented
 from .conftest import SINGLE_THREAD
 
 HERE = Path(__file__).resolve().parent
@@ -45,16 +43,7 @@ def per_case(child: InstrumentedRun) -> dict[str, list[Finding]]:
     """The findings of each case, from the child's events cut at its markers."""
     assert child.result.returncode == 0, child.result.stderr[-3000:]
     assert f"trainmedic from {SRC}" in child.result.stdout, child.result.stdout
-    found: dict[str, list[Finding]] = {}
-    case, events = None, []
-    for event in child.record.events:
-        if isinstance(event, GuardObservation) and event.check == "example_start":
-            if case is not None:
-                found[case] = run_rules(RunRecord.of(events))
-            case, events = event.data["case"], []
-        else:
-            events.append(event)
-    return found
+    return {case: run_rules(record) for case, record in records_by_case(child.record).items()}
 
 
 def tor015_of(found: list[Finding]) -> Finding:

@@ -20,14 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from trainmedic.events import GuardObservation
 from trainmedic.findings import Finding, Severity
-from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules
 from trainmedic.rules.tor import tor017_resume_state_lost as tor017
 from trainmedic.torch._resumes import same_parameters
 
-from ..helpers import InstrumentedRun, run_instrumented
+from ..helpers import InstrumentedRun, records_by_case, run_instrumented
 from .conftest import SINGLE_THREAD
 
 HERE = Path(__file__).resolve().parent
@@ -59,16 +57,7 @@ def per_case(child: InstrumentedRun) -> dict[str, list[Finding]]:
     """The findings of each case, from the child's events cut at its markers."""
     assert child.result.returncode == 0, child.result.stderr[-3000:]
     assert f"trainmedic from {SRC}" in child.result.stdout, child.result.stdout
-    found: dict[str, list[Finding]] = {}
-    case, events = None, []
-    for event in child.record.events:
-        if isinstance(event, GuardObservation) and event.check == "example_start":
-            if case is not None:
-                found[case] = run_rules(RunRecord.of(events))
-            case, events = event.data["case"], []
-        else:
-            events.append(event)
-    return found
+    return {case: run_rules(record) for case, record in records_by_case(child.record).items()}
 
 
 def tor017_of(found: list[Finding]) -> Finding:

@@ -18,7 +18,7 @@ from trainmedic.findings import Severity
 from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules
 
-from ..helpers import InstrumentedRun, run_instrumented
+from ..helpers import InstrumentedRun, records_by_case, run_instrumented
 from .conftest import EXAMPLES, EXPECTED, SINGLE_THREAD
 
 HERE = Path(__file__).resolve().parent
@@ -76,16 +76,7 @@ def per_example(runs) -> dict[str, RunRecord]:
     """The shared interpreter's events, cut at each example's marker."""
     run = runs["examples"]
     assert run.result.returncode == 0, run.result.stderr[-3000:]
-    records: dict[str, RunRecord] = {}
-    case, events = None, []
-    for event in run.record.events:
-        if isinstance(event, GuardObservation) and event.check == "example_start":
-            if case is not None:
-                records[case] = RunRecord.of(events)
-            case, events = event.data["case"], []
-        else:
-            events.append(event)
-    return records
+    return records_by_case(run.record)
 
 
 def codes(record: RunRecord) -> set[str]:

@@ -172,16 +172,8 @@ def _backward(original: Any) -> Any:
             and len(losses := monitor.losses) < MAX_KEPT_LOSSES
         ):
             # An ordinary training step: keep the loss's value, all in this one call (see
-            # `Monitor.on_backward` for what is kept, and why). An exact CPU tensor is read
-            # here, inline (`_reads.kept` does the same, one Python call dearer); anything
-            # else goes through `kept`.
-            value: Any = None
-            if type(tensors) is _Tensor and tensors.is_cpu:
-                try:
-                    value = tensors.item()
-                except Exception:
-                    value = None
-            losses.append(kept(tensors) if value is None else value)
+            # `Monitor.on_backward` and `_reads.kept` for what is kept, and why).
+            losses.append(kept(tensors))
             monitor.loss_steps.append(monitor.step + 1)
             return original(tensors, *args, **kwargs)
         try:
