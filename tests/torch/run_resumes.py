@@ -14,13 +14,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from case_markers import run_each
+
 import torch
-import trainmedic
 from torch import nn
-from trainmedic.events import GuardObservation
-from trainmedic.instrument import channel
-from trainmedic.torch import _patches
-from trainmedic.torch._monitor import Monitor
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "torch"
@@ -221,17 +218,8 @@ CASES = {
 
 
 def main(cases):
-    assert _patches.active() is not None, "the boot module did not instrument torch"
-    print(f"trainmedic from {Path(trainmedic.__file__).parent}")
     sys.path.insert(0, str(EXAMPLES))
-    for case in cases:
-        _patches.active().close()
-        _patches.install(Monitor(channel.emit, mode="auto"))
-        channel.emit(GuardObservation(check="example_start", data={"case": case}))
-        with contextlib.redirect_stdout(io.StringIO()):
-            CASES[case]()
-    _patches.active().close()
-    channel.emit(GuardObservation(check="example_start", data={"case": "<end>"}))
+    run_each(CASES, cases, quiet=True)
 
 
 if __name__ == "__main__":
