@@ -23,6 +23,20 @@ EXAMPLE = REPO / "examples" / "train_mnist_like.py"
 FAST_TMP = {"TMPDIR": "/dev/shm"} if Path("/dev/shm").is_dir() else {}
 
 
+def verify_resume_killed_in_a_write(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`trainmedic verify-resume --kill-at write ARGS` (options, then `--` and the command) in
+    `tmp_path`, checkpoints on tmpfs."""
+    return subprocess.run(
+        [sys.executable, "-m", "trainmedic", "verify-resume", "--kill-at", "write", *args],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(**FAST_TMP),
+        cwd=tmp_path,
+        timeout=240,
+        check=False,
+    )
+
+
 def _kill_plan(seed: int) -> list[list[object]]:
     """20 points: 12 inside a step, 5 halfway through a checkpoint write, 3 right after a rename."""
     rng = random.Random(seed)
@@ -97,25 +111,7 @@ def test_verify_resume_fails_on_an_irreproducible_run(tmp_path: Path) -> None:
     that on a busy machine a random kill often lands after its last checkpoint (verify-resume
     then says INCONCLUSIVE, rightly)."""
     (tmp_path / "unseeded.py").write_text(UNSEEDED)
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "trainmedic",
-            "verify-resume",
-            "--kill-at",
-            "write",
-            "--",
-            "python",
-            "unseeded.py",
-        ],
-        capture_output=True,
-        text=True,
-        env=subprocess_env(**FAST_TMP),
-        cwd=tmp_path,
-        timeout=240,
-        check=False,
-    )
+    result = verify_resume_killed_in_a_write(tmp_path, "--", "python", "unseeded.py")
     assert "verify-resume: FAIL: the weights differ after resume, first in '0.weight'" in result.stdout, (
         result.stdout + result.stderr[-2000:]
     )
@@ -183,26 +179,7 @@ def test_verify_resume_names_the_state_a_scripts_own_resume_lost(tmp_path: Path)
     test_verify_resume_passes_on_the_example_which_emits_loop_events.)"""
     (tmp_path / "weights_only.py").write_text(WEIGHTS_ONLY)
     cmd = ["python", "weights_only.py"]
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "trainmedic",
-            "verify-resume",
-            "--kill-at",
-            "write",
-            "--format",
-            "json",
-            "--",
-            *cmd,
-        ],
-        capture_output=True,
-        text=True,
-        env=subprocess_env(**FAST_TMP),
-        cwd=tmp_path,
-        timeout=240,
-        check=False,
-    )
+    result = verify_resume_killed_in_a_write(tmp_path, "--format", "json", "--", *cmd)
     verdict = json.loads(result.stdout)
     codes = [f["code"] for f in verdict["findings"]]
     assert not verdict["passed"]
