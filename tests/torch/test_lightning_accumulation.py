@@ -7,6 +7,8 @@ loss (3 batches a step), its chance level and every figure in a finding with it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import torch
@@ -34,27 +36,35 @@ class Classifier(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.05)
 
 
-@pytest.mark.parametrize("accumulate", [1, 3])
-def test_the_loss_curve_is_the_loss_training_step_returned(accumulate: int) -> None:
+def fit_guarded(module: type[Classifier], **trainer_options: int) -> tuple[Classifier, list[Any]]:
+    """One epoch of 60 batches of 16 (seed 0) of a new `module` under
+    `trainmedic.lightning.Guard(every=10)`, with no logger, checkpoint or progress bar: the
+    model and the guard's events."""
     import trainmedic.lightning
 
     torch.manual_seed(0)
     x, y = torch.randn(960, 8), torch.randint(0, 3, (960,))
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=16)
-    model, guard = Classifier(), trainmedic.lightning.Guard(every=10)
+    model, guard = module(), trainmedic.lightning.Guard(every=10)
     trainer = L.Trainer(
         max_epochs=1,
-        accumulate_grad_batches=accumulate,
         callbacks=[guard],
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
         accelerator="cpu",
+        **trainer_options,
     )
     trainer.fit(model, loader)
     assert guard.guard is not None
-    windows = [e for e in guard.guard.events if e.kind == "step" and "loss" in e.metrics]
+    return model, guard.guard.events
+
+
+@pytest.mark.parametrize("accumulate", [1, 3])
+def test_the_loss_curve_is_the_loss_training_step_returned(accumulate: int) -> None:
+    model, events = fit_guarded(Classifier, accumulate_grad_batches=accumulate)
+    windows = [e for e in events if e.kind == "step" and "loss" in e.metrics]
     second = windows[2]  # steps 11-20: batches 10k..20k of the user's losses
     assert second.step == 20
     returned = model.returned[10 * accumulate : 20 * accumulate]
@@ -72,26 +82,10 @@ def test_what_lightning_logs_on_step_is_a_curve_point() -> None:
     """`self.log(..., on_step=True)` every `log_every_n_steps`: each logged value is a point of
     its curve at its step (the guard's windows, every 10 steps, are beside it), the value
     Lightning's loggers get, with no point on the steps Lightning does not log."""
-    import trainmedic.lightning
     from trainmedic.record import RunRecord
 
-    torch.manual_seed(0)
-    x, y = torch.randn(960, 8), torch.randint(0, 3, (960,))
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=16)
-    model, guard = Logging(), trainmedic.lightning.Guard(every=10)
-    trainer = L.Trainer(
-        max_epochs=1,
-        log_every_n_steps=4,
-        callbacks=[guard],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        accelerator="cpu",
-    )
-    trainer.fit(model, loader)
-    assert guard.guard is not None
-    record = RunRecord.of(guard.guard.events)
+    model, events = fit_guarded(Logging, log_every_n_steps=4)
+    record = RunRecord.of(events)
     logged = [s for s in record.logged_steps if "train_loss" in s.metrics]
     assert [s.step for s in logged] == list(range(4, 61, 4))
     assert all(s.logged == "lightning" and s.epoch == 0 for s in logged)
