@@ -43,7 +43,7 @@ def make_loop(guard: bool, steps: int):  # type: ignore[no-untyped-def]
     model = MLP()
     tx = optax.adam(1e-3)
     if guard:
-        from trainmedic.jax_auto import guarded
+        from trainmedic.jax._auto import guarded
 
         tx = guarded(tx)
     state = train_state.TrainState.create(

@@ -71,7 +71,7 @@ def make_run_folder(run_dir: Path, seconds: float) -> int:
 
 def post_run(run_dir: Path, *, in_process: bool) -> None:
     """What the supervisor does after the trainer's exit; prints its figures as one JSON line."""
-    from trainmedic.diagnosis import LiveDiagnosis
+    from trainmedic.verdict import LiveDiagnosis
 
     if in_process:
         from trainmedic.report.html import write_report as render

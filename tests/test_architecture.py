@@ -5,7 +5,7 @@
   because it runs inside the user's interpreter.
 - core modules never import collectors, renderers or the CLI.
 - collectors never import the renderers (report/) or the CLI: what judges and renders the
-  events is handed to them (diagnosis.py, given the report's renderer by the CLI), so facts
+  events is handed to them (verdict.py, given the report's renderer by the CLI), so facts
   flow one way.
 
 What a supervised run costs in start-up is measured, not policed by import lists:
@@ -54,7 +54,7 @@ CORE = [
     "record.py",
     "registry.py",
     "runfolder.py",
-    "diagnosis.py",
+    "verdict.py",
     "atomicfile.py",
     "_osinfo.py",
 ]

@@ -42,7 +42,7 @@ from trainmedic.rules.trn.trn002_loss_divergence import loss_divergence
 from trainmedic.rules.trn.trn003_not_learning import not_learning
 from trainmedic.rules.trn.trn010_clipping_saturated import clipping_saturated
 from trainmedic.samplelog import weight_of
-from trainmedic.supervise.sampler import TreeSampler
+from trainmedic.supervise.memory import TreeSampler
 from trainmedic.supervise.tree import snapshot
 
 #: The PyTorch guard's shape: one `Step` per 10 steps, ~500 events a second (a 5,000 steps/s loop).

@@ -159,7 +159,7 @@ def test_the_guard_is_installed_once_and_not_at_all_when_turned_off(monkeypatch:
     import optax
     from flax.training import train_state
 
-    from trainmedic import jax_auto
+    from trainmedic.jax import _auto as jax_auto
 
     once = jax_auto.guarded(optax.sgd(0.1))
     assert jax_auto.guarded(once) is once  # a script's own guard is kept, not wrapped again

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from trainmedic.diagnosis import LiveDiagnosis
 from trainmedic.events import EventWriter, RunEnd, RunStart, Step
 from trainmedic.report.bounded import ReportBudget, ReportSkipped, write_report_within
+from trainmedic.verdict import LiveDiagnosis
 
 
 @pytest.fixture

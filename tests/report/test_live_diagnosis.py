@@ -1,4 +1,4 @@
-"""The diagnosis written while the run goes on (`diagnosis.LiveDiagnosis`, drawing the report with
+"""The diagnosis written while the run goes on (`verdict.LiveDiagnosis`, drawing the report with
 `report.html.write_report`; `trainmedic run` draws it the same way in a bounded child process,
 tests/report/test_bounded.py), on a real events file."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from trainmedic.diagnosis import LiveDiagnosis
 from trainmedic.events import EventWriter, LogLine, Step
 from trainmedic.report.html import write_report
+from trainmedic.verdict import LiveDiagnosis
 
 
 def codes(run_dir: Path) -> list[str]:

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from benchmarks.supervisor_soak import make_run_folder
 
-from trainmedic.diagnosis import LiveDiagnosis
 from trainmedic.report.bounded import write_report_within
+from trainmedic.verdict import LiveDiagnosis
 
 from ..conftest import trainmedic_cmd
 

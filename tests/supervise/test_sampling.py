@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import ready_child
 from trainmedic.supervise import gpu
-from trainmedic.supervise.sampler import HangWatch, TreeSampler
+from trainmedic.supervise.memory import HangWatch, TreeSampler
 from trainmedic.supervise.tree import snapshot
 
 

@@ -137,9 +137,9 @@ def command(
     report_memory: str,
     command: tuple[str, ...],
 ) -> int:
-    from trainmedic.diagnosis import LiveDiagnosis
     from trainmedic.supervise import CommandNotFound, RunOptions, Supervisor
     from trainmedic.supervise.cgroup import parse_size
+    from trainmedic.verdict import LiveDiagnosis
 
     if not command:
         raise UsageError(f"no command given: expected `{USAGE}`")

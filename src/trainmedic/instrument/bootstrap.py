@@ -43,12 +43,12 @@ FRAMEWORK_HOOKS: dict[str, str] = {
     "lightgbm": "trainmedic.lightgbm:install",
     "catboost": "trainmedic.catboost:install",
     "ray.train": "trainmedic.ray:install",
-    # JAX: the guard on every Flax optimizer, the scalars JAX programs write (`jax_auto`)
-    "flax.training.train_state": "trainmedic.jax_auto:install_train_state",
-    "flax.nnx.training.optimizer": "trainmedic.jax_auto:install_nnx_optimizer",
-    "flax.metrics.tensorboard": "trainmedic.jax_auto:install_flax_tensorboard",
-    "clu.metric_writers": "trainmedic.jax_auto:install_clu",
-    "tensorboardX": "trainmedic.jax_auto:install_tensorboardx",
+    # JAX: the guard on every Flax optimizer, the scalars JAX programs write (`jax._auto`)
+    "flax.training.train_state": "trainmedic.jax._auto:install_train_state",
+    "flax.nnx.training.optimizer": "trainmedic.jax._auto:install_nnx_optimizer",
+    "flax.metrics.tensorboard": "trainmedic.jax._auto:install_flax_tensorboard",
+    "clu.metric_writers": "trainmedic.jax._auto:install_clu",
+    "tensorboardX": "trainmedic.jax._auto:install_tensorboardx",
     "pyspark.ml": "trainmedic.spark._mllib:install",
     # experiment trackers: which run the script opened, so the diagnosis can be attached to it
     "mlflow": "trainmedic.trackers.inprocess:install_mlflow",

@@ -205,7 +205,7 @@ def last_run_bundle() -> dict[str, str]:
         findings = [Finding.from_dict(f) for f in stored.get("findings", [])]
         source = runfolder.FINDINGS
     else:
-        from trainmedic.diagnosis import diagnose_run_dir
+        from trainmedic.verdict import diagnose_run_dir
 
         findings = diagnose_run_dir(run)[1]
         source = "diagnosed now: the supervisor left no findings.json"

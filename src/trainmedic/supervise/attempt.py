@@ -35,15 +35,15 @@ from trainmedic.supervise.cgroup import LimitedCgroup
 from trainmedic.supervise.eventtail import EventTail
 from trainmedic.supervise.loginterp import LogInterpreter
 from trainmedic.supervise.logstream import OutputLog, StreamTee, start_child
+from trainmedic.supervise.memory import HangWatch, TreeSampler
 from trainmedic.supervise.proctable import ProcessTable
-from trainmedic.supervise.sampler import HangWatch, TreeSampler
 from trainmedic.supervise.signals import stop_processes
 from trainmedic.supervise.stacks import dump_stacks
 from trainmedic.supervise.status import StatusLine, Terminal
 from trainmedic.units import signal_name
 
 if TYPE_CHECKING:
-    from trainmedic.diagnosis import LiveDiagnosis
+    from trainmedic.verdict import LiveDiagnosis
 
 # Walking the tree reads every process of the machine (~5-15 ms): often while launchers start
 # their trainers, then less and less while the tree stays the same. A Python process that

@@ -39,12 +39,12 @@ from trainmedic.supervise.eventtail import EventTail
 from trainmedic.supervise.gpu import GpuProbe, default_probe, driver_may_exist
 from trainmedic.supervise.loginterp import LogInterpreter
 from trainmedic.supervise.logstream import OutputLog
+from trainmedic.supervise.memory import TreeSampler
 from trainmedic.supervise.relay import SignalRelay
-from trainmedic.supervise.sampler import TreeSampler
 from trainmedic.supervise.status import StatusLine, Terminal
 
 if TYPE_CHECKING:
-    from trainmedic.diagnosis import DiagnosisFactory, LiveDiagnosis
+    from trainmedic.verdict import DiagnosisFactory, LiveDiagnosis
 
 NO_RESTART_STATUSES = (0, 2, 126, 127)  # success, usage error, not executable, not found
 MAX_BACKOFF_S = 30.0

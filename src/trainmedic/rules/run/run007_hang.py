@@ -1,6 +1,6 @@
 """RUN007 `hang`: no progress and near-zero CPU in the trainer tree for the hang timeout.
 
-Collector: the supervisor (`trainmedic run`, `supervise/sampler.py`) decides "hung" (no
+Collector: the supervisor (`trainmedic run`, `supervise/memory.py`) decides "hung" (no
 output, no events, tree CPU under the threshold for `--hang-timeout`), takes every trainer
 thread's Python stack with py-spy from outside the process, and sends one `HangDetected`
 with the stacks, the idle time, the CPU it saw and what it did (`--on-hang`).
