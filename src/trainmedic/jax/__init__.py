@@ -73,7 +73,9 @@ def guard(
     """Wrap an optax transformation: same updates, plus finiteness checks (TRN001/TRN007)."""
     if every < 1:
         raise ValueError(f"every must be a positive integer, got {every!r}")
-    inner = optax.with_extra_args_support(tx)
+    # under `trainmedic run` optax's builders guard what they build: this guard replaces that one
+    auto = getattr(getattr(tx, "update", None), "_trainmedic_auto", None)
+    inner = optax.with_extra_args_support(tx if auto is None else auto)
     monitor = _Monitor(explode_factor, echo=(not channel.is_supervised()) if echo is None else echo)
 
     def init_fn(params: Any) -> GuardState:
@@ -142,8 +144,8 @@ class _Monitor:
 
     def _observe(self, step_no: int, loss: float, gnorm: float, unorm: float, has_loss: bool) -> None:
         loss_value = loss if has_loss else None
-        if len(self.raised) == 2:
-            return  # both findings raised: the run is lost, stay quiet on the remaining steps
+        if "TRN007" in self.raised and ("TRN001" in self.raised or not has_loss):
+            return  # all it can raise is raised: the run is lost, stay quiet on the remaining steps
         metrics = {"grad_norm": gnorm, "update_norm": unorm}
         if loss_value is not None:
             metrics["loss"] = loss_value

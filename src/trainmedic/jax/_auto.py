@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import os
 import sys
 import threading
@@ -177,3 +178,120 @@ def install_tensorboardx(module: ModuleType) -> None:
     """`tensorboardX.SummaryWriter.add_scalar(tag, value, step)`, in a process that runs JAX."""
     if enabled():
         _after(module.SummaryWriter, "add_scalar", _tbx_scalar)
+
+
+# -- raw optax: every transformation the script builds through the `optax` namespace ------------
+
+_NOT_BUILT = frozenset({"with_extra_args_support"})  # the guard's own tool: never a guard itself
+_FACTORIES = frozenset({"inject_hyperparams", "inject_stateful_hyperparams"})
+_AUTO = "_trainmedic_auto"  # on an automatic guard's update function: the transformation it wraps
+
+
+def _auto_guard(tx: Any) -> Any:
+    """`tx` behind the guard, remembering `tx` so that a combinator can take it back bare."""
+    wrapped = guarded(tx)
+    if wrapped is not tx:
+        setattr(wrapped.update, _AUTO, tx)
+    return wrapped
+
+
+def bare(value: Any) -> Any:
+    """What the script passed, with the automatic guards taken off again (a guard the script
+    wrote itself with `trainmedic.jax.guard` stays): in containers, one level of functions."""
+    inner = getattr(getattr(value, "update", None), _AUTO, None)
+    if inner is not None:
+        return inner
+    if callable(value) and getattr(value, _MARK, False):
+        return value.__wrapped__  # an `optax` builder handed over as a factory
+    kind = type(value)
+    if kind in (list, tuple):
+        items = [bare(item) for item in value]
+        return kind(items) if any(a is not b for a, b in zip(items, value, strict=True)) else value
+    if kind is dict:
+        pairs = {key: bare(item) for key, item in value.items()}
+        return pairs if any(pairs[key] is not value[key] for key in value) else value
+    return value
+
+
+def _bare_result(factory: Any) -> Any:
+    """A script's own factory handed to `inject_hyperparams`: its transformation, bare (the guard
+    goes around the injected transformation, once, not inside it at every trace)."""
+    if getattr(factory, _MARK, False) or not callable(factory):
+        return bare(factory)
+
+    @functools.wraps(factory)
+    def build(*args: Any, **kwargs: Any) -> Any:
+        return bare(factory(*args, **kwargs))
+
+    return build
+
+
+def _building(function: Any, *, factory: bool = False) -> Any:
+    """`function` (an optax builder) returning its transformation behind the guard, built from
+    the bare transformations it is given, so that `optax.chain(clip, optax.adam(...))` holds one
+    guard, the outermost."""
+    import optax
+
+    @functools.wraps(function)
+    def build(*args: Any, **kwargs: Any) -> Any:
+        args = tuple(bare(a) for a in args)
+        kwargs = {key: bare(value) for key, value in kwargs.items()}
+        if factory and args:
+            args = (_bare_result(args[0]), *args[1:])
+        elif factory and "inner_factory" in kwargs:
+            kwargs["inner_factory"] = _bare_result(kwargs["inner_factory"])
+        result = function(*args, **kwargs)
+        if isinstance(result, optax.GradientTransformation):
+            return _auto_guard(result)
+        if callable(result):  # `inject_hyperparams(optax.adam)`: a builder in turn
+            return _building(result)
+        return result
+
+    setattr(build, _MARK, True)
+    return build
+
+
+def _builds_transformation(function: Any) -> bool:
+    """Whether an optax function is annotated to return a transformation (or a builder of one)."""
+    returns = inspect.get_annotations(function).get("return")
+    return "GradientTransformation" in (returns if isinstance(returns, str) else repr(returns))
+
+
+def install_optax(module: ModuleType) -> None:
+    """Raw optax: each public builder (`optax.adam`, `chain`, `inject_hyperparams`, ...) returns
+    its transformation behind the guard, and `optax.MultiSteps` is guarded around its steps, so a
+    loop that calls `tx.update(grads, opt_state, params)` inside `jit` runs the guard's checks with
+    no Flax in sight. Flax's `TrainState.create` and `nnx.Optimizer` keep that guard (`guarded`)."""
+    if not enabled():
+        return
+    for name, value in list(vars(module).items()):
+        if (
+            name.startswith("_")
+            or name in _NOT_BUILT
+            or not inspect.isfunction(value)
+            or getattr(value, _MARK, False)
+            or not _builds_transformation(value)
+        ):
+            continue
+        setattr(module, name, _building(value, factory=name in _FACTORIES))
+    _install_multi_steps(module.MultiSteps)
+
+
+def _install_multi_steps(cls: type) -> None:
+    """`optax.MultiSteps(opt, k)`: the guard around the accumulating steps (each call of its
+    `update` is a step, as under `TrainState`), with `opt` bare inside."""
+    import optax
+
+    original = cls.__dict__["__init__"]
+    if getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *(bare(a) for a in args), **{key: bare(v) for key, v in kwargs.items()})
+        with contextlib.suppress(Exception):  # unguarded rather than broken
+            guard = _auto_guard(optax.GradientTransformationExtraArgs(self.init, self.update))
+            self.init, self.update = guard.init, guard.update
+
+    setattr(init, _MARK, True)
+    cls.__init__ = init  # type: ignore[misc]
