@@ -199,8 +199,8 @@ def test_raw_optax_nan_gradient_is_found_at_its_step(optax_raw: dict[str, Run]) 
     assert set(run.findings) == {"TRN007"}  # its printed `step 100, loss: nan` is not an epoch line
     assert run.findings["TRN007"]["step"] == 4
     assert run.findings["TRN007"]["evidence"]["grad_norm"] == "nan"
-    # the run is lost at step 4: the guard stops reporting instead of sending each NaN step
-    assert max(s.step for s in run.of(Step)) == 4
+    # each non-finite step calls the host (the guard cannot tell a lost run from a bad batch)
+    assert max(s.step for s in run.of(Step)) == 300
 
 
 def test_optax_builders_guard_once_and_keep_the_state_readable(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -144,8 +144,8 @@ class _Monitor:
 
     def _observe(self, step_no: int, loss: float, gnorm: float, unorm: float, has_loss: bool) -> None:
         loss_value = loss if has_loss else None
-        if "TRN007" in self.raised and ("TRN001" in self.raised or not has_loss):
-            return  # all it can raise is raised: the run is lost, stay quiet on the remaining steps
+        if len(self.raised) == 2:
+            return  # both findings raised: the run is lost, stay quiet on the remaining steps
         metrics = {"grad_norm": gnorm, "update_norm": unorm}
         if loss_value is not None:
             metrics["loss"] = loss_value

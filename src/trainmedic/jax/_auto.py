@@ -1,15 +1,27 @@
-"""JAX / Flax under `trainmedic run`, with no code change: the guard on every Flax optimizer,
-and the loss where JAX programs write it.
+"""JAX / Flax / optax under `trainmedic run`, with no code change: the guard on every optax
+transformation and Flax optimizer, and the loss where JAX programs write it.
 
 Called by the post-import hooks (`instrument/bootstrap.py`) when the script imports each module:
 
+- `optax`: every public builder of the `optax` namespace annotated to return a transformation
+  (`optax.adam`, `sgd`, `chain`, `masked`, `multi_transform`, `inject_hyperparams`, ...) returns
+  it behind the guard, because a raw loop (`tx.update(grads, opt_state, params)` inside `jit`,
+  then `optax.apply_updates`) has no other place every step goes through: there is no trainer,
+  and `apply_updates` sees no gradients and carries no state to count steps with. A builder
+  given transformations first takes their guards off (`bare`), so `optax.chain(clip, adam)` holds
+  one guard, around the outermost, and the inner states keep the shape the script expects; a
+  factory handed to `inject_hyperparams` has its result taken bare too (the factory is called at
+  each trace: a guard inside would be a new one each time). `optax.MultiSteps` gets its guard at
+  construction (it is a class, its `update` a method). optax's own modules call each other
+  through `optax._src`, which stays unwrapped.
 - `flax.training.train_state`: `TrainState.create(..., tx=...)` builds its state with
   `trainmedic.jax.guard(tx)` in place of `tx`, so every `state.apply_gradients(grads=...)`
   (inside `jit` or not) runs the guard's device-side checks, and the sampled steps and the
-  first non-finite gradient (TRN007, at its step) reach the run. One place covers every
-  Linen loop: `apply_gradients` calls `state.tx.update`, whatever optax chain the script built
-  (`optax.MultiSteps`, `inject_hyperparams` included: the guard wraps the outermost
-  transformation and leaves its updates unchanged).
+  first non-finite gradient (TRN007, at its step) reach the run (a `tx` optax's builders
+  guarded already keeps that guard). One place covers every Linen loop: `apply_gradients`
+  calls `state.tx.update`, whatever optax chain the script built (`optax.MultiSteps`,
+  `inject_hyperparams` included: the guard wraps the outermost transformation and leaves its
+  updates unchanged).
 - `flax.nnx.training.optimizer`: `nnx.Optimizer(model, tx, wrt=...)` likewise; its
   `update(model, grads, value=loss)` passes `value=` on, which adds the loss check (TRN001).
 - `flax.metrics.tensorboard`, `clu.metric_writers`, `tensorboardX`: each scalar written
