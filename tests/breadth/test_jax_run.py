@@ -216,6 +216,8 @@ def test_optax_builders_guard_once_and_keep_the_state_readable(monkeypatch: pyte
     monkeypatch.setattr(optax.MultiSteps, "__init__", optax.MultiSteps.__init__)  # restored after
     ox = types.ModuleType("optax")
     ox.__dict__.update(vars(optax))
+    ox.contrib = types.ModuleType("optax.contrib")
+    ox.contrib.__dict__.update(vars(optax.contrib))
     jax_auto.install_optax(ox)
     params = {"w": jnp.ones(3)}
 
@@ -233,11 +235,16 @@ def test_optax_builders_guard_once_and_keep_the_state_readable(monkeypatch: pyte
     assert not tj.is_guarded(accumulated.inner_opt)
     assert int(accumulated.init(params).mini_step) == 0
 
+    free = ox.contrib.schedule_free_adamw(1e-3)
+    assert tj.is_guarded(free)  # its evaluation parameters still read the wrapped state
+    ox.contrib.schedule_free_eval_params(free.init(params), params)
+
     mine = tj.guard(ox.adam(1e-3))  # a script's own guard replaces the automatic one
     assert type(mine.init(params).inner).__name__ == "tuple"
     assert not tj.is_guarded(ox.linear_schedule(1.0, 0.0, 10))
     assert ox.with_extra_args_support is optax.with_extra_args_support
     assert not tj.is_guarded(optax.adam(1e-3))
+    assert not tj.is_guarded(optax.contrib.schedule_free_adamw(1e-3))
 
     monkeypatch.setenv("TRAINMEDIC_JAX", "0")
     off = types.ModuleType("optax")

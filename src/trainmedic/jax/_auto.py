@@ -12,8 +12,8 @@ Called by the post-import hooks (`instrument/bootstrap.py`) when the script impo
   one guard, around the outermost, and the inner states keep the shape the script expects; a
   factory handed to `inject_hyperparams` has its result taken bare too (the factory is called at
   each trace: a guard inside would be a new one each time). `optax.MultiSteps` gets its guard at
-  construction (it is a class, its `update` a method). optax's own modules call each other
-  through `optax._src`, which stays unwrapped.
+  construction (it is a class, its `update` a method). `optax.contrib`'s builders likewise.
+  optax's own modules call each other through `optax._src`, which stays unwrapped.
 - `flax.training.train_state`: `TrainState.create(..., tx=...)` builds its state with
   `trainmedic.jax.guard(tx)` in place of `tx`, so every `state.apply_gradients(grads=...)`
   (inside `jit` or not) runs the guard's device-side checks, and the sampled steps and the
@@ -276,7 +276,14 @@ def install_optax(module: ModuleType) -> None:
     no Flax in sight. Flax's `TrainState.create` and `nnx.Optimizer` keep that guard (`guarded`)."""
     if not enabled():
         return
-    for name, value in list(vars(module).items()):
+    for namespace in (module, getattr(module, "contrib", None)):  # contrib: muon, schedule_free, ...
+        if namespace is not None:
+            _install_builders(namespace)
+    _install_multi_steps(module.MultiSteps)
+
+
+def _install_builders(namespace: ModuleType) -> None:
+    for name, value in list(vars(namespace).items()):
         if (
             name.startswith("_")
             or name in _NOT_BUILT
@@ -285,8 +292,7 @@ def install_optax(module: ModuleType) -> None:
             or not _builds_transformation(value)
         ):
             continue
-        setattr(module, name, _building(value, factory=name in _FACTORIES))
-    _install_multi_steps(module.MultiSteps)
+        setattr(namespace, name, _building(value, factory=name in _FACTORIES))
 
 
 def _install_multi_steps(cls: type) -> None:
