@@ -33,7 +33,7 @@ The guard talks to the host only on a non-finite step or every `TRAINMEDIC_JAX_E
 (default: the guard's 100), so a healthy step adds a few reductions and no host sync.
 `TRAINMEDIC_JAX=0` turns all of this off (the printed metric lines are still read by the
 supervisor). The guard's state wraps the optimizer's (`GuardState(inner, step)`): a checkpoint
-of the `TrainState` written under `run` holds it, so restore it under `run` too, or set
+of the `opt_state` (or `TrainState`) written under `run` holds it, so restore it under `run` too, or set
 `TRAINMEDIC_JAX=0` to read or write checkpoints shared with unsupervised runs.
 """
 
