@@ -1,5 +1,6 @@
-"""JAX / Flax under `trainmedic run` with no code change: real runs of flax's MNIST example in its
-own style (benchmarks/foreign/jax/flax_mnist.py) and of the loops in `jax_loops.py`.
+"""JAX / Flax / optax under `trainmedic run` with no code change: real runs of flax's MNIST example
+and of optax's README loop in their own style (benchmarks/foreign/jax/flax_mnist.py, optax_raw.py)
+and of the loops in `jax_loops.py`.
 
 The printed epoch summaries are read as the curve, the Flax optimizers carry the guard, and the
 scalars written through tensorboardX are curve points; the healthy runs stay quiet.
@@ -23,6 +24,7 @@ from ..conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 FLAX_MNIST = ROOT / "benchmarks" / "foreign" / "jax" / "flax_mnist.py"
+OPTAX_RAW = ROOT / "benchmarks" / "foreign" / "jax" / "optax_raw.py"
 LOOPS = Path(__file__).with_name("jax_loops.py")
 FLAX_LINE = "epoch:% 3d, train_loss: %.4f, train_accuracy: %.2f, test_loss: %.4f, test_accuracy: %.2f"
 
@@ -166,3 +168,86 @@ def test_the_guard_is_installed_once_and_not_at_all_when_turned_off(monkeypatch:
     monkeypatch.setenv("TRAINMEDIC_JAX", "0")
     jax_auto.install_train_state(train_state)
     assert not getattr(train_state.TrainState.__dict__["create"].__func__, "_trainmedic", False)
+
+
+# -- raw optax: optax's README loop, no Flax --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def optax_raw(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+    """optax's README loop as written and with its hand-written loss: one run each (300 steps)."""
+    base = tmp_path_factory.mktemp("optax_raw")
+    script = [sys.executable, str(OPTAX_RAW), "--steps", "300"]
+    return {
+        "healthy": supervised(base / "healthy", *script),
+        "lr-nan": supervised(base / "lr-nan", *script, "--bug", "lr-nan"),
+    }
+
+
+@pytest.mark.slow
+def test_raw_optax_healthy_is_seen_and_quiet(optax_raw: dict[str, Run]) -> None:
+    run = optax_raw["healthy"]
+    assert run.findings == {}
+    steps = run.of(Step)  # the guard inside the jitted `optimizer.update` of `optax.adam(...)`
+    assert [s.step for s in steps[:3]] == [1, 101, 201]
+    assert all(math.isfinite(s.metrics["grad_norm"]) for s in steps)
+
+
+@pytest.mark.slow
+def test_raw_optax_nan_gradient_is_found_at_its_step(optax_raw: dict[str, Run]) -> None:
+    run = optax_raw["lr-nan"]
+    assert set(run.findings) == {"TRN007"}  # its printed `step 100, loss: nan` is not an epoch line
+    assert run.findings["TRN007"]["step"] == 4
+    assert run.findings["TRN007"]["evidence"]["grad_norm"] == "nan"
+    # each non-finite step calls the host (the guard cannot tell a lost run from a bad batch)
+    assert max(s.step for s in run.of(Step)) == 300
+
+
+def test_optax_builders_guard_once_and_keep_the_state_readable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The builders patched on a copy of the `optax` namespace (the real one stays bare)."""
+    import types
+
+    import jax.numpy as jnp
+    import optax
+
+    import trainmedic.jax as tj
+    from trainmedic.jax import _auto as jax_auto
+
+    monkeypatch.setattr(optax.MultiSteps, "__init__", optax.MultiSteps.__init__)  # restored after
+    ox = types.ModuleType("optax")
+    ox.__dict__.update(vars(optax))
+    ox.contrib = types.ModuleType("optax.contrib")
+    ox.contrib.__dict__.update(vars(optax.contrib))
+    jax_auto.install_optax(ox)
+    params = {"w": jnp.ones(3)}
+
+    chained = ox.chain(ox.clip_by_global_norm(1.0), ox.adamw(1e-3))
+    state = chained.init(params)
+    assert tj.is_guarded(chained)
+    assert [type(s).__name__ for s in state.inner] == ["EmptyState", "tuple"]  # no guard inside
+
+    injected = ox.inject_hyperparams(ox.adam)(learning_rate=0.1)
+    assert tj.is_guarded(injected)
+    assert float(injected.init(params).hyperparams["learning_rate"]) == pytest.approx(0.1)
+
+    accumulated = ox.MultiSteps(ox.sgd(0.1), every_k_schedule=2)
+    assert tj.is_guarded(accumulated)  # the guard around the accumulation, none inside it
+    assert not tj.is_guarded(accumulated.inner_opt)
+    assert int(accumulated.init(params).mini_step) == 0
+
+    free = ox.contrib.schedule_free_adamw(1e-3)
+    assert tj.is_guarded(free)  # its evaluation parameters still read the wrapped state
+    ox.contrib.schedule_free_eval_params(free.init(params), params)
+
+    mine = tj.guard(ox.adam(1e-3))  # a script's own guard replaces the automatic one
+    assert type(mine.init(params).inner).__name__ == "tuple"
+    assert not tj.is_guarded(ox.linear_schedule(1.0, 0.0, 10))
+    assert ox.with_extra_args_support is optax.with_extra_args_support
+    assert not tj.is_guarded(optax.adam(1e-3))
+    assert not tj.is_guarded(optax.contrib.schedule_free_adamw(1e-3))
+
+    monkeypatch.setenv("TRAINMEDIC_JAX", "0")
+    off = types.ModuleType("optax")
+    off.__dict__.update(vars(optax))
+    jax_auto.install_optax(off)
+    assert off.adam is optax.adam

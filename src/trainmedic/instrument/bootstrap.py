@@ -44,7 +44,9 @@ FRAMEWORK_HOOKS: dict[str, str] = {
     "lightgbm": "trainmedic.lightgbm:install",
     "catboost": "trainmedic.catboost:install",
     "ray.train": "trainmedic.ray:install",
-    # JAX: the guard on every Flax optimizer, the scalars JAX programs write (`jax._auto`)
+    # JAX: the guard on every optax transformation and Flax optimizer, the scalars JAX programs
+    # write (`jax._auto`)
+    "optax": "trainmedic.jax._auto:install_optax",
     "flax.training.train_state": "trainmedic.jax._auto:install_train_state",
     "flax.nnx.training.optimizer": "trainmedic.jax._auto:install_nnx_optimizer",
     "flax.metrics.tensorboard": "trainmedic.jax._auto:install_flax_tensorboard",

@@ -73,7 +73,9 @@ def guard(
     """Wrap an optax transformation: same updates, plus finiteness checks (TRN001/TRN007)."""
     if every < 1:
         raise ValueError(f"every must be a positive integer, got {every!r}")
-    inner = optax.with_extra_args_support(tx)
+    # under `trainmedic run` optax's builders guard what they build: this guard replaces that one
+    auto = getattr(getattr(tx, "update", None), "_trainmedic_auto", None)
+    inner = optax.with_extra_args_support(tx if auto is None else auto)
     monitor = _Monitor(explode_factor, echo=(not channel.is_supervised()) if echo is None else echo)
 
     def init_fn(params: Any) -> GuardState:
