@@ -1,8 +1,8 @@
 """Keeps the data flow true as the code grows: imports point one way.
 
 - rules/ are pure: no framework, no I/O module, no collector.
-- the boot path (instrument.bootstrap/hooks/channel, events, findings) is stdlib-only,
-  because it runs inside the user's interpreter.
+- the boot path (instrument.bootstrap/hooks/channel, events, the event log's writer with its
+  bucketing, findings) is stdlib-only, because it runs inside the user's interpreter.
 - core modules never import collectors, renderers or the CLI.
 - collectors never import the renderers (report/) or the CLI: what judges and renders the
   events is handed to them (verdict.py, given the report's renderer by the CLI), so facts
@@ -41,6 +41,11 @@ FRAMEWORKS = {
 IO_MODULES = {"subprocess", "socket", "shutil", "psutil", "urllib", "http", "requests", "pynvml"}
 STDLIB_ONLY = [
     "events.py",
+    "eventlog/__init__.py",
+    "eventlog/writer.py",
+    "eventlog/steps.py",
+    "eventlog/samples.py",
+    "eventlog/reader.py",
     "findings.py",
     "instrument/bootstrap.py",
     "instrument/hooks.py",
@@ -49,6 +54,10 @@ STDLIB_ONLY = [
 ]
 CORE = [
     "events.py",
+    "eventlog/writer.py",
+    "eventlog/steps.py",
+    "eventlog/samples.py",
+    "eventlog/reader.py",
     "findings.py",
     "errors.py",
     "record.py",

@@ -22,17 +22,8 @@ from pathlib import Path
 
 from trainmedic import runfolder
 from trainmedic.atomicfile import write_text_atomic
-from trainmedic.events import (
-    Epoch,
-    Event,
-    FindingRaised,
-    HangDetected,
-    LogLine,
-    OomKill,
-    ProcessExit,
-    Step,
-    read_events,
-)
+from trainmedic.eventlog.reader import read_events
+from trainmedic.events import Epoch, Event, FindingRaised, HangDetected, LogLine, OomKill, ProcessExit, Step
 from trainmedic.findings import Finding, Severity, findings_to_json
 from trainmedic.record import RunRecord, run_counts
 from trainmedic.registry import run_rules

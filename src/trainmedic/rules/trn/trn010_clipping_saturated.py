@@ -251,7 +251,7 @@ def _finding(
 
 def _reads(observation: GuardObservation) -> int:
     """How many of the guard's reads an observation stands for (the writer merges a long run's
-    reads into buckets: `samplelog`, their counters summed, their medians' median kept)."""
+    reads into buckets: `eventlog.samples`, their counters summed, their medians' median kept)."""
     return int(observation.data.get("reads", 1))
 
 
