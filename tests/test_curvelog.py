@@ -34,9 +34,9 @@ from trainmedic.events import (
     Step,
     decode,
 )
+from trainmedic.evidence.curves import curve, train_loss
 from trainmedic.instrument.channel import child_env
 from trainmedic.record import RunRecord
-from trainmedic.rules._helpers.curves import curve, train_loss
 from trainmedic.rules.run.run003_eval_memory_spike import eval_memory_spike
 from trainmedic.rules.trn.trn002_loss_divergence import loss_divergence
 from trainmedic.rules.trn.trn003_not_learning import not_learning

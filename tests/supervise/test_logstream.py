@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from trainmedic.eventlog.reader import read_events
 from trainmedic.events import Event
-from trainmedic.rules._helpers import logtext as _logtext
+from trainmedic.evidence import logtext as _logtext
 from trainmedic.supervise.loginterp import LogInterpreter
 from trainmedic.supervise.logstream import LineScanner, line_text
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from trainmedic.rules._helpers import logtext as L
+from trainmedic.evidence import logtext as L
 
 
 def test_traceback_last_of_chained() -> None:

@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass
 
 from trainmedic.events import Step
+from trainmedic.evidence.curves import last_training, since_handover
 from trainmedic.record import RunRecord
-from trainmedic.rules._helpers.curves import last_training, since_handover
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,9 +45,9 @@ Why these thresholds, on general grounds:
 from __future__ import annotations
 
 from trainmedic.events import Event, GuardObservation, Step
+from trainmedic.evidence.curves import curve, train_loss
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord, median, weighted_median
-from trainmedic.rules._helpers.curves import curve, train_loss
 
 #: The guard's clipping counters, read every few steps.
 CHECK = "clipping"
