@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainmedic.events import EventWriter
+from trainmedic.eventlog.writer import EventWriter
 from trainmedic.keras import _auto as instrument_keras
 
 if os.environ.get("TF_USE_LEGACY_KERAS") == "1":

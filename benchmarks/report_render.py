@@ -16,17 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from trainmedic.events import (
-    Epoch,
-    Event,
-    EventWriter,
-    MemorySample,
-    PhaseEnd,
-    PhaseStart,
-    RunEnd,
-    RunStart,
-    Step,
-)
+from trainmedic.eventlog.writer import EventWriter
+from trainmedic.events import Epoch, Event, MemorySample, PhaseEnd, PhaseStart, RunEnd, RunStart, Step
 from trainmedic.record import RunRecord
 from trainmedic.report.html import render_html
 

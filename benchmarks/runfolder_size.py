@@ -28,9 +28,10 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from trainmedic import samplelog
-from trainmedic.curvelog import POINTS
-from trainmedic.events import Event, EventWriter, GuardObservation, MemorySample, Metric, Step, encode
+from trainmedic.eventlog import samples
+from trainmedic.eventlog.steps import POINTS
+from trainmedic.eventlog.writer import EventWriter
+from trainmedic.events import Event, GuardObservation, MemorySample, Metric, Step, encode
 
 STEPS_PER_S = 5300.0
 EVERY = 10  # the guard's loss window: one Step event per 10 steps
@@ -78,7 +79,7 @@ def _clipping(step: int, t: float, rng: random.Random) -> list[Event]:
     }
     return [
         GuardObservation(t=t, pid=24609, node="vm", check="clipping", data=data, step=step),
-        Metric(t=t, pid=24609, node="vm", name=samplelog.PRECLIP, value=norm * 1.1, step=step),
+        Metric(t=t, pid=24609, node="vm", name=samples.PRECLIP, value=norm * 1.1, step=step),
     ]
 
 
@@ -187,9 +188,9 @@ def main() -> None:
     seconds = hours * 3600
     for label, later in LATER:
         more = math.log2(later / seconds)
-        parts = {  # the lines fed, and POINTS (samplelog.POINTS) more per doubling, at their mean size
+        parts = {  # the lines fed, and POINTS (samples.POINTS) more per doubling, at their mean size
             kind: (lines.get(kind, 0) + points * more) * size.get(kind, 0) / max(1, lines.get(kind, 0))
-            for kind, points in (("step", POINTS), ("guard", samplelog.POINTS), ("metric", samplelog.POINTS))
+            for kind, points in (("step", POINTS), ("guard", samples.POINTS), ("metric", samples.POINTS))
         }
         memory_bytes, memory_every = memory[label]
         every = later / seconds * (sum(every_line.values()) - every_line.get("memory", 0)) + memory_every

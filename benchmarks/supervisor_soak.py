@@ -37,7 +37,8 @@ import psutil
 from benchmarks.runfolder_size import STEPS_PER_S, feed, run_events
 
 from trainmedic import runfolder
-from trainmedic.events import Event, EventWriter, ProcessExit, ProcessSpawn, RunEnd, RunStart, Step
+from trainmedic.eventlog.writer import EventWriter
+from trainmedic.events import Event, ProcessExit, ProcessSpawn, RunEnd, RunStart, Step
 
 LR = 1e-3
 TRAINER_PID = 24609  # runfolder_size's trainer

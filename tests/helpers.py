@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainmedic.events import GuardObservation, read_events
+from trainmedic.eventlog.reader import read_events
+from trainmedic.events import GuardObservation
 from trainmedic.instrument.channel import child_env
 from trainmedic.record import RunRecord
 

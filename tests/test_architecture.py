@@ -1,8 +1,9 @@
 """Keeps the data flow true as the code grows: imports point one way.
 
-- rules/ are pure: no framework, no I/O module, no collector.
-- the boot path (instrument.bootstrap/hooks/channel, events, findings) is stdlib-only,
-  because it runs inside the user's interpreter.
+- rules/ are pure: no framework, no I/O module, no collector. So is evidence/, what the
+  collectors share with the rules; rules/_helpers is private to rules/.
+- the boot path (instrument.bootstrap/hooks/channel, events, the event log's writer with its
+  bucketing, findings) is stdlib-only, because it runs inside the user's interpreter.
 - core modules never import collectors, renderers or the CLI.
 - collectors never import the renderers (report/) or the CLI: what judges and renders the
   events is handed to them (verdict.py, given the report's renderer by the CLI), so facts
@@ -41,6 +42,11 @@ FRAMEWORKS = {
 IO_MODULES = {"subprocess", "socket", "shutil", "psutil", "urllib", "http", "requests", "pynvml"}
 STDLIB_ONLY = [
     "events.py",
+    "eventlog/__init__.py",
+    "eventlog/writer.py",
+    "eventlog/steps.py",
+    "eventlog/samples.py",
+    "eventlog/reader.py",
     "findings.py",
     "instrument/bootstrap.py",
     "instrument/hooks.py",
@@ -49,6 +55,10 @@ STDLIB_ONLY = [
 ]
 CORE = [
     "events.py",
+    "eventlog/writer.py",
+    "eventlog/steps.py",
+    "eventlog/samples.py",
+    "eventlog/reader.py",
     "findings.py",
     "errors.py",
     "record.py",
@@ -99,16 +109,36 @@ def top(name: str) -> str:
     return name.split(".", maxsplit=1)[0]
 
 
-@pytest.mark.parametrize(
-    "path", sorted((SRC / "rules").rglob("*.py")), ids=lambda p: str(p.relative_to(SRC / "rules"))
-)
-def test_rules_are_pure(path: Path) -> None:
+PURE = sorted((SRC / "rules").rglob("*.py")) + sorted((SRC / "evidence").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", PURE, ids=lambda p: str(p.relative_to(SRC)))
+def test_rules_and_evidence_are_pure(path: Path) -> None:
     mods = imported_modules(path)
     assert not {top(m) for m in mods} & (FRAMEWORKS | IO_MODULES), mods
     assert not any(m.startswith("trainmedic.") and m.split(".")[1] in COLLECTORS for m in mods), mods
     source = path.read_text()
     for call in ("open(", ".read_text(", ".write_text(", "print("):
         assert call not in source, f"{path.name} does I/O: {call}"
+
+
+@pytest.mark.parametrize("path", sorted((SRC / "evidence").rglob("*.py")), ids=lambda p: p.name)
+def test_evidence_sits_below_the_rules(path: Path) -> None:
+    """Collectors import evidence/: it never reaches up into the findings' files or their helpers."""
+    assert not any(m.startswith("trainmedic.rules") for m in imported_modules(path))
+
+
+def test_rule_helpers_are_private_to_rules() -> None:
+    """What a collector shares with the findings is the public evidence/ package; rules/_helpers
+    is what only the findings share, so nothing outside rules/ imports it."""
+    offenders = [
+        f"{path.relative_to(SRC)}: {mod}"
+        for path in sorted(SRC.rglob("*.py"))
+        if path.relative_to(SRC).parts[0] != "rules"
+        for mod in imported_modules(path)
+        if mod.startswith("trainmedic.rules._helpers")
+    ]
+    assert offenders == []
 
 
 @pytest.mark.parametrize("rel", STDLIB_ONLY)

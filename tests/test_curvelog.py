@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from trainmedic import samplelog
-from trainmedic.curvelog import POINTS
+from trainmedic.eventlog.reader import read_events
+from trainmedic.eventlog.samples import OPENS, weight_of
+from trainmedic.eventlog.steps import POINTS
+from trainmedic.eventlog.writer import EventWriter
 from trainmedic.events import (
     Epoch,
     Event,
-    EventWriter,
     GuardObservation,
     MemorySample,
     PhaseEnd,
@@ -32,16 +33,14 @@ from trainmedic.events import (
     RunStart,
     Step,
     decode,
-    read_events,
 )
+from trainmedic.evidence.curves import curve, train_loss
 from trainmedic.instrument.channel import child_env
 from trainmedic.record import RunRecord
-from trainmedic.rules._helpers.curves import curve, train_loss
 from trainmedic.rules.run.run003_eval_memory_spike import eval_memory_spike
 from trainmedic.rules.trn.trn002_loss_divergence import loss_divergence
 from trainmedic.rules.trn.trn003_not_learning import not_learning
 from trainmedic.rules.trn.trn010_clipping_saturated import clipping_saturated
-from trainmedic.samplelog import weight_of
 from trainmedic.supervise.memory import TreeSampler
 from trainmedic.supervise.tree import snapshot
 
@@ -225,7 +224,7 @@ def test_the_last_bucket_is_written_when_the_process_ends(tmp_path: Path) -> Non
     assert sum((e.summary or {}).get("events", 1) for e in written) == 40_000
 
 
-# -- memory samples and clipping reads (samplelog) ----------------------------------------------
+# -- memory samples and clipping reads (eventlog.samples) --------------------------------------
 GIB = 1 << 30
 TRAINER, SUPERVISOR = 100, 50
 WORKERS = ("101", "102", "103", "104")
@@ -257,7 +256,7 @@ def _memory_run(epochs: int, spike_at: int | None, *, workers: bool = True) -> l
                         rss_bytes=sum(processes.values()),
                         processes=processes,
                         cpu_percent=99.0,
-                        summary={samplelog.OPENS: True} if i == 0 else None,
+                        summary={OPENS: True} if i == 0 else None,
                     )
                 )
             t += seconds
@@ -303,7 +302,7 @@ def test_a_bucket_of_memory_samples_never_spans_a_phase(tmp_path: Path) -> None:
     for sample in record.memory_samples:
         last = (sample.summary or {}).get("last_t", sample.t)
         assert record.phase_at(sample.t) == record.phase_at(last)
-        assert sample.summary is None or samplelog.OPENS not in sample.summary
+        assert sample.summary is None or OPENS not in sample.summary
 
 
 def _clipping_run(reads: int, *, loss_rises: bool, growth: float = 1.0) -> list[Event]:
@@ -379,9 +378,9 @@ def test_the_sampler_marks_the_first_sample_of_each_stretch() -> None:
     """`densely` (a new phase, a new process) marks the next sample: the writer's bucket ends there."""
     sampler = TreeSampler(base_interval=0.1)
     procs = snapshot(os.getpid())
-    marked = [samplelog.OPENS in (sampler.sample(procs).summary or {}) for _ in range(3)]
+    marked = [OPENS in (sampler.sample(procs).summary or {}) for _ in range(3)]
     sampler.densely()
-    marked += [samplelog.OPENS in (sampler.sample(procs).summary or {}) for _ in range(2)]
+    marked += [OPENS in (sampler.sample(procs).summary or {}) for _ in range(2)]
     assert marked == [True, False, False, True, False]
 
 

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from trainmedic.eventlog.reader import read_events
+from trainmedic.eventlog.writer import EventWriter
 from trainmedic.events import (
     EVENT_TYPES,
     Epoch,
-    EventWriter,
     MemorySample,
     PhaseEnd,
     PhaseStart,
@@ -25,7 +26,6 @@ from trainmedic.events import (
     UnknownEvent,
     decode,
     encode,
-    read_events,
 )
 from trainmedic.record import RunRecord
 
@@ -122,7 +122,8 @@ def test_sigkill_of_a_writing_process_leaves_every_complete_line(tmp_path: Path)
     script = textwrap.dedent(
         f"""
         import sys
-        from trainmedic.events import EventWriter, Step
+        from trainmedic.eventlog.writer import EventWriter
+        from trainmedic.events import Step
         w = EventWriter({str(path)!r})
         i = 0
         while True:
@@ -149,7 +150,8 @@ def test_processes_appending_to_one_file_keep_lines_whole(tmp_path: Path) -> Non
     path = tmp_path / "events.jsonl"
     script = textwrap.dedent(
         f"""
-        from trainmedic.events import EventWriter, LogLine
+        from trainmedic.eventlog.writer import EventWriter
+        from trainmedic.events import LogLine
         w = EventWriter({str(path)!r})
         for i in range(500):
             w.emit(LogLine(text="x" * 500 + str(i)))

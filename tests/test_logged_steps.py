@@ -3,7 +3,7 @@ stream of their own (the run folder stays bounded), and one curve per quantity w
 
 from __future__ import annotations
 
-from trainmedic.curvelog import CurveLog
+from trainmedic.eventlog.steps import CurveLog
 from trainmedic.events import Event, Step, decode, encode
 from trainmedic.logged import as_number, logged_step
 from trainmedic.record import RunRecord

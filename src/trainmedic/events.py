@@ -3,22 +3,18 @@
 Every collector (supervisor, in-process hooks, log readers) turns what it sees
 into these small typed records; rules read nothing else. Epochs in events are
 0-based indices, as framework callbacks count (a log line "Epoch 3/12" becomes
-epoch 2); findings show them 1-based (`findings.epoch_number`). They are written as
-JSONL as they happen, one line per event and one `write` per line, so a killed
-writer leaves every complete line readable and several processes can append
-to the same file (O_APPEND keeps each line whole).
+epoch 2); findings show them 1-based (`findings.epoch_number`). Each event is one JSON
+line (`encode`, `decode`); `trainmedic.eventlog` writes them to a run's file as they
+happen and reads them back.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import threading
 import time
-import weakref
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 Phase = Literal["train", "eval", "epoch_end", "checkpoint", "predict", "idle"]
@@ -151,7 +147,7 @@ class Step(Event):
     metrics: dict[str, float] = field(default_factory=dict)
     duration_s: float | None = None
     data_wait_s: float | None = None
-    summary: dict[str, Any] | None = None  # a bucket of steps (their means) or an anomaly: curvelog
+    summary: dict[str, Any] | None = None  # a bucket of steps (their means) or an anomaly: eventlog.steps
     logged: str | None = None  # the framework whose log gave the values (`trainmedic.logged`)
     window: dict[str, Any] | None = None  # the torch guard's every-loss record: rules/_helpers/windows
 
@@ -228,7 +224,7 @@ class MemorySample(Event):
     gpu_bytes: int | None = None
     gpu_processes: dict[str, int] = field(default_factory=dict)
     cpu_percent: float | None = None
-    summary: dict[str, Any] | None = None  # several samples' maxima, their count and means: samplelog
+    summary: dict[str, Any] | None = None  # several samples' maxima, their count and means: eventlog.samples
 
 
 @dataclass(kw_only=True, eq=False, repr=False, slots=True)
@@ -414,86 +410,3 @@ def decode(line: str) -> Event:
         return cls(**{k: v for k, v in data.items() if k in names})
     except TypeError as exc:  # a required field is missing
         raise ValueError(f"bad {kind} event: {exc}") from exc
-
-
-class EventWriter:
-    """Appends events to a JSONL file, one `os.write` per line, so each line lands whole.
-
-    Safe to share between threads, and between processes appending to the same file. Each
-    write goes straight to the kernel: a SIGKILL after `emit` returns loses nothing but the
-    open bucket of step events, which `curvelog.CurveLog` merges (bounding a fast loop's file).
-    """
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        from trainmedic.curvelog import CurveLog  # it imports this module
-
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self._lock = threading.Lock()
-        self._curve = CurveLog()
-        # A fork while another thread holds the lock would deadlock the child's first emit.
-        ref = weakref.ref(self)
-        os.register_at_fork(after_in_child=lambda: _reset_lock(ref))
-
-    def emit(self, event: Event) -> None:
-        with self._lock:
-            self._write(self._curve.feed(event))
-
-    def flush(self) -> None:
-        """Write the open buckets of step events, and merge no more: the process is ending."""
-        with self._lock:
-            self._write(self._curve.flush(end=True))
-
-    def _write(self, events: list[Event]) -> None:
-        if self._fd is not None:
-            for event in events:
-                os.write(self._fd, (encode(event) + "\n").encode("utf-8"))
-
-    def close(self) -> None:
-        self.flush()
-        with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
-
-    def __enter__(self) -> EventWriter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def _reset_lock(ref: weakref.ref[EventWriter]) -> None:
-    writer = ref()
-    if writer is not None:
-        writer._lock = threading.Lock()
-        writer._curve = type(writer._curve)()  # the parent's open buckets are the parent's to write
-
-
-@dataclass(slots=True)
-class ReadResult:
-    """Events read from a file, and what had to be skipped (e.g. a line cut by a kill)."""
-
-    events: list[Event]
-    skipped_lines: list[int] = field(default_factory=list)
-    truncated_tail: bool = False
-
-
-def read_events(path: str | os.PathLike[str]) -> ReadResult:
-    """Read a JSONL event file, tolerating a truncated last line and unknown event types."""
-    raw = Path(path).read_bytes()
-    lines = raw.split(b"\n")
-    truncated_tail = bool(lines and lines[-1].strip())
-    result = ReadResult(events=[], truncated_tail=False)
-    for number, chunk in enumerate(lines, start=1):
-        if not chunk.strip():
-            continue
-        try:
-            result.events.append(decode(chunk.decode("utf-8", errors="replace")))
-        except (ValueError, json.JSONDecodeError):
-            if number == len(lines) and truncated_tail:
-                result.truncated_tail = True
-            else:
-                result.skipped_lines.append(number)
-    return result

@@ -6,7 +6,7 @@ batch logs), every value it logs is a point of its named curve, at the step it w
 at. The guards' own step events are read at their checks, a few steps apart; the framework's
 log can be denser (a Trainer logging every 2 steps), and it is the curve the user sees on
 their console and in their trackers. The writer buckets these events as it buckets the
-guard's (`curvelog`), so a run that logs every step keeps a bounded run folder, and the
+guard's (`eventlog.steps`), so a run that logs every step keeps a bounded run folder, and the
 record picks, per quantity, one curve of the two (`RunRecord.curve_steps`).
 """
 

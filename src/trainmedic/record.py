@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TypeVar
 
-from trainmedic.curvelog import even_out
+from trainmedic.eventlog.steps import even_out
 from trainmedic.events import (
     CellEnd,
     CellStart,
@@ -142,7 +142,7 @@ class RunRecord:
     def steps(self) -> list[Step]:
         """The step events a collector measured (the guards' windows, with the steps' timing),
         not a framework's logged values (`logged_steps`); where a writer merged them into
-        buckets (`curvelog`), evened out to points of equal width in steps, so every part of the
+        buckets (`eventlog.steps`), evened out to points of equal width in steps, so every part of the
         run weighs the same in a curve."""
         return even_out([s for s in self.of_type(Step) if s.logged is None])
 

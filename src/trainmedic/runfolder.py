@@ -42,7 +42,8 @@ from trainmedic import _osinfo
 from trainmedic._version import __version__
 from trainmedic.atomicfile import write_text_atomic
 from trainmedic.errors import UsageError
-from trainmedic.events import EnvironmentManifest, Event, RunEnd, RunStart, read_events
+from trainmedic.eventlog.reader import read_events
+from trainmedic.events import EnvironmentManifest, Event, RunEnd, RunStart
 from trainmedic.findings import Finding
 from trainmedic.record import RunRecord
 

@@ -22,21 +22,12 @@ from pathlib import Path
 
 from trainmedic import runfolder
 from trainmedic.atomicfile import write_text_atomic
-from trainmedic.events import (
-    Epoch,
-    Event,
-    FindingRaised,
-    HangDetected,
-    LogLine,
-    OomKill,
-    ProcessExit,
-    Step,
-    read_events,
-)
+from trainmedic.eventlog.reader import read_events
+from trainmedic.events import Epoch, Event, FindingRaised, HangDetected, LogLine, OomKill, ProcessExit, Step
+from trainmedic.evidence.logtext import ACCELERATOR_OOM, FATAL_NATIVE, INPUT_EXHAUSTED, TRACEBACK_START
 from trainmedic.findings import Finding, Severity, findings_to_json
 from trainmedic.record import RunRecord, run_counts
 from trainmedic.registry import run_rules
-from trainmedic.rules._helpers.logtext import ACCELERATOR_OOM, FATAL_NATIVE, INPUT_EXHAUSTED, TRACEBACK_START
 
 #: Draws the report of a run folder into it (`trainmedic.report.bounded.write_report_within`
 #: under `trainmedic run`): what it returns, when a dict (seconds, peak memory), is kept.

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from trainmedic.events import Epoch, Event, FindingRaised, Metric, Step, read_events
+from trainmedic.eventlog.reader import read_events
+from trainmedic.events import Epoch, Event, FindingRaised, Metric, Step
 from trainmedic.supervise.loginterp import LogInterpreter
 from trainmedic.supervise.metriclines import epoch_metrics
 

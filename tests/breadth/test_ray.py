@@ -28,7 +28,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from trainmedic.events import Epoch, Event, ProcessSpawn, Step, read_events
+from trainmedic.eventlog.reader import read_events
+from trainmedic.events import Epoch, Event, ProcessSpawn, Step
 
 from ..conftest import trainmedic_cmd
 

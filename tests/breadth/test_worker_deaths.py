@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 
 from trainmedic.events import Epoch, Event, LogLine, MemoryLimit, MemorySample, OomKill, RunEnd, RunStart
+from trainmedic.evidence.ray import is_ray_process
 from trainmedic.findings import Finding
 from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules
 from trainmedic.rules._helpers import workers as _workers
-from trainmedic.rules._helpers.ray import is_ray_process
 from trainmedic.supervise.tree import classify
 
 from ..conftest import trainmedic_cmd

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from trainmedic.events import read_events
+from trainmedic.eventlog.reader import read_events
 
 from ..conftest import REPO, trainmedic_cmd
 

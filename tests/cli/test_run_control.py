@@ -14,7 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from trainmedic.events import ProcessSpawn, read_events
+from trainmedic.eventlog.reader import read_events
+from trainmedic.events import ProcessSpawn
 
 from ..conftest import REPO, trainmedic_cmd
 from .test_run import findings, tm_env

@@ -19,7 +19,7 @@ from benchmarks.failures.make_preference import (
     write_jsonl,
 )
 
-from trainmedic.rules._helpers.examples import Located
+from trainmedic.evidence.examples import Located
 from trainmedic.rules.dat import dat018_identical_preference_pairs as dat018
 from trainmedic.rules.dat import dat019_preference_length_bias as dat019
 

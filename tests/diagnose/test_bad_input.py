@@ -10,7 +10,8 @@ import pytest
 
 from tests.conftest import run_cli
 from trainmedic.cli.main import main
-from trainmedic.events import Epoch, EventWriter, RunStart, Step
+from trainmedic.eventlog.writer import EventWriter
+from trainmedic.events import Epoch, RunStart, Step
 
 
 def write_history(path: Path, epochs: int = 6) -> Path:

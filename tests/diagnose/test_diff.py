@@ -16,7 +16,8 @@ import pytest
 from tests.conftest import run_cli
 from trainmedic.cli.main import main
 from trainmedic.envinfo import capture_manifest, write_manifest
-from trainmedic.events import EventWriter, RunStart, Step
+from trainmedic.eventlog.writer import EventWriter
+from trainmedic.events import RunStart, Step
 
 
 @pytest.fixture(scope="module")

@@ -179,7 +179,8 @@ def test_missing_data_path_is_one_line(tmp_path: Path) -> None:
 
 
 def test_write_manifest_and_diagnose_a_run_folder_from_dirty_code(repo: Path, tmp_path: Path, capsys) -> None:
-    from trainmedic.events import EventWriter, Step
+    from trainmedic.eventlog.writer import EventWriter
+    from trainmedic.events import Step
 
     (repo / "train.py").write_text("print('edited')\n")
     run = tmp_path / "run"

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from trainmedic.events import Event, GuardObservation, Step
+from trainmedic.evidence.curves import noise_sigma, train_loss
 from trainmedic.record import RunRecord
-from trainmedic.rules._helpers.curves import noise_sigma, train_loss
 from trainmedic.rules.trn import trn003_not_learning as trn003
 
 STEPS = np.arange(10, 510, 10)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from trainmedic.events import ProcessSpawn, read_events
+from trainmedic.eventlog.reader import read_events
+from trainmedic.events import ProcessSpawn
 from trainmedic.instrument.channel import boot_dir
 
 SRC = Path(__file__).resolve().parents[2] / "src"  # this checkout's trainmedic, not an installed one

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from trainmedic.events import TrainingPlan, read_events
+from trainmedic.eventlog.reader import read_events
+from trainmedic.events import TrainingPlan
 from trainmedic.instrument.channel import child_env
 from trainmedic.record import RunRecord
 

@@ -7,9 +7,9 @@ import sys
 import pytest
 
 from trainmedic.events import Epoch, GuardObservation
+from trainmedic.evidence.observations import KERAS_INPUT
 from trainmedic.keras import check_sequence
 from trainmedic.record import RunRecord
-from trainmedic.rules._helpers.keras import INPUT_CHECK
 from trainmedic.rules.ker.ker001_sequence_too_short import sequence_too_short
 from trainmedic.rules.ker.ker002_sequence_len_huge import sequence_len_huge
 from trainmedic.rules.ker.ker003_history_epochs_mismatch import CHECK as FIT_END_CHECK
@@ -25,7 +25,7 @@ def seq_input(t: float = 1.0, **data: object) -> GuardObservation:
     base.update(data)
     if isinstance(base.get("sequence_len"), int):
         base.setdefault("index_bytes", 36 * base["sequence_len"])  # type: ignore[operator]
-    return GuardObservation(check=INPUT_CHECK, data=base, t=t, pid=1)
+    return GuardObservation(check=KERAS_INPUT, data=base, t=t, pid=1)
 
 
 def fit_end(t: float = 9.0, **data: object) -> GuardObservation:

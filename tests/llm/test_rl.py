@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from trainmedic.events import GuardObservation
+from trainmedic.evidence.observations import RL_METRICS
 from trainmedic.findings import Finding, Severity
 from trainmedic.registry import run_rules
-from trainmedic.rules._helpers.rl import CHECK
 
 from ..helpers import run_instrumented
 
@@ -79,7 +79,7 @@ def train(
         processing_class=tokenizer, callbacks=[guard],
     ).train()  # fmt: skip
     assert guard.guard is not None
-    reads = [e for e in guard.guard.events if isinstance(e, GuardObservation) and e.check == CHECK]
+    reads = [e for e in guard.guard.events if isinstance(e, GuardObservation) and e.check == RL_METRICS]
     return guard.findings(), reads
 
 

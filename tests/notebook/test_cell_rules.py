@@ -83,7 +83,7 @@ def test_two_fits_in_one_kernel_are_two_trainings_not_one_curve() -> None:
     """fit(epochs=3) then fit(epochs=2) on the same model (the loss keeps falling): epochs 0, 1
     come twice from the kernel; merged by epoch they looked like a loss that stopped falling."""
     from trainmedic.events import Epoch, TrainingPlan
-    from trainmedic.rules._helpers.curves import train_loss
+    from trainmedic.evidence.curves import train_loss
 
     first = [2.254, 2.072, 1.917]
     second = [1.754, 1.581]

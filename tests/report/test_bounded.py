@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from trainmedic.events import EventWriter, RunEnd, RunStart, Step
+from trainmedic.eventlog.writer import EventWriter
+from trainmedic.events import RunEnd, RunStart, Step
 from trainmedic.report.bounded import ReportBudget, ReportSkipped, write_report_within
 from trainmedic.verdict import LiveDiagnosis
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from trainmedic.events import Step, read_events
+from trainmedic.eventlog.reader import read_events
+from trainmedic.events import Step
 from trainmedic.findings import Finding, Severity
 from trainmedic.record import RunRecord
 from trainmedic.registry import lookup

@@ -13,17 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from trainmedic.events import (
-    Epoch,
-    Event,
-    MemorySample,
-    PhaseEnd,
-    PhaseStart,
-    RunEnd,
-    RunStart,
-    Step,
-    read_events,
-)
+from trainmedic.eventlog.reader import read_events
+from trainmedic.events import Epoch, Event, MemorySample, PhaseEnd, PhaseStart, RunEnd, RunStart, Step
 from trainmedic.record import RunRecord
 from trainmedic.report.html import render_html
 from trainmedic.report.html_format import fmt_bytes

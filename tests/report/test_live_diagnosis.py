@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from trainmedic.events import EventWriter, LogLine, Step
+from trainmedic.eventlog.writer import EventWriter
+from trainmedic.events import LogLine, Step
 from trainmedic.report.html import write_report
 from trainmedic.verdict import LiveDiagnosis
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from trainmedic.events import Event, LogLine, RunEnd, RunStart
+from trainmedic.evidence.logtext import ACCELERATOR_OOM
+from trainmedic.evidence.spark import executor_loss
 from trainmedic.findings import Finding
 from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules
-from trainmedic.rules._helpers.logtext import ACCELERATOR_OOM
-from trainmedic.rules._helpers.spark import executor_loss
 
 DATA = Path(__file__).with_name("data")
 DRIVER_FAILS = [

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from trainmedic.events import GuardObservation
+from trainmedic.evidence import mllib
+from trainmedic.evidence.spark import is_spark_helper, is_spark_jvm, is_spark_python_worker
 from trainmedic.record import RunRecord
-from trainmedic.rules._helpers import mllib
-from trainmedic.rules._helpers.spark import is_spark_helper, is_spark_jvm, is_spark_python_worker
 from trainmedic.rules.dat.dat014_preprocessing_before_split import (
     mllib_preprocessing_before_split as preprocessing_before_split,
 )

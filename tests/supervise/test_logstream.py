@@ -19,8 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainmedic.events import Event, read_events
-from trainmedic.rules._helpers import logtext as _logtext
+from trainmedic.eventlog.reader import read_events
+from trainmedic.events import Event
+from trainmedic.evidence import logtext as _logtext
 from trainmedic.supervise.loginterp import LogInterpreter
 from trainmedic.supervise.logstream import LineScanner, line_text
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from trainmedic.rules._helpers import logtext as L
+from trainmedic.evidence import logtext as L
 
 
 def test_traceback_last_of_chained() -> None:
@@ -79,3 +79,16 @@ def test_trainmedic_s_own_wrapper_is_not_the_user_s_frame() -> None:
     tb = L.parse_traceback(lines)
     assert tb is not None
     assert str(tb.user_frame) == "/home/me/project/train.py:85 in <module>"
+
+
+def test_a_script_beside_trainmedic_s_package_is_the_user_s_code() -> None:
+    """Only trainmedic's own package folder is skipped, not the folder that holds it (an
+    editable install in a project's `src/`, beside the user's own modules)."""
+    from pathlib import Path
+
+    import trainmedic
+
+    package = Path(trainmedic.__file__).parent
+    assert not L.Frame(file=str(package / "keras" / "_auto.py"), line=108, function="fit").is_user_code
+    beside = L.Frame(file=str(package.parent / "train.py"), line=85, function="<module>")
+    assert beside.is_user_code == ("site-packages" not in str(package))

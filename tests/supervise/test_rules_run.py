@@ -318,7 +318,7 @@ def test_accelerator_oom_names_the_phase_the_sizes_and_the_peak_gpu_memory() -> 
 
 
 def test_accelerator_oom_sizes_of_older_pytorch_and_of_tensorflow() -> None:
-    from trainmedic.rules._helpers.logtext import accelerator_oom_sizes
+    from trainmedic.evidence.logtext import accelerator_oom_sizes
 
     old = accelerator_oom_sizes(
         "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total "

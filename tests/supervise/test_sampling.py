@@ -134,7 +134,7 @@ def test_every_short_phase_is_sampled_even_after_memory_stayed_flat(tmp_path, to
     """Flat memory stretches the interval to 2 s; phases of 1.5 s each still get at least two
     samples (RUN003 compares the epoch-end peak with the train phases' steady state)."""
     from tests.conftest import trainmedic_cmd
-    from trainmedic.events import read_events
+    from trainmedic.eventlog.reader import read_events
     from trainmedic.record import RunRecord
 
     script = tmp_path / "phases.py"

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from trainmedic.events import GuardObservation, ProcessSpawn, Step, read_events
+from trainmedic.eventlog.reader import read_events
+from trainmedic.events import GuardObservation, ProcessSpawn, Step
 from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules
 

@@ -78,8 +78,8 @@ def _json(findings: list[Finding], sources: list[dict[str, object]]) -> None:
 
 def _text(findings: list[Finding], loaded: object) -> None:
     from trainmedic.diagnose import Loaded
+    from trainmedic.evidence.curves import train_loss
     from trainmedic.report.text import render_text
-    from trainmedic.rules._helpers.curves import train_loss
 
     assert isinstance(loaded, Loaded)
     lines = [

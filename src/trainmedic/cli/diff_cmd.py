@@ -117,7 +117,7 @@ def _plan(side: Side) -> dict[str, Any] | None:
 
 def compare_metrics(a: RunRecord | None, b: RunRecord | None) -> list[dict[str, Any]]:
     """Every metric both runs logged: final values and where B first departs from A."""
-    from trainmedic.rules._helpers.curves import curve, departure, final_value, is_loss
+    from trainmedic.evidence.curves import curve, departure, final_value, is_loss
 
     if a is None or b is None:
         return []

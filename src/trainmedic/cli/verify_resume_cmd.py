@@ -33,7 +33,7 @@ import click
 
 from trainmedic.cli.options import plain_format_option
 from trainmedic.errors import UsageError
-from trainmedic.events import read_events
+from trainmedic.eventlog.reader import read_events
 from trainmedic.instrument.channel import child_env
 from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules

@@ -12,11 +12,11 @@ from pathlib import Path
 from trainmedic.configcheck._normalise import load, recognise
 from trainmedic.errors import UsageError
 from trainmedic.events import GuardObservation
+from trainmedic.evidence.config_model import CONFIG_CHECK, HARDWARE_PRECISIONS, TrainingConfig
 from trainmedic.findings import Finding
 from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules
 from trainmedic.rules import cfg
-from trainmedic.rules._helpers.config_model import CONFIG_CHECK, HARDWARE_PRECISIONS, TrainingConfig
 
 __all__ = [
     "HARDWARE_PRECISIONS",

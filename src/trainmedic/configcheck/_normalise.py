@@ -25,7 +25,7 @@ from typing import Any
 
 from trainmedic.configcheck._readers import read_config
 from trainmedic.errors import UsageError
-from trainmedic.rules._helpers.config_model import TrainingConfig
+from trainmedic.evidence.config_model import TrainingConfig
 
 AUTO = "auto"
 

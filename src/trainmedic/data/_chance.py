@@ -1,5 +1,5 @@
 """How many identical feature rows chance alone gives: the yardstick of DAT001, DAT002, DAT006,
-DAT007 (measured here; `trainmedic.rules._helpers.chance` decides and words it).
+DAT007 (measured here; `trainmedic.evidence.chance` decides and words it).
 
 In a table of a few categorical columns (sex, class, age band) different people share
 every attribute: 2 x 3 x 5 = 30 possible rows, and a random split puts most of them in
@@ -34,7 +34,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from trainmedic.data._hashing import ROUND_DECIMALS, column_hash, normalise, row_decimals, row_hashes
-from trainmedic.rules._helpers.chance import Chance
+from trainmedic.evidence.chance import Chance
 
 REFERENCE_SAMPLE = 20_000
 ROW_SAMPLE = 5_000

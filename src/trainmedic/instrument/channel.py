@@ -23,7 +23,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from trainmedic._osinfo import hostname
-from trainmedic.events import Event, EventWriter
+from trainmedic.eventlog.writer import EventWriter
+from trainmedic.events import Event
 
 EVENTS_ENV = "TRAINMEDIC_EVENTS"
 INSTRUMENT_ENV = "TRAINMEDIC_INSTRUMENT"
@@ -109,7 +110,7 @@ def _get_writer() -> EventWriter | None:
 
 
 def _flush_at_exit() -> None:
-    """The open bucket of step events (`curvelog`), written when this process ends."""
+    """The open bucket of step events (`eventlog.steps`), written when this process ends."""
     writer = _writer
     if writer is not None and _writer_pid == os.getpid():
         with contextlib.suppress(OSError):

@@ -31,11 +31,11 @@ from types import ModuleType
 from typing import Any
 
 from trainmedic.events import Event, GuardObservation, PhaseEnd, PhaseStart
+from trainmedic.evidence.observations import KERAS_INPUT
 from trainmedic.instrument import channel
 from trainmedic.keras._errors import SequenceLenHugeError
 from trainmedic.keras._inspect import describe_input, describe_loss, describe_output
 from trainmedic.keras._recorder import FitRecorder, callback_pair
-from trainmedic.rules._helpers.keras import INPUT_CHECK
 from trainmedic.rules.ker import ker002_sequence_len_huge as ker002
 from trainmedic.rules.ker.ker004_single_unit_softmax import CHECK as OUTPUT_CHECK
 from trainmedic.rules.trn.trn003_not_learning import LOSS_FUNCTION_CHECK
@@ -148,7 +148,7 @@ def _prepare_fit(
         initial_epoch=arg("initial_epoch") or 0,
         validation_split=arg("validation_split") or 0.0,
     )
-    observation = GuardObservation(check=INPUT_CHECK, data={**info, "framework": line})
+    observation = GuardObservation(check=KERAS_INPUT, data={**info, "framework": line})
     sink(observation)
     stop_if_huge(observation)
     described = model_observations(model, line)

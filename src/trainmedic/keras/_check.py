@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from trainmedic.events import GuardObservation
+from trainmedic.evidence.observations import KERAS_INPUT
 from trainmedic.findings import Finding
 from trainmedic.keras._inspect import INDEX_BYTES_PER_BATCH, describe_input, sequence_hints
 from trainmedic.record import RunRecord
-from trainmedic.rules._helpers.keras import INPUT_CHECK
 from trainmedic.rules.ker import ker001_sequence_too_short as ker001
 from trainmedic.rules.ker import ker002_sequence_len_huge as ker002
 
@@ -42,5 +42,5 @@ def check_sequence(
         info["batch_size"] = batch_size
     if n_samples is not None:
         info["samples"] = n_samples
-    record = RunRecord.of([GuardObservation(check=INPUT_CHECK, data=info)])
+    record = RunRecord.of([GuardObservation(check=KERAS_INPUT, data=info)])
     return ker001.sequence_too_short(record) + ker002.sequence_len_huge(record)

@@ -8,11 +8,11 @@ from types import FrameType, ModuleType
 from typing import Any, TextIO
 
 from trainmedic.events import Event, GuardObservation
+from trainmedic.evidence.observations import KERAS_INPUT
 from trainmedic.findings import Finding
 from trainmedic.keras._inspect import describe_input, describe_loss, describe_output
 from trainmedic.keras._recorder import FitRecorder, stopper_of
 from trainmedic.record import RunRecord
-from trainmedic.rules._helpers.keras import INPUT_CHECK
 from trainmedic.rules.ker.ker004_single_unit_softmax import CHECK as OUTPUT_CHECK
 from trainmedic.rules.trn.trn003_not_learning import LOSS_FUNCTION_CHECK
 
@@ -88,7 +88,7 @@ def _guard_class(base: type, module: ModuleType) -> type:
                 epochs=(self.params or {}).get("epochs"),
                 initial_epoch=given.get("initial_epoch") or 0,
             )
-            observation = GuardObservation(check=INPUT_CHECK, data={**info, "framework": keras_line(module)})
+            observation = GuardObservation(check=KERAS_INPUT, data={**info, "framework": keras_line(module)})
             self._sink(observation)
             if self.stop_on_huge_len:
                 stop_if_huge(observation)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainmedic.events import GuardObservation
-from trainmedic.rules._helpers.rl import CHECK
+from trainmedic.evidence.observations import RL_METRICS
 
 #: The metrics copied: TRL 1.16's names (grpo_trainer.py, rloo_trainer.py), plus `rewards/<name>/mean`.
 METRICS = (
@@ -53,7 +53,7 @@ def observation(
         if isinstance(value, (int, float, bool)):
             config[key] = value
     return GuardObservation(
-        check=CHECK,
+        check=RL_METRICS,
         data={"metrics": metrics, "config": config},
         step=step,
         epoch=None if epoch is None else int(epoch),

@@ -13,7 +13,7 @@ per row:
 Fits and evaluations inside a tuner are per fold by construction and are not observed. The
 tuner fits from a thread pool, so "inside a tuner" is a process-wide depth, not thread-local;
 the Pipeline a stage belongs to is thread-local (a Pipeline fits its stages in its thread).
-The findings' files (DAT014, TRN009, over `trainmedic.rules._helpers.mllib`) decide. A
+The findings' files (DAT014, TRN009, over `trainmedic.evidence.mllib`) decide. A
 failure of this module is one line on stderr and the user's call proceeds unchanged.
 """
 
@@ -28,8 +28,8 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from trainmedic.events import GuardObservation, Step
+from trainmedic.evidence.mllib import EVALUATE_CHECK, FIT_CHECK, SPLIT_CHECK, TUNING, TUNING_CHECK
 from trainmedic.instrument import channel
-from trainmedic.rules._helpers.mllib import EVALUATE_CHECK, FIT_CHECK, SPLIT_CHECK, TUNING, TUNING_CHECK
 from trainmedic.spark._mllib_plans import plan_of
 from trainmedic.spark._mllib_roles import NO_ROLE, role_of
 from trainmedic.spark._mllib_summaries import objective_history, tuning_facts

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainmedic.rules._helpers.mllib import Plan
+from trainmedic.evidence.mllib import Plan
 
 # A plan larger than this (a loop that unions thousands of DataFrames) is described by its
 # first nodes from the top: the relations the guards look for sit near the top of ML plans.

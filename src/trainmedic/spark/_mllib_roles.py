@@ -1,6 +1,6 @@
 """What an MLlib estimator learns from the rows it is fitted on: its role for the guards.
 
-See `trainmedic.rules._helpers.mllib` for what each role means to DAT014 and TRN009. The role
+See `trainmedic.evidence.mllib` for what each role means to DAT014 and TRN009. The role
 comes from the class: `pyspark.ml.feature` estimators learn statistics unless they learn a
 vocabulary (INDEXING) or nothing from the rows (random projections); a `Pipeline` is a
 model when one of its stages is, else what its stages are; everything else fitted is a model.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainmedic.rules._helpers.mllib import INDEXING, MODEL, STATISTICS, TUNING
+from trainmedic.evidence.mllib import INDEXING, MODEL, STATISTICS, TUNING
 
 # pyspark.ml.feature estimators that learn categories, not numbers, from the rows.
 INDEXING_ESTIMATORS = frozenset(

@@ -1,7 +1,7 @@
 """Turns the trainer's output lines into events: log lines, and phases when the log shows them.
 
 Every "significant" line (progress, errors, tracebacks, checkpoints: see
-`rules._helpers.logtext.is_significant`) becomes a `LogLine` event; ordinary lines do
+`evidence.logtext.is_significant`) becomes a `LogLine` event; ordinary lines do
 too up to a budget per attempt, and the last 40 of each stream are always kept, so a
 chatty trainer cannot flood the event log while the rules still see the end.
 "Epoch 3/12", "Evaluating ...", "Saving checkpoint to ..." lines open phases
@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 from trainmedic.events import Epoch, Event, LogLine, PhaseEnd, PhaseStart
-from trainmedic.rules._helpers import logtext as _logtext
+from trainmedic.evidence import logtext as _logtext
 from trainmedic.supervise.metriclines import epoch_metrics
 
 _BUDGET = 2000

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from trainmedic.rules._helpers.logtext import lines_that_may_matter
+from trainmedic.evidence.logtext import lines_that_may_matter
 from trainmedic.supervise import platform
 from trainmedic.supervise.loginterp import LogInterpreter
 

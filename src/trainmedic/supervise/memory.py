@@ -5,7 +5,7 @@ One sample reads RSS and CPU times of the processes already known (a few
 few seconds, because walking it reads every process on the machine. While
 memory is flat the interval stretches up to 4x `--sample-interval`; any change
 of more than 5 % snaps it back, so a spike at epoch end is sampled densely. The first
-sample after `densely` is marked as opening a stretch (`samplelog.OPENS`): the writer, which
+sample after `densely` is marked as opening a stretch (`eventlog.samples.OPENS`): the writer, which
 merges a long run's samples into buckets, never merges it with the samples before it.
 """
 
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from trainmedic.eventlog.samples import OPENS
 from trainmedic.events import MemorySample
-from trainmedic.samplelog import OPENS
 from trainmedic.supervise.cgroup import CgroupInfo
 from trainmedic.supervise.gpu import GpuProbe, NullProbe
 from trainmedic.supervise.tree import Proc
@@ -87,7 +87,7 @@ class TreeSampler:
         next sample: that one only sets the reference, so it cannot stretch the interval at once."""
         self.interval = self.base_interval
         self._last_rss = None
-        self._opens = True  # the writer's bucket of samples (samplelog) ends before it
+        self._opens = True  # the writer's bucket of samples (`eventlog.samples`) ends before it
 
     def _adapt(self, total: int) -> None:
         last, self._last_rss = self._last_rss, total

@@ -22,14 +22,8 @@ from trainmedic import runfolder
 from trainmedic._osinfo import hostname, peak_rss_bytes
 from trainmedic.envinfo import EnvironmentCapture
 from trainmedic.errors import TrainmedicError, UsageError
-from trainmedic.events import (
-    Event,
-    EventWriter,
-    MemoryLimit,
-    OomKill,
-    RunEnd,
-    RunStart,
-)
+from trainmedic.eventlog.writer import EventWriter
+from trainmedic.events import Event, MemoryLimit, OomKill, RunEnd, RunStart
 from trainmedic.findings import Finding
 from trainmedic.instrument.channel import child_env
 from trainmedic.supervise import platform

@@ -21,8 +21,8 @@ from pathlib import Path, PurePath
 
 import psutil
 
-from trainmedic.rules._helpers.ray import is_ray_process
-from trainmedic.rules._helpers.spark import is_spark_helper
+from trainmedic.evidence.ray import is_ray_process
+from trainmedic.evidence.spark import is_spark_helper
 
 ROLE_LAUNCHER = "launcher"
 ROLE_TRAINER = "trainer"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from trainmedic.rules._helpers.curves import HANDOVER_CHECK
+from trainmedic.evidence.curves import HANDOVER_CHECK
 from trainmedic.torch._manual import ParameterUpdates
 from trainmedic.torch._safety import contained, part_never_breaks, quiet
 

@@ -33,7 +33,7 @@ def curves_from_trackers(
     has ended: nothing during it). Returns the number of points added."""
     if choice == "none":
         return 0
-    from trainmedic.events import EventWriter
+    from trainmedic.eventlog.writer import EventWriter
 
     points = 0
     for run in (r for r in learned.read(run_dir) if choice in ("auto", r.tracker)):

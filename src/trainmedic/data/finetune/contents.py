@@ -29,8 +29,8 @@ from trainmedic.data.finetune.reader import (
     Turn,
     file_kind,
 )
+from trainmedic.evidence.examples import Located
 from trainmedic.findings import Finding
-from trainmedic.rules._helpers.examples import Located
 from trainmedic.rules.dat import dat001_split_overlap as dat001
 from trainmedic.rules.dat import dat002_near_duplicate_overlap as dat002
 from trainmedic.rules.dat import dat007_duplicate_rows as dat007

@@ -1,7 +1,7 @@
-"""What several findings' files share, and no finding owns: curves, spikes, log text, workers.
+"""What several findings' files share, and no finding owns: spikes, windows, attempts, workers.
 
-Private to `trainmedic.rules`: a finding's file imports from here. Pure like the rules: no
-I/O, no framework import. The few classifiers that a collector must apply while it gathers
-(which log lines may matter, which processes are Ray's or Spark's helpers) are imported from
-here too, so the patterns live in one place; no collector words or decides a finding.
+Private to `trainmedic.rules`: only a finding's file (or another helper here) imports from
+here; `tests/test_architecture.py` checks it. Pure like the rules: no I/O, no framework
+import. What a collector must apply while it gathers (log text, process classifiers, curve
+statistics, observation names) is the public `trainmedic.evidence`, which both import.
 """

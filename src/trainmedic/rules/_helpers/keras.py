@@ -16,16 +16,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainmedic.events import Epoch, Event, GuardObservation
+from trainmedic.evidence.observations import KERAS_INPUT
 from trainmedic.record import RunRecord
-
-#: What fit was given, observed before the adapter touches the data (KER001, KER002, KER003).
-INPUT_CHECK = "keras_input"
 
 
 def fit_input(**data: Any) -> list[Event]:
     """The `keras_input` observation of one fit over a Sequence (PID 100), for examples."""
     described = {"is_sequence": True, "input_type": "Batches", "input_class": "train.Batches", **data}
-    return [GuardObservation(t=1.0, pid=100, check=INPUT_CHECK, data=described)]
+    return [GuardObservation(t=1.0, pid=100, check=KERAS_INPUT, data=described)]
 
 
 def observations(record: RunRecord, check: str) -> list[GuardObservation]:
@@ -34,7 +32,7 @@ def observations(record: RunRecord, check: str) -> list[GuardObservation]:
 
 def epochs_after(record: RunRecord, obs: GuardObservation) -> list[Epoch]:
     """Epoch events of the fit `obs` describes: same process, until its next fit began."""
-    later = [o.t for o in observations(record, INPUT_CHECK) if o.pid == obs.pid and o.t > obs.t]
+    later = [o.t for o in observations(record, KERAS_INPUT) if o.pid == obs.pid and o.t > obs.t]
     until = min(later, default=math.inf)
     return [e for e in record.of_type(Epoch) if e.pid == obs.pid and obs.t <= e.t < until]
 

@@ -14,17 +14,15 @@ import math
 from collections.abc import Sequence
 
 from trainmedic.events import Event, GuardObservation
+from trainmedic.evidence.observations import RL_METRICS
 from trainmedic.record import RunRecord
-
-#: The HF guard's copy of one training log of a GRPO/RLOO trainer.
-CHECK = "rl_metrics"
 
 
 def rl_logs(record: RunRecord) -> dict[int | None, list[GuardObservation]]:
     """The RL trainers' training logs per rank, in step order."""
     by_rank: dict[int | None, list[GuardObservation]] = {}
     for obs in record.guard_observations:
-        if obs.check == CHECK:
+        if obs.check == RL_METRICS:
             by_rank.setdefault(obs.rank, []).append(obs)
     for reads in by_rank.values():
         reads.sort(key=lambda o: o.step or 0)
@@ -83,7 +81,7 @@ def example_logs(rows: Sequence[dict[str, float]], config_values: dict[str, obje
         GuardObservation(
             t=float(i),
             pid=100,
-            check=CHECK,
+            check=RL_METRICS,
             step=10 * (i + 1),
             data={"metrics": dict(row), "config": config_values},
         )

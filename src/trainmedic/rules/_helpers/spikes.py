@@ -20,11 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from trainmedic.eventlog.samples import mean_of, weight_of
 from trainmedic.events import MemorySample
 from trainmedic.record import RunRecord
-from trainmedic.samplelog import mean_of, weight_of
 
-#: (value, how many samples it stands for: samplelog buckets) of the training before an episode.
+#: (value, how many samples it stands for: `eventlog.samples` buckets) of the training before an episode.
 Baseline = list[tuple[float, int]]
 
 #: Phases that are the training itself; every other named phase is a non-training phase.
@@ -68,7 +68,7 @@ def episodes(
     since: Baseline = []  # training samples since the last episode
     current: Episode | None = None
     for sample in record.memory_samples:
-        value = measure(sample)  # a bucket of samples (samplelog) holds their maxima
+        value = measure(sample)  # a bucket of samples (`eventlog.samples`) holds their maxima
         if value is None:
             continue
         phase = record.phase_at(sample.t)

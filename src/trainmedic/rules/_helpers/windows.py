@@ -2,7 +2,7 @@
 
 A point of the PyTorch guard's loss curve is the mean of a window of steps, every loss of
 which was counted (`Step.window`: how many, their minimum and maximum, the step of the
-maximum, the non-finite ones); a point of a bucketed curve (`curvelog`) carries the envelope
+maximum, the non-finite ones); a point of a bucketed curve (`eventlog.steps`) carries the envelope
 of the steps it merged (`Step.summary`). A spike between two points moves their mean little
 but shows in their maximum: `windows` gives, for the loss curve the rules read, each point's
 range of steps and extremes. Points that carry neither (old run folders, a framework's logged
@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass
 
 from trainmedic.events import Step
+from trainmedic.evidence.curves import last_training, since_handover
 from trainmedic.record import RunRecord
-from trainmedic.rules._helpers.curves import last_training, since_handover
 
 
 @dataclass(frozen=True, slots=True)

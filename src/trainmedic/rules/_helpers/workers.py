@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import PurePath
 
-from trainmedic.rules._helpers import logtext as _logtext
+from trainmedic.evidence import logtext as _logtext
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _PREFIX = re.compile(r"^\((?P<name>[A-Za-z_][\w.:-]*) pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)\s?")
@@ -177,8 +177,8 @@ def dead_worker(lines: Sequence[str], ranks_by_pid: Mapping[int, int | None]) ->
 
 
 def _spark_executor(clean: list[_Line]) -> WorkerDeath | None:
-    """A Spark executor lost or out of JVM heap (see rules._helpers.spark for the formats)."""
-    from trainmedic.rules._helpers import spark as _spark
+    """A Spark executor lost or out of JVM heap (see `evidence.spark` for the formats)."""
+    from trainmedic.evidence import spark as _spark
 
     loss = _spark.executor_loss([ln.text for ln in clean])
     if loss is None:

@@ -2,7 +2,7 @@
 
 Collector: `trainmedic.configcheck` (`trainmedic check config`, and `trainmedic run` for the
 config files a command names) reads a DeepSpeed / HF / Accelerate / loop config into a
-`TrainingConfig` (`rules/_helpers/config_model.py`), with 'auto' filled as the trainer
+`TrainingConfig` (`evidence/config_model.py`), with 'auto' filled as the trainer
 fills it and the DeepSpeed values that disagree with the trainer's arguments listed as
 `mismatches`, and sends it as a `training_config` observation. The rule reproduces the
 arithmetic DeepSpeed and Hugging Face do at start-up: micro batch x accumulation x world
@@ -12,15 +12,10 @@ size = global batch.
 from __future__ import annotations
 
 from trainmedic.events import Event
+from trainmedic.evidence.config_model import TrainingConfig
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers.config_model import (
-    TrainingConfig,
-    batch_evidence,
-    configs,
-    mismatch_findings,
-    observed,
-)
+from trainmedic.rules._helpers.configs import batch_evidence, configs, mismatch_findings, observed
 
 
 def _example() -> list[Event]:

@@ -2,7 +2,7 @@
 
 Collector: `trainmedic.configcheck` (`trainmedic check config [--hardware PROFILE]`, and
 `trainmedic run` for the config files a command names) reads the config into a
-`TrainingConfig` (`rules/_helpers/config_model.py`: fp16, bf16, loss scale, the hardware
+`TrainingConfig` (`evidence/config_model.py`: fp16, bf16, loss scale, the hardware
 profile, and the DeepSpeed precision values that disagree with the trainer's arguments)
 and sends it as a `training_config` observation.
 """
@@ -10,15 +10,10 @@ and sends it as a `training_config` observation.
 from __future__ import annotations
 
 from trainmedic.events import Event
+from trainmedic.evidence.config_model import HARDWARE_PRECISIONS, TrainingConfig
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers.config_model import (
-    HARDWARE_PRECISIONS,
-    TrainingConfig,
-    configs,
-    mismatch_findings,
-    observed,
-)
+from trainmedic.rules._helpers.configs import configs, mismatch_findings, observed
 
 
 def _example() -> list[Event]:

@@ -2,7 +2,7 @@
 
 Collector: `trainmedic.configcheck` (`trainmedic check config FILE --reference OLD`, and
 `trainmedic run` for the config files a command names) reads each config into a
-`TrainingConfig` (`rules/_helpers/config_model.py`: the batch values, lr, warmup_steps)
+`TrainingConfig` (`evidence/config_model.py`: the batch values, lr, warmup_steps)
 and sends it as a `training_config` observation, the reference with role "reference".
 Without a reference, a large batch with warm-up written as 0 is still flagged.
 """
@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 
 from trainmedic.events import Event
+from trainmedic.evidence.config_model import TrainingConfig
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers.config_model import TrainingConfig, configs, observed
+from trainmedic.rules._helpers.configs import configs, observed
 
 # A batch change below this factor is noise, not a new regime (CFG003).
 _BATCH_CHANGE = 2.0

@@ -2,7 +2,7 @@
 
 Collector: `trainmedic.configcheck` (`trainmedic check config`, and `trainmedic run` for the
 config files a command names) reads the config into a `TrainingConfig`
-(`rules/_helpers/config_model.py`: ZeRO stage and offload devices, machines, processes,
+(`evidence/config_model.py`: ZeRO stage and offload devices, machines, processes,
 rendezvous address, the batch values) and sends it as a `training_config` observation.
 The rule checks ZeRO offload against its stage, the rendezvous settings of a
 multi-machine launch, and the batch DeepSpeed derives by integer division when one of
@@ -12,9 +12,10 @@ its three values is left out.
 from __future__ import annotations
 
 from trainmedic.events import Event
+from trainmedic.evidence.config_model import TrainingConfig
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers.config_model import TrainingConfig, batch_evidence, configs, observed
+from trainmedic.rules._helpers.configs import batch_evidence, configs, observed
 
 
 def _example() -> list[Event]:

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainmedic.evidence.chance import Chance
+from trainmedic.evidence.examples import Located, examples_word
 from trainmedic.findings import Finding, FindingSpec, Severity
-from trainmedic.rules._helpers.chance import Chance
-from trainmedic.rules._helpers.examples import Located, examples_word
 from trainmedic.rules._helpers.tables import TablesExample, head, joined, rows, tables
 
 # Duplicates read as oversampling before the split when this share of them is of the minority

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainmedic.evidence.chance import Chance
+from trainmedic.evidence.examples import Located, examples_word
 from trainmedic.findings import Finding, FindingSpec, Severity
-from trainmedic.rules._helpers.chance import Chance
-from trainmedic.rules._helpers.examples import Located, examples_word
 from trainmedic.rules._helpers.tables import TablesExample, head, joined, rows, tables
 
 NEAR_DUPLICATE_HAMMING = 4  # bits of a 64-bit perceptual hash two near-identical images may differ by

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainmedic.evidence.chance import Chance
 from trainmedic.findings import Finding, FindingSpec, Severity
-from trainmedic.rules._helpers.chance import Chance
 from trainmedic.rules._helpers.tables import TablesExample, head, joined, rows, tables
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainmedic.evidence.examples import Located
 from trainmedic.findings import Finding, FindingSpec, Severity
-from trainmedic.rules._helpers.examples import Located
 from trainmedic.rules._helpers.tables import TablesExample, rows, tables
 
 MISSING_FRACTION = 0.05  # a feature missing in more rows than this is reported

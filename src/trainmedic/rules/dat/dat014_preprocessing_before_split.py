@@ -12,7 +12,7 @@ Collectors:
   mean-imputed, and the first training and validation folds' means: it sends `FoldScaling`.
 - Spark MLlib (`trainmedic.spark._mllib`, under `trainmedic run`) observes every fit of a
   preprocessing estimator and every `randomSplit`/tuner split, each DataFrame as the hashes of
-  its logical plan (`trainmedic.rules._helpers.mllib`); `mllib_preprocessing_before_split`
+  its logical plan (`trainmedic.evidence.mllib`); `mllib_preprocessing_before_split`
   pairs a fit with a split of the same DataFrame.
 """
 
@@ -24,9 +24,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
-from trainmedic.findings import Finding, FindingSpec, Severity
-from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers.mllib import (
+from trainmedic.evidence.mllib import (
     FIT_CHECK,
     FRAMEWORK,
     PREPROCESSING_ROLES,
@@ -35,6 +33,8 @@ from trainmedic.rules._helpers.mllib import (
     by_pid,
     plan,
 )
+from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.record import Rule, RunRecord
 from trainmedic.rules._helpers.tables import TablesExample, rows, tables
 
 # `check data`: how exactly a union of splits is standardised or spans [0, 1]

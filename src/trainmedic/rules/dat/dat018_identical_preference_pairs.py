@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from trainmedic.evidence.examples import Located
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers.examples import Located
 from trainmedic.rules._helpers.finetune import FineTuneExample
 
 #: The guard's count of the pairs of the batches DPOTrainer built (`pairs`, `identical`,

@@ -15,9 +15,9 @@ import math
 from dataclasses import dataclass, replace
 
 from trainmedic.events import GuardObservation
+from trainmedic.evidence.chance import CHANCE_P_VALUE
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers.chance import CHANCE_P_VALUE
 from trainmedic.rules._helpers.finetune import FineTuneExample
 from trainmedic.rules.dat.dat018_identical_preference_pairs import GUARD_CHECK
 

@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from trainmedic.evidence.examples import Located
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers.examples import Located
 from trainmedic.rules._helpers.finetune import BOS_TEMPLATE_TOKENIZER, FineTuneExample
 from trainmedic.rules.dat.dat018_identical_preference_pairs import GUARD_CHECK
 

@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainmedic.events import Event
+from trainmedic.evidence.observations import KERAS_INPUT
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers.keras import INPUT_CHECK, epochs_after, fit_input, integer, observations
+from trainmedic.rules._helpers.keras import epochs_after, fit_input, integer, observations
 from trainmedic.rules.ker import ker002_sequence_len_huge as ker002
 
 # A sequence "far below" its data yields at most this share of ceil(samples / batch_size) batches.
@@ -88,7 +89,7 @@ def message(name: object, evidence: Mapping[str, Any]) -> str:
 
 def sequence_too_short(record: RunRecord) -> list[Finding]:
     found = []
-    for obs in observations(record, INPUT_CHECK):
+    for obs in observations(record, KERAS_INPUT):
         data = obs.data
         length = integer(data, "sequence_len")
         if not data.get("is_sequence") or length is None or ker002.is_len_huge(data):

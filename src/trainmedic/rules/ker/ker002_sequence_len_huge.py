@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainmedic.events import Event, GuardObservation
+from trainmedic.evidence.observations import KERAS_INPUT
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers.keras import INPUT_CHECK, fit_input, integer, observations
+from trainmedic.rules._helpers.keras import fit_input, integer, observations
 
 # A length no real epoch has: 2**31 batches (sys.maxsize, 10**12 ... all qualify).
 HUGE_LEN = 2**31
@@ -130,7 +131,7 @@ def stop_message(finding: Finding) -> str:
 
 
 def sequence_len_huge(record: RunRecord) -> list[Finding]:
-    return [f for obs in observations(record, INPUT_CHECK) if (f := judge(obs)) is not None]
+    return [f for obs in observations(record, KERAS_INPUT) if (f := judge(obs)) is not None]
 
 
 RULES: tuple[Rule, ...] = (sequence_len_huge,)

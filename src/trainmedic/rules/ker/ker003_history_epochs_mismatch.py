@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainmedic.events import Epoch, Event, GuardObservation
+from trainmedic.evidence.observations import KERAS_INPUT
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers.keras import INPUT_CHECK, epochs_after, fit_input, integer, observations
+from trainmedic.rules._helpers.keras import epochs_after, fit_input, integer, observations
 from trainmedic.rules._helpers.short_logs import short_log
 
 #: The fit recorder's observation when fit returns.
@@ -97,7 +98,7 @@ def message(evidence: Mapping[str, Any]) -> str:
 
 def history_epochs_mismatch(record: RunRecord) -> list[Finding]:
     found = []
-    inputs = observations(record, INPUT_CHECK)
+    inputs = observations(record, KERAS_INPUT)
     for end in observations(record, CHECK):
         data = end.data
         requested, ran = integer(data, "epochs_requested"), integer(data, "epochs_run")

@@ -1,7 +1,7 @@
 """RUN002 `accelerator-oom`: the framework's out-of-memory error of the accelerator.
 
 Collector: the supervisor (`trainmedic run`) relays the trainer's log lines (the error and
-its traceback, kept as `LogLine`s however chatty the run: `_helpers.logtext`), the phases,
+its traceback, kept as `LogLine`s however chatty the run: `evidence.logtext`), the phases,
 and `MemorySample`s with the trainer tree's GPU memory where NVML is available. The error's
 own sizes (tried to allocate, capacity, free) are read from its line. An attempt ended this
 way is not RUN009's.
@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainmedic.events import Event, LogLine, MemorySample, RunEnd, RunStart
+from trainmedic.evidence import logtext as _logtext
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers import logtext as _logtext
 from trainmedic.rules._helpers import spikes as _spikes
 from trainmedic.rules._helpers.attempts import AttemptView, attempt_suffix, attempts, during, phase_at_end
 from trainmedic.units import human_bytes

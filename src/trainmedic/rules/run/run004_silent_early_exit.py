@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainmedic.events import Event
+from trainmedic.evidence import logtext as _logtext
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers import logtext as _logtext
 from trainmedic.rules._helpers.attempts import LAST_LINES, attempts
 from trainmedic.rules._helpers.run_examples import log_lines, supervised_run
 from trainmedic.rules._helpers.short_logs import short_log

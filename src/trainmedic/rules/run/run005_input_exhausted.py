@@ -2,7 +2,7 @@
 
 Collector: the supervisor (`trainmedic run`) relays the framework's own line ('Your input ran
 out of data', `OutOfRangeError`: kept as a `LogLine` however chatty the run, see
-`_helpers.logtext`); the in-process integrations (Keras) send each fit's `TrainingPlan`
+`evidence.logtext`); the in-process integrations (Keras) send each fit's `TrainingPlan`
 (steps per epoch, epochs) and the steps each `Epoch` really ran.
 """
 
@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainmedic.events import Epoch, Event, TrainingPlan
+from trainmedic.evidence import logtext as _logtext
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers import logtext as _logtext
 from trainmedic.rules._helpers.run_examples import log_lines, supervised_run
 
 

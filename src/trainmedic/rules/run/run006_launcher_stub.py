@@ -13,9 +13,9 @@ from pathlib import PurePath
 from typing import Any
 
 from trainmedic.events import Event, ProcessSpawn, RunEnd, RunStart
+from trainmedic.evidence import spark as _spark
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers import spark as _spark
 
 
 def _example() -> list[Event]:

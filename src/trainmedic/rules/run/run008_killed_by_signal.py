@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from trainmedic.events import Event, KernelShutdown, StopRequest
+from trainmedic.evidence import logtext as _logtext
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers import logtext as _logtext
 from trainmedic.rules._helpers.attempts import (
     LAST_LINES,
     AttemptView,

@@ -1,7 +1,7 @@
 """RUN009 `crashed`: a non-zero exit with a Python exception (or with no word of why).
 
 Collector: the supervisor (`trainmedic run`) sends each attempt's `RunEnd` and relays the
-trainer's traceback as `LogLine`s (kept however chatty the run: `_helpers.logtext`); a
+trainer's traceback as `LogLine`s (kept however chatty the run: `evidence.logtext`); a
 distributed job's driver quotes the worker's own error (`_helpers.workers`). What another
 finding explains steps aside: a signal or a stop (RUN008), the OOM killer (RUN001), the
 device's out-of-memory error (RUN002). A crash on an overflow or NaN names the loss that blew
@@ -21,9 +21,9 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 from trainmedic.events import EnvironmentManifest, Event, ProcessSpawn
+from trainmedic.evidence import logtext as _logtext
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers import logtext as _logtext
 from trainmedic.rules._helpers.attempts import (
     LAST_LINES,
     AttemptView,

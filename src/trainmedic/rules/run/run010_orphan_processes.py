@@ -3,7 +3,7 @@
 Collector: the supervisor (`trainmedic run`) watches the trainer tree after the trainer ends,
 ends what is left (SIGTERM, then SIGKILL) and sends an `OrphanEnded` for each process with its
 command line, RSS and the signal that ended it. Ray's and Spark's own processes, which end a
-moment after their driver, are theirs, not a leak of the user's (`_helpers.ray`, `_helpers.spark`).
+moment after their driver, are theirs, not a leak of the user's (`evidence.ray`, `evidence.spark`).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainmedic.events import Event, OrphanEnded, RunEnd, RunStart
+from trainmedic.evidence import ray as _ray
+from trainmedic.evidence import spark as _spark
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers import ray as _ray
-from trainmedic.rules._helpers import spark as _spark
 from trainmedic.units import human_bytes, signal_name
 
 

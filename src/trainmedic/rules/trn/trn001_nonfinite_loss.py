@@ -2,7 +2,7 @@
 
 Collectors: every path that sees a loss curve sends it as `Epoch`/`Step`/`Metric` events (a
 Keras history, the guards' sampled steps, a TensorBoard or HF log read by `diagnose`);
-`nonfinite_loss` finds its first non-finite point (see `_helpers/curves.py` for which metric
+`nonfinite_loss` finds its first non-finite point (see `evidence/curves.py` for which metric
 is "the loss"). Two guards decide it live, at the step, and raise the finding in process:
 the PyTorch guard (`trainmedic.torch._losses`) reads back every kept loss and hands the
 first non-finite one to `judge_guard` (with `on_nonfinite="stop"` before the update), with
@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from trainmedic.events import Epoch, Event
+from trainmedic.evidence.curves import Curve, at, loss_curves, nonfinite_ranks, where
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers.curves import Curve, at, loss_curves, nonfinite_ranks, where
 
 
 def _epochs(*losses: float) -> list[Event]:

@@ -3,7 +3,7 @@ blew up for a sustained stretch and came back down.
 
 Collectors: whatever sends the training loss as `Epoch`/`Step`/`Metric` events (a Keras
 history, the guards' sampled steps, the boosters' rounds, a TensorBoard or HF log read by
-`diagnose`); `_helpers/curves.py` picks the curve. Four tests: the smoothed loss ends far
+`diagnose`); `evidence/curves.py` picks the curve. Four tests: the smoothed loss ends far
 above its minimum (an additive test against the curve's noise); on runs of any length from 3
 points, its last points all sit an order of magnitude above its start; a blow-up episode
 that recovered (`_episode`), as a learning rate far too high gives under a decaying schedule;
@@ -17,9 +17,7 @@ from __future__ import annotations
 import math
 
 from trainmedic.events import Event, Step
-from trainmedic.findings import Finding, FindingSpec, Severity
-from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers.curves import (
+from trainmedic.evidence.curves import (
     Curve,
     at,
     centred_on_zero,
@@ -31,6 +29,8 @@ from trainmedic.rules._helpers.curves import (
     train_loss,
     where,
 )
+from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.record import Rule, RunRecord
 from trainmedic.rules._helpers.windows import Window, least_above, windows
 
 # -- thresholds (documented in docs/diagnose.md) ---------------------------------------------

@@ -2,7 +2,7 @@
 
 Collectors: whatever sends the training loss as `Epoch`/`Step`/`Metric` events (a Keras
 history, the guards' sampled steps, a TensorBoard or HF log read by `diagnose`);
-`_helpers/curves.py` picks the curve. Flat: the loss never got below its start by more than
+`evidence/curves.py` picks the curve. Flat: the loss never got below its start by more than
 noise. At chance: a classifier's loss stays at ln K, the loss of predicting the same
 distribution for every input; K comes from a `loss_function` observation (`LOSS_FUNCTION_CHECK`,
 sent by the Keras instrumentation and the PyTorch guard's forward hook with the classes and
@@ -41,9 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from trainmedic.events import Epoch, Event
-from trainmedic.findings import Finding, FindingSpec, Severity
-from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers.curves import (
+from trainmedic.evidence.curves import (
     Curve,
     centred_on_zero,
     curve,
@@ -53,9 +51,11 @@ from trainmedic.rules._helpers.curves import (
     smoothing_window,
     train_loss,
 )
+from trainmedic.findings import Finding, FindingSpec, Severity
+from trainmedic.record import Rule, RunRecord
 
 if TYPE_CHECKING:
-    from trainmedic.rules._helpers.curves import FloatArray
+    from trainmedic.evidence.curves import FloatArray
 
 # -- thresholds (documented in docs/diagnose.md) ---------------------------------------------
 #: TRN003 needs this many points (epochs / logged steps) before judging.

@@ -1,7 +1,7 @@
 """TRN004 `overfitting`: validation loss rises while the training loss keeps falling.
 
 Collectors: whatever sends a training and a validation loss as events (a Keras history with
-`val_loss`, the HF Trainer's evaluations, a TensorBoard log; `_helpers/curves.py` tells them
+`val_loss`, the HF Trainer's evaluations, a TensorBoard log; `evidence/curves.py` tells them
 apart). Each validation point is paired with the training loss over the same stretch (the
 same epoch, or the steps since the previous validation); the turn is the validation minimum.
 
@@ -17,18 +17,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from trainmedic.events import Epoch, Event
+from trainmedic.evidence.curves import Curve, loss_curves, noise_sigma, rolling_median
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers.curves import (
-    Curve,
-    loss_curves,
-    noise_sigma,
-    rolling_median,
-)
 from trainmedic.rules.trn import trn009_eval_set_is_train as trn009
 
 if TYPE_CHECKING:
-    from trainmedic.rules._helpers.curves import FloatArray
+    from trainmedic.evidence.curves import FloatArray
 
 # -- thresholds (documented in docs/diagnose.md) ---------------------------------------------
 #: TRN004 needs this many validation points, and this many after the turn.

@@ -10,7 +10,7 @@ Collectors:
   examples token for token, compared on a bounded sample (`eval_rows` of `eval_rows_total`,
   against `train_rows_compared` of `train_rows_total`);
 - Spark MLlib (`trainmedic.spark._mllib`) observes fits and evaluations with their DataFrames'
-  plans (`_helpers/mllib.py`): `mllib_eval_set_is_train` reports a process that scored only
+  plans (`evidence/mllib.py`): `mllib_eval_set_is_train` reports a process that scored only
   predictions for rows its model was fitted on.
 """
 
@@ -20,16 +20,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainmedic.events import Event, GuardObservation
+from trainmedic.evidence.mllib import EVALUATE_CHECK, FIT_CHECK, FITTED_MODEL_ROLES, FRAMEWORK, by_pid, plan
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
-from trainmedic.rules._helpers.mllib import (
-    EVALUATE_CHECK,
-    FIT_CHECK,
-    FITTED_MODEL_ROLES,
-    FRAMEWORK,
-    by_pid,
-    plan,
-)
 
 #: The observation of an eval set's rows against the training rows (boosters, HF Trainer).
 EVAL_OVERLAP_CHECK = "boosting_eval_overlap"

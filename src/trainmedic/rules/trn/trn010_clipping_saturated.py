@@ -45,9 +45,9 @@ Why these thresholds, on general grounds:
 from __future__ import annotations
 
 from trainmedic.events import Event, GuardObservation, Step
+from trainmedic.evidence.curves import curve, train_loss
 from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord, median, weighted_median
-from trainmedic.rules._helpers.curves import curve, train_loss
 
 #: The guard's clipping counters, read every few steps.
 CHECK = "clipping"
@@ -251,7 +251,7 @@ def _finding(
 
 def _reads(observation: GuardObservation) -> int:
     """How many of the guard's reads an observation stands for (the writer merges a long run's
-    reads into buckets: `samplelog`, their counters summed, their medians' median kept)."""
+    reads into buckets: `eventlog.samples`, their counters summed, their medians' median kept)."""
     return int(observation.data.get("reads", 1))
 
 

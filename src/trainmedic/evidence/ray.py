@@ -1,6 +1,6 @@
 """Which processes of a run belong to a local Ray cluster, by their command lines.
 
-Apart from `_workers` (the launchers' reports of a dead worker, read only when a run
+Apart from `rules/_helpers/workers.py` (the launchers' reports of a dead worker, read only when a run
 failed): the supervisor classifies every process tree with this, on every run.
 """
 

@@ -21,7 +21,7 @@ merges plain steps into buckets, and keeps everything else as it is:
   of one event is written as that event. A bucket is written as soon as its range's last step
   arrives (so at full resolution each step is written as it comes), else at the next step past it.
 - Memory samples, the guard's clipping reads and its `grad_norm_preclip` curve are bucketed
-  on the same principle by `samplelog` (what their rules read is kept). Every other event
+  on the same principle by `samples` (what their rules read is kept). Every other event
   that is not a plain step (epochs, phases, observations, findings, markers) is
   written as it comes; epochs, phases and findings after the buckets open before them
   (`BOUNDARIES`). So is every step that is an anomaly:
@@ -46,8 +46,8 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from trainmedic.eventlog.samples import SampleLog
 from trainmedic.events import Epoch, Event, FindingRaised, PhaseEnd, PhaseStart, RunEnd, Step, TrainingPlan
-from trainmedic.samplelog import SampleLog
 
 #: Buckets per doubling of the run's length in steps (2x what the rules reduce a curve to).
 POINTS = 4000
@@ -272,7 +272,7 @@ class CurveLog:
         values = _plain_values(event) if not self._ended else None
         if values is None:
             sampled = self._samples.feed(event) if not self._ended else None
-            if sampled is not None:  # a memory sample, a clipping read: samplelog buckets them
+            if sampled is not None:  # a memory sample, a clipping read: `samples` buckets them
                 return sampled
             if isinstance(event, BOUNDARIES):
                 return [*self.flush(), event]

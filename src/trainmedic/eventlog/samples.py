@@ -1,6 +1,6 @@
 """Bounded periodic samples: the supervisor's memory samples and the guard's clipping reads.
 
-`curvelog.CurveLog` bounds the step curve; the same writer hands this module the other events a
+`steps.CurveLog` bounds the step curve; the same writer hands this module the other events a
 run sends again and again, on the same principle: full resolution at the start, then buckets
 whose width grows with the run (a power of two up to 1/`POINTS` of the run so far, so the file
 grows with the logarithm of the run's length), each written as one event that keeps what the

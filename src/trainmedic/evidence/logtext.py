@@ -57,7 +57,7 @@ _BARE_EXCEPTION = re.compile(r"(?:Error|Exception|Exit|Interrupt|Iteration|Warni
 _LIBRARY_PARTS = ("site-packages", "dist-packages", "/lib/python3", "\\lib\\python3", "<frozen")
 # trainmedic's own wrappers (Keras' fit, PyTorch's step) sit between the user's line and the
 # library in every traceback they see: not the user's code either, installed anywhere.
-_OWN_PACKAGE = str(Path(__file__).resolve().parents[2]) + os.sep
+_OWN_PACKAGE = str(Path(__file__).resolve().parents[1]) + os.sep
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,7 +60,8 @@ _LOST_EXECUTOR = re.compile(
     r"\bLost (?:an )?executor (?P<id>[\w.-]+)(?: \(already removed\))? on (?P<host>[^:\s]+): (?P<reason>.+)"
 )
 _LOST_TASK = re.compile(
-    r"\bLost task [\d.]+ in stage [\d.]+ \(TID \d+\) \((?P<host>\S+) executor (?P<id>[\w.-]+)\): (?P<error>.+)"
+    r"\bLost task [\d.]+ in stage [\d.]+ \(TID \d+\) "
+    r"\((?P<host>\S+) executor (?P<id>[\w.-]+)\): (?P<error>.+)"
 )
 _LOST_FAILURE = re.compile(
     r"ExecutorLostFailure \(executor (?P<id>[\w.-]+) exited[^)]*\)(?: Reason: (?P<reason>.+))?"
