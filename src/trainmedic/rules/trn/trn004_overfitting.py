@@ -76,6 +76,7 @@ SPEC = FindingSpec(
         "Keep the checkpoint of the turning epoch (early stopping on val_loss), add "
         "regularisation or data augmentation, or get more data."
     ),
+    decided_in=("run events", "torch guard", "boosters"),
     example_input=_example,
 )
 
@@ -223,3 +224,5 @@ def overfitting_without_early_stopping(record: RunRecord) -> list[Finding]:
 
 
 RULES: tuple[Rule, ...] = (overfitting, overfitting_without_early_stopping)
+#: A booster's guard reads its rounds, not loss curves: the generic curve rule is not its.
+RULES_AT: dict[str, tuple[Rule, ...]] = {"boosters": (overfitting_without_early_stopping,)}

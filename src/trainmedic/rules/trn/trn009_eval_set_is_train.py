@@ -82,6 +82,7 @@ SPEC = FindingSpec(
         "Hold out a validation split that shares no rows with the training data and stop on it "
         "(with XGBoost, put it last in eval_set)."
     ),
+    decided_in=("run events", "torch guard", "boosters"),
     example_input=_example,
 )
 
