@@ -57,8 +57,10 @@ DOC_SECTIONS = ("what", "why", "example", "fix")
 #:   `trainmedic diagnose`, a run folder, the notebook extension and the Keras guard apply them all.
 #: - "torch guard": the PyTorch guard (`trainmedic.torch`, with its fine-tuning watchers) applies
 #:   its `RULES` in process, to the observations it made itself.
-#: - "boosters": the XGBoost, LightGBM and CatBoost guards apply its rules at the end of each
-#:   training call (`RULES`, or `RULES_AT["boosters"]` where only some of them read rounds).
+#: - "boosters": the XGBoost, LightGBM and CatBoost guards apply its `RULES` at the end of each
+#:   training call.
+#:   A guard applies the file's `RULES_AT[place]` instead where only some of its rules read what
+#:   that guard observes (TRN004: the boosters' rounds, the PyTorch guard's loss curves).
 #: - "config check": `trainmedic check config` applies its `RULES` to the parsed config files.
 #: - "environment check": `trainmedic env` applies its `RULES` to the manifest; `diff` calls
 #:   its `judge` on two manifests.

@@ -224,5 +224,8 @@ def overfitting_without_early_stopping(record: RunRecord) -> list[Finding]:
 
 
 RULES: tuple[Rule, ...] = (overfitting, overfitting_without_early_stopping)
-#: A booster's guard reads its rounds, not loss curves: the generic curve rule is not its.
-RULES_AT: dict[str, tuple[Rule, ...]] = {"boosters": (overfitting_without_early_stopping,)}
+#: Which rules a place applies: a booster's guard reads its rounds, the PyTorch guard the loss curves.
+RULES_AT: dict[str, tuple[Rule, ...]] = {
+    "boosters": (overfitting_without_early_stopping,),
+    "torch guard": (overfitting,),
+}

@@ -182,3 +182,8 @@ def mllib_eval_set_is_train(record: RunRecord) -> list[Finding]:
 
 
 RULES: tuple[Rule, ...] = (eval_set_is_train, mllib_eval_set_is_train)
+#: Which rules a place applies: the guards observe eval sets; Spark MLlib's evaluations are a run's.
+RULES_AT: dict[str, tuple[Rule, ...]] = {
+    "boosters": (eval_set_is_train,),
+    "torch guard": (eval_set_is_train,),
+}
