@@ -226,6 +226,117 @@ def test_no_private_name_crosses_a_module() -> None:
     assert crossings == []
 
 
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking_only(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement that can run: at module level and inside functions; those under
+    `if TYPE_CHECKING:` are for the type checker only and never execute."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        todo.extend(child for child in ast.iter_child_nodes(node) if not _type_checking_only(child))
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the trainmedic modules it imports (the deepest module each import names: `from
+    trainmedic.x import y` is an edge to `trainmedic.x.y` where that is a module, else to
+    `trainmedic.x`; a package's `__init__` importing its own submodule is an edge like any other)."""
+    paths = {_module_name(p): p for p in SRC.rglob("*.py")}
+
+    def known(name: str) -> str:
+        while name and name not in paths:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph: dict[str, set[str]] = {name: set() for name in paths}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in _runtime_imports(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join([*parts[: len(parts) - node.level + 1], *([base] if base else [])])
+                targets = [f"{base}.{alias.name}" for alias in node.names]
+            graph[name].update(known(t) for t in targets if t.startswith("trainmedic") and known(t))
+        graph[name].discard(name)
+    return graph
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components with more than one module: the import cycles."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                top_node = stack.pop()
+                on_stack.discard(top_node)
+                group.append(top_node)
+                if top_node == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    return import_graph()  # one parse of the package for the tests below
+
+
+def test_the_cycle_finder_sees_a_cycle(graph: dict[str, set[str]]) -> None:
+    assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}) == [
+        ["a", "b", "c"]
+    ]
+    assert "trainmedic.torch._guard" in graph["trainmedic.torch"]  # a package's __init__ counts
+    assert "trainmedic.llm.batches" in graph["trainmedic.llm"]  # an import inside a function counts
+    assert "trainmedic.torch._interface" not in graph["trainmedic.torch._forward"]  # under TYPE_CHECKING
+
+
+def test_no_import_cycle_between_modules(graph: dict[str, set[str]]) -> None:
+    """Imports point one way, lazy ones in functions included: a module that must import its
+    importer back is two modules doing one job, or a lower one calling up (hand it a callable,
+    or move what both need into a module of its own)."""
+    cycles = [
+        f"{', '.join(group)}: "
+        + "; ".join(f"{a} -> {b}" for a in group for b in sorted(graph[a] & set(group)))
+        for group in strongly_connected(graph)
+    ]
+    assert cycles == []
+
+
 #: A module outside rules/ that imports this many finding files keeps a list of findings: what
 #: runs where is derived from the findings' declarations (`registry.rules_for`, `specs_for`).
 MAX_FINDING_IMPORTS = 5

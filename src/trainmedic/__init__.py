@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from trainmedic._version import __version__
 from trainmedic.errors import TrainmedicError
 from trainmedic.findings import Finding, FindingSpec, Severity
-
-__version__ = "0.1.0"
 
 __all__ = ["Finding", "FindingSpec", "Severity", "TrainmedicError", "__version__"]
 

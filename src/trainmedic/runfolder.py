@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
-from trainmedic import __version__, _osinfo
+from trainmedic import _osinfo
+from trainmedic._version import __version__
 from trainmedic.atomicfile import write_text_atomic
 from trainmedic.errors import UsageError
 from trainmedic.events import EnvironmentManifest, Event, RunEnd, RunStart, read_events

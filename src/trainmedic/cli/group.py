@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from trainmedic import __version__
+from trainmedic._version import __version__
 from trainmedic.cli.discovery import TopLevelGroup
 
 

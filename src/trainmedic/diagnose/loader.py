@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainmedic import runfolder
-from trainmedic.diagnose import hf_state, keras_logs, lightning_csv, mlflow_runs, tensorboard, wandb_runs
+from trainmedic.diagnose import hf_state, keras_logs, lightning_csv, tensorboard
 from trainmedic.diagnose.source import LOG_PID, LogRead
 from trainmedic.errors import UsageError
 from trainmedic.events import Epoch, Event, MetricSeries, RunStart, Step, TrainingPlan
 from trainmedic.record import RunRecord
+from trainmedic.trackers import mlflow, wandb
 
 KNOWN_FORMATS = (
     "a Keras history .json, a Keras CSVLogger .csv, a Lightning metrics.csv, an HF trainer_state.json, "
@@ -80,8 +81,8 @@ def _plan(
 
 def _read_source(raw: str | Path, tracking_uri: str | None) -> list[LogRead]:
     """A path, or `mlflow://RUN_ID` (checked on the raw text: a Path would fold its `//`)."""
-    if isinstance(raw, str) and mlflow_runs.is_mlflow_source(raw):
-        return [mlflow_runs.read_mlflow_run(raw, tracking_uri)]
+    if isinstance(raw, str) and mlflow.is_mlflow_source(raw):
+        return [mlflow.read_mlflow_run(raw, tracking_uri)]
     return read_path(Path(raw))
 
 
@@ -96,8 +97,8 @@ def read_path(path: Path) -> list[LogRead]:
 def _read_folder(path: Path) -> list[LogRead]:
     if runfolder.is_run_folder(path):
         return [_read_run_folder(path)]
-    if wandb_runs.is_wandb_source(path):
-        return [wandb_runs.read_wandb_run(path)]
+    if wandb.is_wandb_source(path):
+        return [wandb.read_wandb_run(path)]
     state = _latest_trainer_state(path)
     if state is not None:
         return [hf_state.read_trainer_state(state)]
@@ -167,8 +168,8 @@ def _read_file(path: Path) -> LogRead:
         return _read_run_folder(path)
     if tensorboard.is_event_file(path):
         return tensorboard.read_tensorboard(path)
-    if wandb_runs.is_wandb_source(path):
-        return wandb_runs.read_wandb_run(path)
+    if wandb.is_wandb_source(path):
+        return wandb.read_wandb_run(path)
     if path.suffix.lower() == ".json":
         return _read_json(path)
     if path.suffix.lower() == ".csv":

@@ -30,7 +30,6 @@ except ImportError as exc:
     raise ImportError(f"trainmedic.hf needs transformers: {install_hint('transformers', 'hf')}") from exc
 
 import trainmedic.torch as tm
-from trainmedic.llm import params as llm_params
 from trainmedic.llm import preference as llm_preference
 from trainmedic.llm import rl as llm_rl
 from trainmedic.llm import sft as llm_sft
@@ -38,10 +37,11 @@ from trainmedic.llm import templates as llm_templates
 from trainmedic.torch._safety import contained
 from trainmedic.torch._trainer_resumes import check_start
 
-# What the fine-tuning watches learn outside the model, as under `trainmedic run` (whose boot
-# hooks install the same): the rows `resize_token_embeddings` adds after this import (TOR014),
-# the chat template renders that serve the model (DAT016), what TRL's truncation cuts (DAT017).
-hooks.when_imported("transformers.modeling_utils", llm_params.install)
+# The fine-tuning watches, as under `trainmedic run` (whose boot hooks install the same): on
+# every language model the torch guard meets, and what they learn outside the model: the rows
+# `resize_token_embeddings` adds after this import (TOR014), the chat template renders that
+# serve the model (DAT016), what TRL's truncation cuts (DAT017).
+hooks.when_imported("transformers.modeling_utils", llm.install)
 hooks.when_imported("transformers.tokenization_utils_base", llm_templates.install)
 hooks.when_imported("trl.trainer.sft_trainer", llm_sft.install)
 hooks.when_imported("trl.trainer.dpo_trainer", llm_preference.install)  # TRN014, DAT018/020 on DPO

@@ -31,8 +31,9 @@ FRAMEWORK_HOOKS: dict[str, str] = {
     "pytorch_lightning": "trainmedic.lightning._auto:install",
     # transformers imports its Trainer lazily: the patch waits for the Trainer's own module.
     "transformers.trainer": "trainmedic.hf:install",
-    # the rows `resize_token_embeddings` adds, for the fine-tuning watch (TOR014)
-    "transformers.modeling_utils": "trainmedic.llm.params:install",
+    # the fine-tuning watches on every language model the torch guard meets, and the rows
+    # `resize_token_embeddings` adds (TOR014)
+    "transformers.modeling_utils": "trainmedic.llm:install",
     # fine-tuning: the chat template renders that serve a model, TRL's truncation at max_length
     "transformers.tokenization_utils_base": "trainmedic.llm.templates:install",
     "trl.trainer.sft_trainer": "trainmedic.llm.sft:install",

@@ -8,14 +8,18 @@ Collectors only (they measure and observe; the findings' files in `rules/` decid
 - `rl`: what TRL's `GRPOTrainer` and `RLOOTrainer` log (reward groups, KL, lengths), copied
   by the HF guard's `on_log`.
 
-They attach to a model the PyTorch guard meets (`attach`, from its forward watch or the HF
-Trainer callback): a Hugging Face `PreTrainedModel`, or any model wrapped by PEFT. Importing
-this package imports no framework; each part imports what it needs when it attaches.
+They attach to a model the PyTorch guard meets: a Hugging Face `PreTrainedModel`, or any model
+wrapped by PEFT. The guard does not import this package: `install` (hooked on
+`transformers.modeling_utils` by the boot module and by `trainmedic.hf`) registers `attach` as
+a model watch through the guard's watcher protocol (`trainmedic.torch._watchers`), and the HF
+Trainer callback calls `attach` itself with the Trainer's tokenizer. Importing this package
+imports no framework; each part imports what it needs when it attaches.
 """
 
 from __future__ import annotations
 
 import weakref
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -45,3 +49,14 @@ def attach(model: Any, monitor: MonitorLike, *, tokenizer: Any = None) -> None:
     for part in (batches, params, templates):
         part.attach(model, monitor, tokenizer=tokenizer)
     sft.deliver(monitor)
+
+
+def install(module: ModuleType) -> None:
+    """On `transformers.modeling_utils`: every root model the PyTorch guard meets goes to
+    `attach` (a model can be a language model only once this module is loaded), and
+    `resize_token_embeddings` learns the rows it adds (`params`, TOR014)."""
+    from trainmedic.llm import params
+    from trainmedic.torch import _watchers
+
+    _watchers.on_model(attach)
+    params.install(module)

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainmedic import __version__
+from trainmedic._version import __version__
 from trainmedic.atomicfile import write_text_atomic
 from trainmedic.findings import Finding, sort_findings
 from trainmedic.record import RunRecord

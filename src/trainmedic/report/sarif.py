@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from trainmedic import __version__
+from trainmedic._version import __version__
 from trainmedic.errors import UsageError
 from trainmedic.findings import Finding, FindingSpec, Severity, sort_findings
 from trainmedic.registry import lookup

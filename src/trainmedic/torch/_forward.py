@@ -44,11 +44,11 @@ from torch.nn.modules.dropout import _DropoutNd
 
 import torch
 from torch import nn
-from trainmedic import llm
 from trainmedic.rules.tor import tor002_eval_mode_training as tor002
 from trainmedic.rules.tor import tor004_softmax_into_crossentropy as tor004
 from trainmedic.rules.tor import tor009_single_class_cross_entropy as tor009
 from trainmedic.rules.trn.trn003_not_learning import LOSS_FUNCTION_CHECK
+from trainmedic.torch import _watchers
 from trainmedic.torch._safety import check_failed
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ class ForwardWatch:
         if depth == 0:
             if module not in self.roots:
                 self.roots.add(module)
-                llm.attach(module, self.monitor)  # a language model: the fine-tuning watches
+                _watchers.model_met(module, self.monitor)  # e.g. a language model: the fine-tuning watches
             self._root_training = module.training
         if isinstance(module, _MODE_SENSITIVE):
             # A layer in eval() inside a model in train() was put there on purpose (batch norm

@@ -3,7 +3,9 @@
 `_patches`, `_forward`, `_clipping` and the monitor's parts (`_checks`, `_curve`,
 `_losses`, `_hygiene`...) talk to the monitor through `MonitorLike`, never through
 `_monitor.Monitor` itself: the facade imports its parts, and none of them imports
-the facade back.
+the facade back. The parts that hold this interface themselves (the forward watch, the loss
+reads, the scaler watch) are seen here through the protocols of what others use of them, so
+that this module names none of them either.
 """
 
 from __future__ import annotations
@@ -19,10 +21,7 @@ from trainmedic.events import Event
 if TYPE_CHECKING:
     from torch import nn
     from trainmedic.torch._batches import LoaderBatches
-    from trainmedic.torch._forward import ForwardWatch
-    from trainmedic.torch._losses import LossReads
     from trainmedic.torch._manual import ParameterUpdates
-    from trainmedic.torch._scaler import ScalerWatch
     from trainmedic.torch._zeroing import GradZeroWatch
 
 Sink = Callable[[Event], None]
@@ -54,6 +53,35 @@ class ClipHooks(Protocol):
     def samples_now(self) -> bool: ...
     def norm_of(self, params: list[Any]) -> Any: ...
     def on_value_clip(self, params: list[Any], before: Any, clip_value: Any) -> None: ...
+
+
+class ForwardHooks(Protocol):
+    """What the hooks, the run's endings and other packages use of the forward watch
+    (`_forward.ForwardWatch`)."""
+
+    roots: weakref.WeakSet[nn.Module]  # the root modules met (the model, learned from its calls)
+    is_open: bool  # the global module hooks are on (a watched forward pass)
+
+    def open(self) -> None: ...
+    def close(self, step: int | None, losses: list[Any] | None = None) -> None: ...
+
+
+class LossHooks(Protocol):
+    """What a framework's guard sets on the loss reads (`_losses.LossReads`)."""
+
+    scale: float  # the factor the framework divided the user's loss by before backward()
+
+
+class ScalerHooks(Protocol):
+    """What the `GradScaler.unscale_` wrapper and the run's endings use of the scaler watch
+    (`_scaler.ScalerWatch`)."""
+
+    unscales: int
+    read_at: int
+    probe: bool
+
+    def after_unscale(self, scaler: Any, optimizer: Any) -> None: ...
+    def close(self) -> None: ...
 
 
 class Watcher(Protocol):
@@ -94,8 +122,6 @@ class MonitorLike(Protocol):
     plain_backward: bool
     quiet_until: int
     batches: LoaderBatches
-    forward: ForwardWatch
-    reads: LossReads
     optimizers_made: weakref.WeakSet[Any]
     primary: Any  # weakref to the optimizer whose steps number the run (None before one steps)
     manual: ParameterUpdates | None  # stands in for the optimizer of a loop without one
@@ -104,10 +130,14 @@ class MonitorLike(Protocol):
     opts: weakref.WeakKeyDictionary[Any, OptState]
     watchers: list[Watcher]  # checks added by other packages (`trainmedic.llm`), run on checked steps
 
+    @property  # read-only here (a plain attribute on the monitor): a part of its own type satisfies it
+    def forward(self) -> ForwardHooks: ...
+    @property
+    def reads(self) -> LossHooks: ...
     @property
     def clipping(self) -> ClipHooks: ...
     @property
-    def scaler(self) -> ScalerWatch: ...
+    def scaler(self) -> ScalerHooks: ...
     def emit(self, event: Event) -> None: ...
     def observe(
         self, check: str, data: dict[str, Any], *, once: bool = True, step: int | None = None

@@ -84,7 +84,7 @@ def install(monitor: MonitorLike) -> None:
     # TOR015 names the caller of `load_state_dict` by its frame: its wrapper goes outermost.
     _resumes.install(_wrap, active)
     _loads.install(_wrap, active)
-    _saves.install(_wrap, active)
+    _saves.install(_wrap, active, paused)
 
 
 def _route_step_hooks(monitor: MonitorLike | None) -> None:

@@ -30,7 +30,6 @@ from torch.optim import lr_scheduler
 from torch.optim.optimizer import Optimizer, register_optimizer_step_pre_hook
 
 import torch
-import trainmedic
 from torch import nn
 from trainmedic.rules.tor import tor017_resume_state_lost as tor017
 from trainmedic.torch._safety import contained
@@ -45,7 +44,7 @@ PEEK = 8  # values looked at to tell a state dict of tensors
 MAX_NOTES = 4  # checkpoints remembered until a model loads from one of them
 #: Top-level entries of a checkpoint that count steps or epochs (kept as evidence).
 COUNTERS = ("epoch", "step", "global_step", "iteration", "iter_num")
-_OWN = str(Path(trainmedic.__file__).parent)
+_OWN = str(Path(__file__).parent.parent)  # the trainmedic package's folder
 
 
 @dataclass(slots=True)

@@ -3,13 +3,16 @@
 A probe is `PROBE_TOKENS` token ids drawn from a generator of its own (the run's random state is
 not touched) in the vocabulary of the model's config; its outputs are computed once, under
 no_grad in eval mode (every module's training flag restored after), with the guard's hooks
-paused so that the probe is not counted as a training forward. The saves hand the probe and
-its outputs to the worker; `merge_and_unload` compares the merged model's outputs with the
-adapter model's here.
+paused so that the probe is not counted as a training forward (`pause`: the guard's
+`_patches.paused`, handed down by `_saves`; this module never imports the patches). The saves
+hand the probe and its outputs to the worker; `merge_and_unload` compares the merged model's
+outputs with the adapter model's here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -20,6 +23,9 @@ from trainmedic.torch._save_worker import output_of
 
 if TYPE_CHECKING:
     from trainmedic.torch._interface import MonitorLike
+
+#: The guard's hooks paused for the while (`_patches.paused`).
+Pause = Callable[[], AbstractContextManager[None]]
 
 PROBE_TOKENS = 32  # one row: enough tokens to go through every layer, a sequence-classifier's pad-free batch
 
@@ -36,7 +42,7 @@ def where(caller: FrameType) -> str:
     return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
 
 
-def snapshot(model: Any, kind: str, scratch: Path) -> dict[str, Any] | None:
+def snapshot(model: Any, kind: str, scratch: Path, pause: Pause) -> dict[str, Any] | None:
     """The probe's inputs and the model's outputs for them, saved to the scratch folder; None
     for a model the probe does not fit (no vocabulary: not a text model; an adapter other than
     PEFT's `default`, saved in a subfolder; a quantized model; a model whose forward needs more
@@ -54,7 +60,7 @@ def snapshot(model: Any, kind: str, scratch: Path) -> dict[str, Any] | None:
     param = next(model.parameters())
     inputs = {"input_ids": ids}
     try:
-        expected = outputs(model, {"input_ids": ids.to(param.device)})
+        expected = outputs(model, {"input_ids": ids.to(param.device)}, pause)
     except (TypeError, ValueError, RuntimeError):  # the forward asks for more than input_ids
         return None
     if expected is None:
@@ -71,13 +77,11 @@ def snapshot(model: Any, kind: str, scratch: Path) -> dict[str, Any] | None:
     return spec
 
 
-def outputs(model: Any, inputs: dict[str, Any]) -> Any:
+def outputs(model: Any, inputs: dict[str, Any], pause: Pause) -> Any:
     """The model's main output on `inputs`, under no_grad in eval mode, unseen by the guard."""
-    from trainmedic.torch import _patches  # imports this module's importer: at call time
-
     modes = [(m, m.training) for m in model.modules()]
     try:
-        with _patches.paused(), torch.no_grad():
+        with pause(), torch.no_grad():
             model.eval()
             return output_of(model(**inputs))
     finally:
@@ -85,7 +89,7 @@ def outputs(model: Any, inputs: dict[str, Any]) -> Any:
             module.training = mode
 
 
-def merge_probe(tuner: Any) -> tuple[dict[str, Any], Any, str] | None:
+def merge_probe(tuner: Any, pause: Pause) -> tuple[dict[str, Any], Any, str] | None:
     config = getattr(getattr(tuner, "model", None), "config", None)
     if config is None or not getattr(config, "vocab_size", None):
         return None
@@ -95,17 +99,21 @@ def merge_probe(tuner: Any) -> tuple[dict[str, Any], Any, str] | None:
     param = next(tuner.model.parameters())
     inputs = {"input_ids": ids.to(param.device)}
     try:
-        expected = outputs(tuner.model, inputs)
+        expected = outputs(tuner.model, inputs, pause)
     except (TypeError, ValueError, RuntimeError):  # the forward asks for more than input_ids
         return None
     return inputs, expected, str(param.dtype).removeprefix("torch.")
 
 
 def after_merge(
-    monitor: MonitorLike, merged: Any, before: tuple[dict[str, Any], Any, str], caller: FrameType
+    monitor: MonitorLike,
+    merged: Any,
+    before: tuple[dict[str, Any], Any, str],
+    caller: FrameType,
+    pause: Pause,
 ) -> None:
     inputs, expected, dtype = before
-    got = outputs(merged, inputs)
+    got = outputs(merged, inputs, pause)
     if got is None or expected is None:
         return
     measure = distance(got, expected)

@@ -107,6 +107,7 @@ class SaveChecks:
 _state = SaveChecks()
 _scratch_root: Path | None = None
 _active: Active | None = None
+_pause: save_probe.Pause = contextlib.nullcontext  # the guard's `_patches.paused`, given at install
 _exit_registered = False
 _scratch_pid = 0
 _made = 0
@@ -116,8 +117,9 @@ def enabled() -> bool:
     return os.environ.get(OFF_ENV, "1") != "0"
 
 
-def install(wrap: Wrap, active: Active) -> None:
-    """Wrap `torch.save`, and the frameworks' saves once they are imported."""
+def install(wrap: Wrap, active: Active, pause: save_probe.Pause) -> None:
+    """Wrap `torch.save`, and the frameworks' saves once they are imported; `pause` pauses the
+    guard's hooks while a probe or a read-back runs a model here."""
     if not enabled():
         return
     wrap(torch, "save", lambda original: _torch_save(original, active))
@@ -147,8 +149,8 @@ def install(wrap: Wrap, active: Active) -> None:
         "transformers.tokenization_utils_base",
         lambda m: wrap(m.PreTrainedTokenizerBase, "apply_chat_template", _apply_chat_template),
     )
-    global _active
-    _active = active
+    global _active, _pause
+    _active, _pause = active, pause
 
 
 def _finish_at_exit() -> None:
@@ -200,11 +202,18 @@ def _merge_and_unload(original: Any, active: Active) -> Any:
         monitor = active()
         before = None
         if monitor is not None and not monitor.broken:
-            before = contained(monitor, "merge_and_unload", save_probe.merge_probe, self)
+            before = contained(monitor, "merge_and_unload", save_probe.merge_probe, self, _pause)
         merged = original(self, *args, **kwargs)
         if before is not None and monitor is not None and not monitor.broken:
             contained(
-                monitor, "merge_and_unload", save_probe.after_merge, monitor, merged, before, sys._getframe(1)
+                monitor,
+                "merge_and_unload",
+                save_probe.after_merge,
+                monitor,
+                merged,
+                before,
+                sys._getframe(1),
+                _pause,
             )
         return merged
 
@@ -256,7 +265,7 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
                 f"over {MAX_BYTES >> 30} GiB"
             )
             return
-        probe = save_probe.snapshot(model, kind, job.scratch)
+        probe = save_probe.snapshot(model, kind, job.scratch, _pause)
         if probe is None:
             spec["kind"] = f"{kind}-files"  # read back, not reloaded
         else:
@@ -386,9 +395,7 @@ def _all_done(*, reloads_only: bool = False) -> bool:
 def _read_back_here() -> None:
     """Read back, in this process and with the guard's hooks paused, the plain state dicts that
     no worker read: the script has ended, torch is loaded here, and a file is only read."""
-    from trainmedic.torch import _patches
-
-    with _patches.paused():
+    with _pause():
         for job in _state.jobs:
             if job.kind == "state_dict" and not (job.scratch / "result.json").exists():
                 save_worker.run_job(job.scratch / "job.json")

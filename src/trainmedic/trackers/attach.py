@@ -11,58 +11,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainmedic import runfolder
-from trainmedic.findings import Finding, Severity
+from trainmedic.findings import Finding
 from trainmedic.trackers import learned
+from trainmedic.trackers.payload import Attachment, attachment
 
 if TYPE_CHECKING:  # the readers (numpy, the trackers' clients) load only for a run that used a tracker
     from trainmedic.diagnose.source import LogRead
 
 CHOICES = ("auto", learned.MLFLOW, learned.WANDB, "none")
-PREFIX = "trainmedic"
-_MESSAGE_CHARS = 500
-
-
-@dataclass(frozen=True, slots=True)
-class Attachment:
-    """What a tracker run receives: tag/summary keys, one alert per finding with a step, the
-    run folder's files, and how the run ended."""
-
-    tags: dict[str, str | int]
-    alerts: list[tuple[str, str]] = field(default_factory=list)
-    files: list[Path] = field(default_factory=list)
-    exit_status: int = 0
-    stopped: bool = False
-
-
-def attachment(findings: list[Finding], files: list[Path], *, exit_status: int, stopped: bool) -> Attachment:
-    """The tags every tracker gets: `trainmedic.status` (error/warning/ok), the counts, the codes,
-    and per finding its message, step and epoch where known."""
-    errors = sum(f.severity is Severity.ERROR for f in findings)
-    warnings = sum(f.severity is Severity.WARNING for f in findings)
-    tags: dict[str, str | int] = {
-        f"{PREFIX}.status": "error" if errors else "warning" if warnings else "ok",
-        f"{PREFIX}.errors": errors,
-        f"{PREFIX}.warnings": warnings,
-        f"{PREFIX}.findings": ",".join(dict.fromkeys(f.code for f in findings)),
-        f"{PREFIX}.exit_status": exit_status,
-    }
-    alerts: list[tuple[str, str]] = []
-    for f in findings:
-        key = f"{PREFIX}.{f.code}"
-        if key in tags:  # the first (worst) occurrence speaks for the code
-            continue
-        tags[key] = f.message[:_MESSAGE_CHARS]
-        if f.step is not None:
-            tags[f"{key}.step"] = f.step
-            alerts.append((f"{f.code} {f.slug}", f"{f.message} (step {f.step})"[:_MESSAGE_CHARS]))
-        if f.epoch is not None:
-            tags[f"{key}.epoch"] = f.epoch
-    return Attachment(tags, alerts, [p for p in files if p.is_file()], exit_status, stopped)
 
 
 def curves_from_trackers(
@@ -91,15 +51,13 @@ def curves_from_trackers(
 
 def _read_run(run: learned.TrackerRun) -> LogRead:
     if run.tracker == learned.MLFLOW:
-        from trainmedic.diagnose import mlflow_runs
+        from trainmedic.trackers import mlflow
 
-        return mlflow_runs.read_mlflow_run(
-            f"{mlflow_runs.SCHEME}{run.run_id}", run.location, with_attached=False
-        )
-    from trainmedic.diagnose import wandb_runs
+        return mlflow.read_mlflow_run(f"{mlflow.SCHEME}{run.run_id}", run.location, with_attached=False)
+    from trainmedic.trackers import wandb
 
     # the curves only: findings an earlier supervised run attached are not this run's
-    return wandb_runs.read_wandb_run(Path(run.location), with_attached=False)
+    return wandb.read_wandb_run(Path(run.location), with_attached=False)
 
 
 def to_trackers(
@@ -135,12 +93,12 @@ def to_trackers(
 
 def _attach_one(run: learned.TrackerRun, payload: Attachment) -> str:
     if run.tracker == learned.MLFLOW:
-        from trainmedic.trackers import mlflow_tracker
+        from trainmedic.trackers import mlflow
 
-        return mlflow_tracker.attach(run, payload)
-    from trainmedic.trackers import wandb_tracker
+        return mlflow.attach(run, payload)
+    from trainmedic.trackers import wandb
 
-    return wandb_tracker.attach(run, payload)
+    return wandb.attach(run, payload)
 
 
 def _one_line(exc: BaseException) -> str:

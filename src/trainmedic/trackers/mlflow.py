@@ -1,5 +1,15 @@
-"""MLflow: open a client that fails fast on bad input, read a run's metric histories, and put
-the diagnosis on a run after it ended (tags, artifacts, and `FAILED` for a run left `RUNNING`).
+"""MLflow, both ways: a run's metric histories read back, and the diagnosis put on a run after it ended.
+
+Reading (`trainmedic diagnose mlflow://RUN_ID`): the tracking URI comes from `--tracking-uri`,
+else `MLFLOW_TRACKING_URI`, else MLflow's own default where that store exists. Every metric
+becomes a step series (`tracker_series`), so the rules judge it as they judge the same curve
+in TensorBoard. A run that names the epoch (an `epoch` metric) maps its steps to epochs. An
+unknown run id, a store that does not exist or a server that does not answer is one line,
+exit 2 (`check_uri`). A run that `trainmedic run` attached its diagnosis to shows those
+findings (`attached`).
+
+Attaching (`trackers.attach`, after a supervised run): tags, artifacts, and `FAILED` for a run
+left `RUNNING`.
 
 The tracking URI is what the script used (`learned`) or what the user gives `diagnose`: a
 SQLite file (`sqlite:///…`), a tracking server (`http(s)://…`), or a legacy `mlruns` folder,
@@ -16,21 +26,78 @@ import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlparse
 
+from trainmedic.diagnose import attached, tracker_series
+from trainmedic.diagnose.source import LogRead
 from trainmedic.diagnose.tracker_series import History
 from trainmedic.errors import UsageError, install_hint
 from trainmedic.trackers.learned import TrackerRun
-
-if TYPE_CHECKING:
-    from trainmedic.trackers.attach import Attachment
+from trainmedic.trackers.payload import PREFIX, Attachment
 
 INSTALL = f"reading MLflow runs needs the mlflow package: {install_hint('mlflow', 'mlflow')}"
 CONNECT_TIMEOUT_S = 5.0
 #: A server that does not answer fails in seconds, not after MLflow's default retries (minutes).
 _FAST_FAIL = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
 ARTIFACT_DIR = "trainmedic"
+
+SCHEME = "mlflow://"
+#: The tag `trainmedic run` sets on every run it attaches its diagnosis to (`trackers.attach`).
+ATTACHED_PREFIX = PREFIX
+ATTACHED_TAG = f"{ATTACHED_PREFIX}.status"
+#: MLflow's run ids: 32 hex digits (older stores and other servers may use other ids).
+_MAX_ID = 256
+
+
+def is_mlflow_source(raw: str) -> bool:
+    return raw.startswith(SCHEME)
+
+
+def read_mlflow_run(raw: str, tracking_uri: str | None, *, with_attached: bool = True) -> LogRead:
+    """The run's metric histories; with `with_attached`, the findings `trainmedic run` attached
+    to it (its `trainmedic/findings.json` artifact, where its tags say one was attached)."""
+    run_id = raw[len(SCHEME) :].strip("/")
+    if not run_id or len(run_id) > _MAX_ID or "/" in run_id:
+        raise UsageError(f"{raw}: expected mlflow://RUN_ID (the run's id, as the MLflow UI shows it)")
+    uri = _tracking_uri(tracking_uri, raw)
+    metrics, tags = histories(uri, run_id)
+    read = LogRead(path=Path(run_id), format="mlflow", framework=_framework(tags), label=raw)
+    tracker_series.fill(read, metrics)
+    if with_attached and ATTACHED_TAG in tags:
+        _attached(read, raw, uri, run_id, tags)
+    if not metrics and not read.events:
+        read.notes.append(f"{raw}: the run logged no metrics")
+    return read
+
+
+def _attached(read: LogRead, raw: str, uri: str, run_id: str, tags: dict[str, str]) -> None:
+    document, why = attached_findings(uri, run_id)
+    found = attached.events(document) if document is not None else []
+    where = f"artifact {ARTIFACT_DIR}/{attached.FILE}"
+    if document is not None:
+        read.events.extend(found)
+        read.notes.append(attached.note(raw, found, where))
+    else:
+        codes = tags.get(f"{ATTACHED_PREFIX}.findings") or "none"
+        read.notes.append(
+            f"{raw}: trainmedic run attached {codes} to this run; its {where} is unreadable ({why})"
+        )
+
+
+def _tracking_uri(given: str | None, raw: str) -> str:
+    uri = given or os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        return uri
+    for default in ("sqlite:///mlflow.db", "mlruns"):
+        if Path(default.removeprefix("sqlite:///")).exists():
+            return default
+    raise UsageError(f"{raw}: which MLflow store? Give --tracking-uri or set MLFLOW_TRACKING_URI")
+
+
+def _framework(tags: dict[str, str]) -> str:
+    """The framework autolog names (`mlflow.autologging`), else MLflow itself."""
+    return tags.get("mlflow.autologging") or "mlflow"
 
 
 def check_uri(uri: str) -> None:
