@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint format install clean chromium bench-failures findings-doc
+.PHONY: demo test check lint format install clean chromium bench-failures findings-doc new-finding
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -62,3 +62,8 @@ format: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# A new finding's four files: `make new-finding CODE=DAT021 SLUG=constant-feature PLACE="data check"`
+# (PLACE: "run events", the default, or "data check"; see scripts/new_finding.py).
+new-finding: $(STAMP)
+	@$(BIN)/python scripts/new_finding.py "$(CODE)" "$(SLUG)" $(if $(PLACE),--place "$(PLACE)")

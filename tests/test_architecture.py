@@ -16,6 +16,7 @@ tests/benchmarks/test_supervisor_fixed_cost.py.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -364,3 +365,52 @@ def test_no_import_cycle_between_modules(graph: dict[str, set[str]]) -> None:
         for group in strongly_connected(graph)
     ]
     assert cycles == []
+
+
+#: A module outside rules/ that imports this many finding files keeps a list of findings: what
+#: runs where is derived from the findings' declarations (`registry.rules_for`, `specs_for`).
+MAX_FINDING_IMPORTS = 5
+_FINDING_MODULE = re.compile(r"^trainmedic\.rules\.[a-z]{3}\.[a-z]{3}[0-9]{3}_[a-z0-9_]+$")
+_GROUP_PACKAGE = re.compile(r"^trainmedic\.rules\.[a-z]{3}$")
+
+
+def finding_imports(path: Path) -> set[str]:
+    """The finding files a module imports, however it names them (`from trainmedic.rules.tor
+    import tor001_x`, `from trainmedic.rules.tor.tor001_x import CHECK`, `import ...`), and the
+    group packages it imports whole (`from trainmedic.rules import tor`: its findings, a list)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            names = [n for n in names if n != node.module or _FINDING_MODULE.match(n)]
+        else:
+            continue
+        for name in names:
+            if _FINDING_MODULE.match(name) or _GROUP_PACKAGE.match(name):
+                found.add(name)
+            elif _FINDING_MODULE.match(name.rsplit(".", 1)[0]):
+                found.add(name.rsplit(".", 1)[0])
+    return found
+
+
+def test_no_module_outside_rules_keeps_a_list_of_findings() -> None:
+    """Importing a finding or two to call its `judge` where the evidence is measured is the
+    design; a module that imports six or more keeps a hand list of what runs where."""
+    lists = {
+        str(path.relative_to(SRC)): len(imports)
+        for path in sorted(SRC.rglob("*.py"))
+        if path.relative_to(SRC).parts[0] != "rules"
+        and (
+            len(imports := finding_imports(path)) > MAX_FINDING_IMPORTS
+            or any(_GROUP_PACKAGE.match(name) for name in imports)
+        )
+    }
+    assert lists == {}, "derive the list from the registry (registry.rules_for / specs_for)"
+
+
+def test_the_list_check_sees_the_finding_imports() -> None:
+    hygiene = finding_imports(SRC / "torch" / "_hygiene.py")
+    assert "trainmedic.rules.tor.tor003_grads_not_zeroed" in hygiene
+    assert "trainmedic.rules.tor.tor001_frozen_parameters" in finding_imports(SRC / "llm" / "params.py")

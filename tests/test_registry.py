@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from trainmedic.findings import DOC_SECTIONS, Finding, FindingSpec, Severity
-from trainmedic.registry import all_specs, lookup
+from trainmedic.findings import DOC_SECTIONS, PLACES, Finding, FindingSpec, Severity
+from trainmedic.registry import all_specs, home_of, lookup, rules_for, specs_for
 
 from .conftest import SHARED_FINDINGS, VENDORED_FINDINGS
 
@@ -101,3 +104,106 @@ def test_a_finding_raised_in_process_replaces_the_rules_same_code_for_that_rank(
     rule_on_rank0 = NONFINITE_LOSS.finding("from the stream", rank=0)
     kept = run_rules(RunRecord.of([*steps, elsewhere]), rules=[lambda _record: [rule_on_rank0]])
     assert sorted(f.rank for f in kept) == [0, 1]
+
+
+# -- where each finding is decided: declared in its SPEC, every list derived from it -------------
+SRC = Path(__file__).resolve().parents[1] / "src" / "trainmedic"
+#: The collectors that call a finding's `judge` where they measure, by place.
+JUDGED_IN = {
+    "fine-tune data": ("data/finetune",),
+    "image data": ("data/image_checks.py",),
+    "input contract": ("data/_contract.py",),
+    "sklearn audit": ("sklearn",),
+    "environment check": ("cli/diff_cmd.py",),
+}
+
+
+def _imported_by(module: str, homes: tuple[str, ...]) -> bool:
+    from .test_architecture import finding_imports
+
+    files = [
+        p for home in homes for p in ([SRC / home] if home.endswith(".py") else (SRC / home).rglob("*.py"))
+    ]
+    return any(module in finding_imports(path) for path in files)
+
+
+def _rules_of(module: ModuleType, place: str) -> tuple[object, ...]:
+    return tuple(getattr(module, "RULES_AT", {}).get(place, getattr(module, "RULES", ())))
+
+
+@pytest.mark.parametrize("spec", all_specs(), ids=lambda s: s.code)
+def test_every_finding_declares_where_it_is_decided_and_each_place_applies_it(spec: FindingSpec) -> None:
+    import trainmedic._boosting as boosting
+    import trainmedic.torch._guard as torch_guard
+    from trainmedic.data import engines, runner
+
+    module = importlib.import_module(home_of(spec))
+    assert spec.decided_in
+    assert set(spec.decided_in) <= set(PLACES)
+    assert ("run events" in spec.decided_in) == hasattr(module, "RULES"), "its RULES read a run's events"
+    applied = {
+        "run events": rules_for("run events"),
+        "torch guard": torch_guard.RULES,
+        "boosters": boosting.RULES,
+        "config check": rules_for("config check"),
+    }
+    for place in spec.decided_in:
+        if place in applied:
+            assert _rules_of(module, place), f"{spec.code} is declared for the {place} but has no rules"
+            assert set(_rules_of(module, place)) <= set(applied[place]), place
+        elif place == "data check":
+            assert runner.CHECKS[spec.slug] is runner.pandas_check(module)
+        elif place == "data engine":
+            assert spec.slug in engines.EXACT_CHECKS
+            assert spec.slug in runner.CHECKS
+        if place in JUDGED_IN:
+            rules_applied = place == "environment check" and _rules_of(module, place)
+            assert rules_applied or _imported_by(module.__name__, JUDGED_IN[place]), place
+
+
+def test_each_place_applies_only_what_is_declared_for_it() -> None:
+    """The converse: no rule runs at a place its finding does not name."""
+    import trainmedic._boosting as boosting
+    import trainmedic.torch._guard as torch_guard
+    from trainmedic.data import engines, runner
+
+    code_of = {
+        rule: spec.code
+        for spec in all_specs()
+        for module in [importlib.import_module(home_of(spec))]
+        for rule in getattr(module, "RULES", ())
+    }
+
+    def codes(rules: tuple[object, ...]) -> set[str]:
+        return {code_of[rule] for rule in rules}
+
+    assert codes(torch_guard.RULES) == {s.code for s in specs_for("torch guard")}
+    assert codes(boosting.RULES) == {"TRN004", "TRN009", "DAT009"}
+    assert list(runner.CHECKS) == [s.slug for s in specs_for("data check")]
+    assert list(engines.EXACT_CHECKS) == [s.slug for s in specs_for("data engine")]
+    # the call sites that ask at call time name the place they are
+    for where, place in (
+        ("configcheck/__init__.py", "config check"),
+        ("cli/env_cmd.py", "environment check"),
+    ):
+        assert f'rules_for("{place}")' in (SRC / where).read_text()
+
+
+def test_a_finding_file_is_found_by_its_name_and_must_agree_with_its_spec() -> None:
+    for spec in all_specs():
+        home = home_of(spec)
+        assert home.rsplit(".", 1)[1] == f"{spec.code.lower()}_{spec.slug.replace('-', '_')}"
+        assert home.split(".")[2] == spec.group.lower()
+    with pytest.raises(ValueError, match="decided_in"):
+        FindingSpec(
+            code="RUN999",
+            slug="ok",
+            severity=Severity.INFO,
+            title="t",
+            what="w",
+            why="y",
+            example="e",
+            fix="f",
+        )
+    with pytest.raises(ValueError, match="unknown place"):
+        specs_for("nowhere")  # type: ignore[arg-type]

@@ -14,12 +14,14 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Literal, get_args
 
 __all__ = [
     "DOC_SECTIONS",
+    "PLACES",
     "Finding",
     "FindingSpec",
+    "Place",
     "Severity",
     "epoch_number",
     "findings_to_json",
@@ -47,6 +49,44 @@ _CODE = re.compile(r"^[A-Z]{3}[0-9]{3}$")
 _SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 DOC_SECTIONS = ("what", "why", "example", "fix")
 
+#: Where a finding is decided: what applies its file's rules or calls its `judge`. A finding
+#: declares every place in its `FindingSpec.decided_in`; the registry derives each place's list
+#: from the declarations (`registry.specs_for`, `registry.rules_for`), so no collector keeps one.
+#:
+#: - "run events": its event rules (`RULES`) read the events of a run: `trainmedic run`,
+#:   `trainmedic diagnose`, a run folder, the notebook extension and the Keras guard apply them all.
+#: - "torch guard": the PyTorch guard (`trainmedic.torch`, with its fine-tuning watchers) applies
+#:   its `RULES` in process, to the observations it made itself.
+#: - "boosters": the XGBoost, LightGBM and CatBoost guards apply its `RULES` at the end of each
+#:   training call.
+#:   A guard applies the file's `RULES_AT[place]` instead where only some of its rules read what
+#:   that guard observes (TRN004: the boosters' rounds, the PyTorch guard's loss curves).
+#: - "config check": `trainmedic check config` applies its `RULES` to the parsed config files.
+#: - "environment check": `trainmedic env` applies its `RULES` to the manifest; `diff` calls
+#:   its `judge` on two manifests.
+#: - "data check": `trainmedic check data` on tables calls it, in catalogue order, by its slug:
+#:   the pandas check in `trainmedic.data` named after the slug, or the file's own `check(data)`.
+#: - "data engine": the DuckDB and Spark engines answer that data check exactly (a function named
+#:   after its slug in `trainmedic.data.engines`); another data check runs on seeded samples.
+#: - "fine-tune data": `check data` on chat, completion or preference examples calls its `judge`.
+#: - "image data": `check data` on image folders calls its `judge`.
+#: - "input contract": `check data --contract` compares serving inputs with the training ones.
+#: - "sklearn audit": the scikit-learn audit (`trainmedic.sklearn`) calls its `judge`.
+Place = Literal[
+    "run events",
+    "torch guard",
+    "boosters",
+    "config check",
+    "environment check",
+    "data check",
+    "data engine",
+    "fine-tune data",
+    "image data",
+    "input contract",
+    "sklearn audit",
+]
+PLACES: tuple[Place, ...] = get_args(Place)
+
 
 @dataclass(frozen=True, slots=True)
 class FindingSpec:
@@ -55,6 +95,8 @@ class FindingSpec:
     `example_input` makes the example executable: a zero-argument function that returns
     what the rule reads (events for an event rule; a family with another input says which),
     small enough to read, on which the rule fires with this code. The registry test runs it.
+    `decided_in` names every place that decides it (`Place`): the lists of what runs where are
+    derived from it.
     """
 
     code: str
@@ -65,6 +107,7 @@ class FindingSpec:
     why: str
     example: str
     fix: str
+    decided_in: tuple[Place, ...] = ()
     example_input: Callable[[], Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -75,6 +118,11 @@ class FindingSpec:
         for section in DOC_SECTIONS:
             if not getattr(self, section).strip():
                 raise ValueError(f"{self.code}: documentation section {section!r} is empty")
+        unknown = set(self.decided_in) - set(PLACES)
+        if not self.decided_in or unknown:
+            raise ValueError(
+                f"{self.code}: decided_in must name places among {PLACES}, not {self.decided_in}"
+            )
 
     @property
     def group(self) -> str:

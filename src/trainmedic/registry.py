@@ -7,29 +7,52 @@ before a rule produces it: `trainmedic rules` and `explain` read this.
 from __future__ import annotations
 
 import importlib
+import pkgutil
+import re
 from collections.abc import Iterable
 from functools import cache
+from pathlib import Path
 from types import ModuleType
 
 from trainmedic.errors import UsageError
-from trainmedic.findings import Finding, FindingSpec, Severity, sort_findings
+from trainmedic.findings import PLACES, Finding, FindingSpec, Place, Severity, sort_findings
 from trainmedic.record import Rule, RunRecord
 
 # Catalogue order of the groups (FINDINGS.md); codes ascend within a group.
 GROUP_ORDER = ("RUN", "TRN", "KER", "TOR", "DAT", "CFG", "ENV")
 
 
+#: A finding's file: `rules/<group>/<code>_<slug>.py`, e.g. `rules/tor/tor012_adapters_not_learning.py`.
+_FILE = re.compile(r"^(?P<code>[a-z]{3}[0-9]{3})_(?P<slug>[a-z0-9]+(?:_[a-z0-9]+)*)$")
+
+
 @cache
 def _families() -> tuple[ModuleType, ...]:
-    """Every finding's file, group by group in catalogue order.
+    """Every finding's file, in catalogue order: discovered, not listed.
 
-    Each group package (`rules/tor/`) names its findings' files in `FAMILY`, one line a code;
-    each file holds its code's `SPEC` and, for an event rule, `RULES`. The private
+    Each group package (`rules/tor/`) holds one file a finding, named `<code>_<slug>.py`; each
+    file holds its code's `SPEC` (which says where it is decided) and, for an event rule,
+    `RULES`. A file whose name disagrees with its SPEC fails loudly here. The private
     `rules._helpers` is what the findings share, imported by them when needed, never
     collected: a clean run does not compile their patterns.
     """
-    groups = (importlib.import_module(f"trainmedic.rules.{group.lower()}") for group in GROUP_ORDER)
-    return tuple(member for group in groups for member in group.FAMILY)
+    from trainmedic import rules
+
+    found: list[ModuleType] = []
+    for group in GROUP_ORDER:
+        package = f"{rules.__name__}.{group.lower()}"
+        folder = Path(rules.__file__).parent / group.lower()
+        for info in sorted(pkgutil.iter_modules([str(folder)]), key=lambda m: m.name):
+            match = _FILE.match(info.name)
+            if match is None:
+                continue
+            module = importlib.import_module(f"{package}.{info.name}")
+            spec = getattr(module, "SPEC", None)
+            named = (match["code"].upper(), match["slug"].replace("_", "-"))
+            if not isinstance(spec, FindingSpec) or (spec.code, spec.slug) != named:
+                raise RuntimeError(f"{module.__name__}: its SPEC must be {named[0]} {named[1]!r}")
+            found.append(module)
+    return tuple(found)
 
 
 def _catalogue_key(spec: FindingSpec) -> tuple[int, str]:
@@ -89,6 +112,30 @@ def all_rules() -> tuple[Rule, ...]:
     return tuple(r for family in _families() for r in getattr(family, "RULES", ()))
 
 
+@cache
+def modules_for(place: Place) -> tuple[ModuleType, ...]:
+    """The files of the findings decided at `place`, in catalogue order."""
+    if place not in PLACES:
+        raise ValueError(f"unknown place {place!r}: expected one of {PLACES}")
+    return tuple(f for f in _families() if place in f.SPEC.decided_in)
+
+
+def specs_for(place: Place) -> tuple[FindingSpec, ...]:
+    """The findings decided at `place` (see `findings.Place`), in catalogue order."""
+    return tuple(f.SPEC for f in modules_for(place))
+
+
+@cache
+def rules_for(place: Place) -> tuple[Rule, ...]:
+    """The event rules `place` applies, in catalogue order: each declaring file's `RULES`, or
+    its `RULES_AT[place]` where only some of them read what that place observes."""
+    return tuple(
+        rule
+        for f in modules_for(place)
+        for rule in getattr(f, "RULES_AT", {}).get(place, getattr(f, "RULES", ()))
+    )
+
+
 def run_rules(record: RunRecord, rules: Iterable[Rule] | None = None) -> list[Finding]:
     """Apply rules to a record, add the findings guards raised in-process, dedupe, sort.
 
@@ -105,7 +152,7 @@ def run_rules(record: RunRecord, rules: Iterable[Rule] | None = None) -> list[Fi
         return (f.code, f.rank) in seen_live or (f.rank is None and f.code in live_codes)
 
     found: list[Finding] = list(raised)
-    for rule in rules if rules is not None else all_rules():
+    for rule in rules if rules is not None else rules_for("run events"):
         found.extend(f for f in rule(record) if not said_live(f))
     # A framework's own rule (its evidence names the framework: a booster's rounds, a Keras
     # history) says what a generic curve rule says of the same process, with its terms and fix.

@@ -4,8 +4,8 @@ A `RoundWatch` gets each round's evaluation results from a framework callback
 and turns them into `Epoch` events (round n = epoch n), sent to the supervisor
 when there is one and always kept in memory. At the end it adds the summary
 facts (best round of the validation metric, early stopping or not) and the
-decisions come from the findings' files (`RULES`: TRN009, TRN004 and DAT009's
-rules over these observations), the same rules `trainmedic run` applies to the
+decisions come from the findings' files (`RULES`: the rules of the findings declared
+for the boosters, over these observations), the same rules `trainmedic run` applies to the
 events file. Row overlap between the training data and an eval
 set is measured here too, once, before training.
 """
@@ -26,7 +26,7 @@ from trainmedic.events import Epoch, Event, GuardObservation, TrainingPlan
 from trainmedic.findings import Finding
 from trainmedic.instrument import channel
 from trainmedic.record import Rule, RunRecord
-from trainmedic.registry import run_rules
+from trainmedic.registry import rules_for, run_rules
 from trainmedic.rules.dat import dat009_class_imbalance as dat009
 from trainmedic.rules.trn import trn004_overfitting as trn004
 from trainmedic.rules.trn import trn009_eval_set_is_train as trn009
@@ -36,13 +36,10 @@ TRAIN_NAMES = frozenset({"train", "training", "dtrain", "learn"})
 _MAX_CELLS_FOR_OVERLAP = 50_000_000  # rows x columns densified for the row comparison
 _NAN_STAND_IN = -1.2345678e300  # NaN != NaN: give missing cells one comparable value
 
-#: What decides at the end of a training call: an eval set that is training data (TRN009),
-#: rounds run long past the best one (TRN004), unweighted imbalanced classes (DAT009).
-RULES: tuple[Rule, ...] = (
-    trn009.eval_set_is_train,
-    trn004.overfitting_without_early_stopping,
-    dat009.class_weights_missing,
-)
+#: What decides at the end of a training call: the findings declared `decided_in=("boosters", ...)`
+#: (an eval set that is training data, TRN009; rounds run long past the best one, TRN004;
+#: unweighted imbalanced classes, DAT009).
+RULES: tuple[Rule, ...] = rules_for("boosters")
 
 # (eval set, metric, value, higher is better or None when unknown)
 RoundResult = tuple[str, str, float, "bool | None"]

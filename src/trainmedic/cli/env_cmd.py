@@ -41,11 +41,10 @@ def command(
     relevant environment variables and data hashes as one JSON manifest."""
     from trainmedic.envinfo import capture_manifest, manifest_event, write_manifest
     from trainmedic.record import RunRecord
-    from trainmedic.registry import run_rules
-    from trainmedic.rules.env import env002_dirty_worktree as env002
+    from trainmedic.registry import rules_for, run_rules
 
     manifest = capture_manifest(data_paths=data_paths, import_frameworks=import_frameworks)
-    findings = run_rules(RunRecord.of([manifest_event(manifest)]), rules=env002.RULES)
+    findings = run_rules(RunRecord.of([manifest_event(manifest)]), rules=rules_for("environment check"))
     if out is not None:
         write_manifest(out, manifest)
     if write_ci_format(findings, fmt):

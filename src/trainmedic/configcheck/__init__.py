@@ -15,8 +15,7 @@ from trainmedic.events import GuardObservation
 from trainmedic.evidence.config_model import CONFIG_CHECK, HARDWARE_PRECISIONS, TrainingConfig
 from trainmedic.findings import Finding
 from trainmedic.record import RunRecord
-from trainmedic.registry import run_rules
-from trainmedic.rules import cfg
+from trainmedic.registry import rules_for, run_rules
 
 __all__ = [
     "HARDWARE_PRECISIONS",
@@ -60,7 +59,7 @@ def check_config(
     events = [observation(load(path, world_size=world_size, hardware=hardware))]
     if reference is not None:
         events.append(observation(load(reference, world_size=world_size, role="reference")))
-    return run_rules(RunRecord.of(events), [rule for finding in cfg.FAMILY for rule in finding.RULES])
+    return run_rules(RunRecord.of(events), rules_for("config check"))
 
 
 def configs_in_command(argv: list[str], cwd: str | Path = ".") -> list[GuardObservation]:

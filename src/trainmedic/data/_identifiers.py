@@ -77,7 +77,7 @@ def _is_key(name: str, values: pd.Series) -> bool:
     return False
 
 
-def identifier_findings(data: Dataset) -> list[Finding]:
+def identifier_column(data: Dataset) -> list[Finding]:
     """DAT015: each identifier among the train columns; shared values across splits counted."""
     found = []
     for column, distinct in data.identifiers.items():

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -26,26 +27,31 @@ from trainmedic.data.readers import read_table
 from trainmedic.data.summary import DataSummary, summarize
 from trainmedic.errors import UsageError, install_hint
 from trainmedic.findings import Finding, sort_findings
+from trainmedic.registry import modules_for
 
 Check = Callable[[Dataset], list[Finding]]
 TableLike: TypeAlias = "pd.DataFrame | str | Path | Any"  # Any: a pyspark.sql.DataFrame
 
-CHECKS: Mapping[str, Check] = {
-    "split-overlap": leakage.split_overlap,
-    "near-duplicate-overlap": leakage.near_duplicate_overlap,
-    "group-overlap": leakage.group_overlap,
-    "temporal-overlap": leakage.temporal_overlap,
-    "target-leakage": leakage.target_leakage,
-    "conflicting-labels": quality.conflicting_labels,
-    "duplicate-rows": quality.duplicate_rows,
-    "missing-values": quality.missing_values,
-    "class-imbalance": quality.class_imbalance,
-    "schema-mismatch": parity.schema_mismatch,
-    "feature-drift": parity.feature_drift,
-    "label-noise": noise.label_noise,
-    "preprocessing-before-split": preprocessing.preprocessing_before_split,
-    "identifier-column": identifiers.identifier_findings,
-}
+#: Where the pandas checks live: a data check's is the function named after its slug.
+_COLLECTORS = (leakage, quality, parity, noise, preprocessing, identifiers)
+
+
+def pandas_check(finding: ModuleType) -> Check:
+    """A data check's pandas code: its finding file's own `check_tables(data)` when the finding
+    measures the tables itself, else the function of `trainmedic.data` named after its slug."""
+    own = getattr(finding, "check_tables", None)
+    if callable(own):
+        return own  # type: ignore[no-any-return]
+    name = finding.SPEC.slug.replace("-", "_")
+    for module in _COLLECTORS:
+        found = getattr(module, name, None)
+        if callable(found):
+            return found  # type: ignore[no-any-return]
+    raise LookupError(f"{finding.SPEC.code} is declared a data check, but nothing named {name}(data) runs it")
+
+
+#: The data checks, by slug, in catalogue order: the findings declared `decided_in=("data check", ...)`.
+CHECKS: Mapping[str, Check] = {f.SPEC.slug: pandas_check(f) for f in modules_for("data check")}
 
 
 @dataclass(frozen=True, slots=True)

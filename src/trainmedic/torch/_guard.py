@@ -10,70 +10,16 @@ from trainmedic.events import Event
 from trainmedic.findings import Finding, Severity
 from trainmedic.instrument import channel
 from trainmedic.record import Rule, RunRecord
-from trainmedic.registry import run_rules
-from trainmedic.rules import tor
-from trainmedic.rules.dat import (
-    dat016_chat_template_mismatch,
-    dat017_completion_truncated,
-    dat018_identical_preference_pairs,
-    dat019_preference_length_bias,
-    dat020_double_bos,
-)
-from trainmedic.rules.run import run011_guard_check_failed
-from trainmedic.rules.trn import (
-    trn001_nonfinite_loss,
-    trn002_loss_divergence,
-    trn003_not_learning,
-    trn004_overfitting,
-    trn005_input_bound,
-    trn006_cannot_overfit_batch,
-    trn007_exploding_gradients,
-    trn008_vanishing_gradients,
-    trn009_eval_set_is_train,
-    trn010_clipping_saturated,
-    trn011_optimizer_steps_skipped,
-    trn012_zero_learning_rate,
-    trn013_updates_below_precision,
-    trn014_preference_at_chance,
-    trn015_reward_zero_variance,
-    trn016_kl_negative,
-    trn017_reward_hacking_length,
-)
+from trainmedic.registry import rules_for, run_rules
 from trainmedic.torch import _patches, _saves
 from trainmedic.torch._monitor import Monitor
 from trainmedic.torch._safety import contained
 
 log = logging.getLogger("trainmedic")
-# TRN: what the guard measures on steps, and the loss curves; of the framework-specific TRN
-# rules TRN009's eval-set observation, which the HF Trainer's callback sends, TRN014's
-# preference metrics, which it reads from TRL's DPOTrainer, and TRN015-TRN017's RL logs, which
-# it reads from TRL's GRPO and RLOO trainers.
-RULES: tuple[Rule, ...] = (
-    *(rule for finding in tor.FAMILY for rule in finding.RULES),
-    *run011_guard_check_failed.RULES,
-    *dat016_chat_template_mismatch.RULES,
-    *dat017_completion_truncated.RULES,
-    *dat018_identical_preference_pairs.RULES,
-    *dat019_preference_length_bias.RULES,
-    *dat020_double_bos.RULES,
-    trn005_input_bound.input_bound,
-    trn006_cannot_overfit_batch.cannot_overfit_batch,
-    trn007_exploding_gradients.exploding_gradients,
-    trn008_vanishing_gradients.vanishing_gradients,
-    trn010_clipping_saturated.clipping_saturated,
-    trn011_optimizer_steps_skipped.optimizer_steps_skipped,
-    trn012_zero_learning_rate.zero_learning_rate,
-    trn013_updates_below_precision.updates_below_precision,
-    trn001_nonfinite_loss.nonfinite_loss,
-    trn002_loss_divergence.loss_divergence,
-    trn003_not_learning.not_learning,
-    trn004_overfitting.overfitting,
-    trn009_eval_set_is_train.eval_set_is_train,
-    trn014_preference_at_chance.preference_at_chance,
-    *trn015_reward_zero_variance.RULES,  # TRL's RL logs, which the HF Trainer's callback sends
-    *trn016_kl_negative.RULES,
-    *trn017_reward_hacking_length.RULES,
-)
+#: What the guard measures on steps and the loss curves, and what its watchers observe (the
+#: fine-tuning data, TRL's preference and RL logs, the HF Trainer's eval set): the rules of every
+#: finding declared `decided_in=("torch guard", ...)`.
+RULES: tuple[Rule, ...] = rules_for("torch guard")
 
 
 class Guard:

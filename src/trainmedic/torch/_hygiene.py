@@ -2,8 +2,8 @@
 
 Gradients never zeroed (TOR003), a DistributedSampler whose epoch is never set, a
 scheduler stepped before its optimizer, parameters that never get a gradient or
-that no optimizer holds, weight decay on norms and biases, an unseeded run. (A
-model left in eval() mode is told by the forward hooks, `_forward`.) Each is a
+that no optimizer holds; at the first checked step, weight decay on norms and biases and an
+unseeded run (`_setup`). (A model left in eval() mode is told by the forward hooks, `_forward`.) Each is a
 `GuardObservation` named by the finding's file in `trainmedic.rules.tor`, whose
 rules word it (and whose thresholds decide the sampler's and the seed's case here).
 """
@@ -18,11 +18,9 @@ from trainmedic.rules.tor import tor001_frozen_parameters as tor001
 from trainmedic.rules.tor import tor003_grads_not_zeroed as tor003
 from trainmedic.rules.tor import tor005_sampler_epoch_not_set as tor005
 from trainmedic.rules.tor import tor006_scheduler_before_optimizer as tor006
-from trainmedic.rules.tor import tor007_decay_on_norm_bias as tor007
-from trainmedic.rules.tor import tor008_unseeded_run as tor008
 from trainmedic.rules.trn import trn012_zero_learning_rate as trn012
+from trainmedic.torch import _setup as setup
 from trainmedic.torch._epochs import PASS_LOG_ATTR
-from trainmedic.torch._manual import ParameterUpdates
 from trainmedic.torch._reads import as_float, int_env
 from trainmedic.torch._safety import part_never_breaks
 from trainmedic.torch._zeroing import GradZeroWatch
@@ -168,39 +166,8 @@ class LoopHygiene:
             self.zero_watches.append(state.zero_watch)
 
     def first_check(self, optimizer: Any) -> None:
-        monitor = self.monitor
-        monitor.observe(
-            "torch_guard",
-            {
-                "every": monitor.every,
-                "on_nonfinite": "stop" if monitor.stop_on_nonfinite else "warn",
-                "mode": monitor.mode,
-                "steps": "backward" if isinstance(optimizer, ParameterUpdates) else "optimizer",
-                "local_rank": int_env("LOCAL_RANK"),
-                "world_size": int_env("WORLD_SIZE"),
-                "group_rank": int_env("GROUP_RANK"),
-            },
-        )
-        seed = torch.initial_seed()
-        if tor008.unseeded(seed):
-            monitor.observe(tor008.CHECK, {"initial_seed": seed})
-        decayed = [
-            (self.names.name(p), group["weight_decay"])
-            for group in optimizer.param_groups
-            if group.get("weight_decay", 0)
-            for p in group["params"]
-            if p.requires_grad and p.dim() <= 1
-        ]
-        if decayed:
-            monitor.observe(
-                tor007.CHECK,
-                {
-                    "weight_decay": decayed[0][1],
-                    "count": len(decayed),
-                    "params": [name for name, _ in decayed][:20],
-                    "optimizer": type(optimizer).__name__,
-                },
-            )
+        """At the first checked step: how the guard runs, the seed and the decayed norms (`_setup`)."""
+        setup.observe_setup(self.monitor, self.names, optimizer)
 
     def check_membership(self, optimizer: Any, state: OptState, step: int) -> None:
         monitor = self.monitor

@@ -18,35 +18,27 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-import numpy as np
 import pandas as pd
 
 from trainmedic.data import _identifiers as identifiers
 from trainmedic.data import _leakage as leakage
-from trainmedic.data import _parity as parity
-from trainmedic.data import _quality as quality
-from trainmedic.data._chance import chance_across, chance_within
+from trainmedic.data._chance import chance_across
 from trainmedic.data._context import MAX_EXAMPLES, Dataset, Split
-from trainmedic.data._predictability import is_class_codes
+from trainmedic.data.engines import _row_checks as row_checks
 from trainmedic.data.engines._protocol import TableEngine
+from trainmedic.data.engines._row_checks import label_counts
 from trainmedic.data.summary import DataSummary, classes_distribution, regression_distribution
 from trainmedic.errors import UsageError
 from trainmedic.findings import Finding
+from trainmedic.registry import specs_for
 from trainmedic.rules.dat import dat001_split_overlap as dat001
 from trainmedic.rules.dat import dat003_group_overlap as dat003
 from trainmedic.rules.dat import dat004_temporal_overlap as dat004
-from trainmedic.rules.dat import dat006_conflicting_labels as dat006
-from trainmedic.rules.dat import dat007_duplicate_rows as dat007
-from trainmedic.rules.dat import dat008_missing_values as dat008
-from trainmedic.rules.dat import dat009_class_imbalance as dat009
-from trainmedic.rules.dat import dat010_schema_mismatch as dat010
 from trainmedic.rules.dat import dat014_preprocessing_before_split as dat014
 from trainmedic.rules.dat import dat015_identifier_column as dat015
 
 SAMPLE_ROWS = 200_000  # the most rows any sampled pandas check reads (feature scores)
 SAMPLE_SEED = 0
-_MAX_CLASSES = 100_000
-_MAX_UNSEEN = 10_000
 
 
 @dataclass(eq=False)
@@ -194,117 +186,6 @@ def _time_bounds(ctx: EngineData, split: str, column: str) -> tuple[object, obje
         raise leakage.time_error(column, split, str(exc).rsplit("cannot read: ", 1)[-1]) from exc
 
 
-def conflicting_labels(ctx: EngineData) -> list[Finding]:
-    label = ctx.data.roles.label
-    found = []
-    for split in ctx.data.splits:
-        if label is None or label not in ctx.kinds[split.name]:
-            continue
-        answer = ctx.engine.conflicts(split.name, split.features, label, limit=MAX_EXAMPLES)
-        if answer.hashes == 0:
-            continue
-        total = ctx.rows[split.name]
-        chance = chance_within(split.frame, split.features, answer.involved, size=total)
-        conflicts = dat006.LabelConflicts(
-            split.name, total, answer.hashes, answer.rows, answer.examples, chance
-        )
-        found.extend(quality.judged_conflicts(ctx.data, conflicts))
-    return found
-
-
-def duplicate_rows(ctx: EngineData) -> list[Finding]:
-    label = ctx.data.roles.label
-    found = []
-    for split in ctx.data.splits:
-        if split.name == "serving" or not split.features:
-            continue
-        labelled = label if label is not None and label in ctx.kinds[split.name] else None
-        answer = ctx.engine.duplicates(split.name, split.features, labelled, limit=MAX_EXAMPLES)
-        if answer.extra == 0:
-            continue
-        columns = split.features + ([labelled] if labelled is not None else [])
-        total = ctx.rows[split.name]
-        chance = chance_within(split.frame, columns, answer.involved, size=total)
-        repeated = dat007.RepeatedRows(
-            split.name, total, answer.extra, answer.distinct, answer.examples, chance
-        )
-        found.extend(quality.judged_duplicates(ctx.data, repeated))
-    return found
-
-
-def missing_values(ctx: EngineData) -> list[Finding]:
-    label = ctx.data.roles.label
-    found = []
-    for split in ctx.data.splits:
-        total = ctx.rows[split.name]
-        if label is not None and label in ctx.kinds[split.name]:
-            answer = ctx.engine.missing_rows(split.name, label, limit=MAX_EXAMPLES)
-            if answer.rows:
-                missing = dat008.MissingLabels(split.name, label, answer.rows, total, answer.examples)
-                found.extend(dat008.judge(missing))
-        if split.features:
-            nulls = ctx.engine.null_counts(split.name, split.features)
-            found.extend(
-                dat008.judge(dat008.MissingFeatures(split.name, {c: n / total for c, n in nulls.items()}))
-            )
-    return found
-
-
-def class_imbalance(ctx: EngineData) -> list[Finding]:
-    counts = _label_counts(ctx)
-    if counts is None:
-        return []
-    return dat009.judge(quality.class_counts(counts))
-
-
-def _label_counts(ctx: EngineData) -> pd.Series | None:
-    """The training label's value counts when it is a class label (None for a regression)."""
-    label = ctx.data.roles.label
-    if label is None:
-        return None
-    pairs = ctx.engine.value_counts(ctx.data.train.name, label, limit=_MAX_CLASSES)
-    if not pairs:
-        return None
-    values = pd.Series([v for v, _ in pairs])
-    counts = pd.Series([n for _, n in pairs], index=pd.Index(values), dtype="int64")
-    numeric = pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values.dtype)
-    if numeric and not is_class_codes(counts[counts.index.notna()]):
-        return None
-    return counts
-
-
-def schema_mismatch(ctx: EngineData) -> list[Finding]:
-    train = ctx.data.train
-    train_kinds = ctx.kinds[train.name]
-    found = []
-    for other in ctx.data.evaluation():
-        other_kinds = ctx.kinds[other.name]
-        special = ctx.data.roles.special()
-        text = {}
-        for column in parity.text_columns(train.features, train_kinds, other_kinds):
-            rows, counts = ctx.engine.non_numbers(other.name, column, limit=5)
-            if rows:
-                text[column] = dat010.Values(rows, ctx.rows[other.name], [str(v) for v, _ in counts])
-        columns = dat010.ColumnKinds(other.name, train.features, train_kinds, other_kinds, special, text)
-        found.extend(dat010.judge(columns))
-        variants: dict[str, dat010.Values] = {}
-        unseen: dict[str, dat010.Values] = {}
-        chance: dict[str, dat010.UnseenChance] = {}
-        for column in parity.category_columns(train.features, train_kinds, other_kinds):
-            if ctx.engine.distinct_count(train.name, column) > parity.CATEGORY_MAX_LEVELS:
-                continue  # free text: unseen values are expected
-            train_counts = ctx.engine.value_counts(train.name, column, limit=parity.CATEGORY_MAX_LEVELS)
-            known = pd.Series([v for v, _ in train_counts])
-            counts = ctx.engine.unseen_values(train.name, other.name, column, limit=_MAX_UNSEEN)
-            parity.sort_unseen(column, counts, known, ctx.rows[other.name], into=(variants, unseen))
-            if column in unseen:
-                other_rows = ctx.rows[other.name] - ctx.engine.null_counts(other.name, [column])[column]
-                train_rows = np.array([n for _, n in train_counts], dtype=np.int64)
-                chance[column] = parity.unseen_chance(train_rows, unseen[column].rows, other_rows)
-        found.extend(dat010.judge(dat010.Categories(other.name, variants, unseen, chance)))
-    return found
-
-
 def preprocessing_before_split(ctx: EngineData) -> list[Finding]:
     splits = [s.name for s in ctx.data.splits if s.name in leakage.EVALUATION_SPLITS]
     if len(splits) < 2:
@@ -318,7 +199,7 @@ def preprocessing_before_split(ctx: EngineData) -> list[Finding]:
     return dat014.judge(dat014.SplitMoments(splits, numeric, moments))
 
 
-def identifier_findings(ctx: EngineData) -> list[Finding]:
+def identifier_column(ctx: EngineData) -> list[Finding]:
     found = []
     for column, distinct in ctx.data.identifiers.items():
         shared = {}
@@ -331,26 +212,12 @@ def identifier_findings(ctx: EngineData) -> list[Finding]:
     return found
 
 
-EXACT_CHECKS: Mapping[str, Callable[[EngineData], list[Finding]]] = {
-    "split-overlap": split_overlap,
-    "group-overlap": group_overlap,
-    "temporal-overlap": temporal_overlap,
-    "conflicting-labels": conflicting_labels,
-    "duplicate-rows": duplicate_rows,
-    "missing-values": missing_values,
-    "class-imbalance": class_imbalance,
-    "schema-mismatch": schema_mismatch,
-    "preprocessing-before-split": preprocessing_before_split,
-    "identifier-column": identifier_findings,
-}
-
-
 def engine_summary(ctx: EngineData) -> DataSummary:
     """The report's summary from the engine's counts (the tables are never loaded whole)."""
     train = ctx.data.train
     label = ctx.data.roles.label
     distribution: dict[str, object] = {}
-    counts = _label_counts(ctx)
+    counts = label_counts(ctx)
     if counts is not None:
         distribution = classes_distribution(counts)
     elif label is not None:
@@ -369,3 +236,20 @@ def engine_summary(ctx: EngineData) -> DataSummary:
         memory_mb=round(memory / 2**20, 1),
         notes=list(ctx.data.notes),
     )
+
+
+def _exact(slug: str) -> Callable[[EngineData], list[Finding]]:
+    """The engine's answer to a data check: the function named after its slug, here or in
+    `_row_checks`."""
+    name = slug.replace("-", "_")
+    found = globals().get(name) or getattr(row_checks, name, None)
+    if not callable(found):
+        raise LookupError(f"data check {slug!r} is declared for the engines, but no {name}(ctx) answers it")
+    return found  # type: ignore[no-any-return]
+
+
+#: The data checks the engines answer exactly: the findings declared `decided_in=("data engine", ...)`,
+#: by slug, in catalogue order; every other data check runs its pandas code on the seeded samples.
+EXACT_CHECKS: Mapping[str, Callable[[EngineData], list[Finding]]] = {
+    spec.slug: _exact(spec.slug) for spec in specs_for("data engine")
+}

@@ -7,13 +7,3 @@ command names) turn each recognised file into a `TrainingConfig`
 data, reproducing the arithmetic DeepSpeed and Hugging Face do at start-up so a wrong
 config is caught before it queues for hours.
 """
-
-from __future__ import annotations
-
-from trainmedic.rules.cfg import cfg001_batch_size_mismatch as cfg001
-from trainmedic.rules.cfg import cfg002_precision_conflict as cfg002
-from trainmedic.rules.cfg import cfg003_lr_not_scaled as cfg003
-from trainmedic.rules.cfg import cfg004_invalid_distributed_config as cfg004
-
-#: The family table: one line a code, in catalogue order.
-FAMILY = (cfg001, cfg002, cfg003, cfg004)

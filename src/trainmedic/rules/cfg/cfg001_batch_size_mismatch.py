@@ -59,6 +59,7 @@ SPEC = FindingSpec(
         "Make train_batch_size = micro batch x world size x accumulation, or set the DeepSpeed "
         "values to 'auto' so the HF Trainer / Accelerate fill them from their own arguments."
     ),
+    decided_in=("run events", "config check"),
     example_input=_example,
 )
 

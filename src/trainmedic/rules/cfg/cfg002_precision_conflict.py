@@ -45,6 +45,7 @@ SPEC = FindingSpec(
         "Enable one precision: bf16 where the hardware has it (Ampere or later, no loss scale), "
         "else fp16 with a dynamic loss scaler; let 'auto' follow the trainer's arguments."
     ),
+    decided_in=("run events", "config check"),
     example_input=_example,
 )
 

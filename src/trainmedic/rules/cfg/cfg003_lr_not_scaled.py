@@ -54,6 +54,7 @@ SPEC = FindingSpec(
         "Scale the LR with the effective batch: linearly for SGD, by the square root for Adam-type "
         "optimizers; add a linear warm-up of a few hundred steps at large batches."
     ),
+    decided_in=("run events", "config check"),
     example_input=_example,
 )
 

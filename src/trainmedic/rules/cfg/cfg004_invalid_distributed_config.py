@@ -47,6 +47,7 @@ SPEC = FindingSpec(
         "Use parameter offload only with ZeRO stage 3; give main_process_ip/port for several "
         "machines; make the batch divisible by micro batch x world size."
     ),
+    decided_in=("run events", "config check"),
     example_input=_example,
 )
 

@@ -53,6 +53,7 @@ SPEC = FindingSpec(
         "  ERROR DAT001 split-overlap: 1,204 of 20,000 test rows (6.0%) have features identical to a train row"
     ),
     fix="Deduplicate before splitting, then split again (by group when examples are related).",
+    decided_in=("data check", "data engine", "fine-tune data", "sklearn audit"),
     example_input=_example,
 )
 

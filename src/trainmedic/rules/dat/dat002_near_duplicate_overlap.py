@@ -50,6 +50,7 @@ SPEC = FindingSpec(
         "a 64-bit dHash within 4 bits)."
     ),
     fix="Normalise and deduplicate (or group near-duplicates) before splitting.",
+    decided_in=("data check", "fine-tune data", "image data"),
     example_input=_example,
 )
 

@@ -31,6 +31,7 @@ SPEC = FindingSpec(
     why="The model learns the group, not the task: the score does not hold for new groups.",
     example="Scans of the same patient in train and test.",
     fix="Split by group: GroupKFold / GroupShuffleSplit or trainmedic.data.split(strategy='group').",
+    decided_in=("data check", "data engine"),
     example_input=_example,
 )
 

@@ -30,6 +30,7 @@ SPEC = FindingSpec(
     why="The model is trained on the future of what it is evaluated on: a forecast score it cannot reach.",
     example="A random split of a time series.",
     fix="Split by time: everything in validation/test after the last training timestamp.",
+    decided_in=("data check", "data engine"),
     example_input=_example,
 )
 

@@ -97,6 +97,7 @@ SPEC = FindingSpec(
         "feature leaves (minimum and maximum price => price)."
     ),
     fix="Remove the feature, or confirm it is available at prediction time before keeping it.",
+    decided_in=("data check",),
     example_input=_example,
 )
 

@@ -32,6 +32,7 @@ SPEC = FindingSpec(
     why="The examples contradict each other: a ceiling on accuracy and a sign of labelling errors.",
     example="Two identical rows labelled 'cat' and 'dog'.",
     fix="Review the conflicting rows; relabel or drop them, or add the feature that separates them.",
+    decided_in=("data check", "data engine"),
     example_input=_example,
 )
 

@@ -31,6 +31,7 @@ SPEC = FindingSpec(
     why="Duplicates weigh some examples more and, split later, leak across splits.",
     example="The same 2,000 rows appended twice by an export job.",
     fix="Drop exact duplicates (df.drop_duplicates()) unless the repetition is intended.",
+    decided_in=("data check", "data engine", "fine-tune data"),
     example_input=_example,
 )
 

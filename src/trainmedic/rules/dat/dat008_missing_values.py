@@ -36,6 +36,7 @@ SPEC = FindingSpec(
         "label (always an error)."
     ),
     fix="Impute inside the training pipeline (fitted on train only), or drop the column; never train on missing labels.",
+    decided_in=("data check", "data engine", "fine-tune data"),
     example_input=_example,
 )
 

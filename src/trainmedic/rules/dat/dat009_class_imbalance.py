@@ -92,6 +92,7 @@ SPEC = FindingSpec(
         "Report PR-AUC, balanced accuracy or F1; use class weights or threshold tuning; "
         "never oversample before splitting."
     ),
+    decided_in=("run events", "boosters", "data check", "data engine", "sklearn audit"),
     example_input=_example,
 )
 

@@ -57,6 +57,7 @@ SPEC = FindingSpec(
         "gives as many (info: a one-hot encoder fitted on train fails on them)."
     ),
     fix="Align the columns, order and dtypes to the training schema (save it with trainmedic.contract).",
+    decided_in=("data check", "data engine", "image data"),
     example_input=_example,
 )
 

@@ -40,6 +40,7 @@ SPEC = FindingSpec(
         "rows per split above that), worst feature first."
     ),
     fix="Find the cause (pipeline change, new population); retrain on representative data or fix the pipeline.",
+    decided_in=("data check",),
     example_input=_example,
 )
 

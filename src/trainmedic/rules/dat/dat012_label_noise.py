@@ -69,6 +69,7 @@ SPEC = FindingSpec(
         "are not judged (info)."
     ),
     fix="Review the listed rows first (most suspicious first) and relabel or drop them.",
+    decided_in=("data check",),
     example_input=_example,
 )
 

@@ -49,6 +49,7 @@ SPEC = FindingSpec(
         "  ERROR DAT013: Inputs are 224x224, the model was trained at 400x400"
     ),
     fix="Apply the training preprocessing at inference; load it from the saved contract.",
+    decided_in=("input contract",),
     example_input=_example,
 )
 

@@ -89,6 +89,7 @@ SPEC = FindingSpec(
         "train leaves train itself exactly standardised."
     ),
     fix="Put preprocessing inside a Pipeline/ColumnTransformer fitted on the training fold.",
+    decided_in=("run events", "data check", "data engine", "sklearn audit"),
     example_input=_example,
 )
 

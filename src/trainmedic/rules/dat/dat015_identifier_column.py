@@ -45,6 +45,7 @@ SPEC = FindingSpec(
         "distinct values in train), not a feature: left out of the features."
     ),
     fix="Pass it as --id COL (it then names rows in findings), or drop it; split by it when it recurs.",
+    decided_in=("data check", "data engine"),
     example_input=_example,
 )
 

@@ -79,6 +79,7 @@ SPEC = FindingSpec(
         "the training format (the same prompt string, not apply_chat_template); when the format "
         "is meant to differ, set `tokenizer.chat_template` to the training format."
     ),
+    decided_in=("run events", "torch guard", "fine-tune data"),
     example_input=_guard_example,
 )
 

@@ -72,6 +72,7 @@ SPEC = FindingSpec(
         "the longest examples, or filter/shorten the long prompts; keep `truncation` from cutting "
         "the completion (TRL: completion-only loss drops examples with no completion left)."
     ),
+    decided_in=("run events", "torch guard", "fine-tune data"),
     example_input=_guard_example,
 )
 

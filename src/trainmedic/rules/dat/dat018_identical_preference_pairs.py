@@ -71,6 +71,7 @@ SPEC = FindingSpec(
         "lower-cased with whitespace collapsed to drop the near copies too), then find the step "
         "that made them."
     ),
+    decided_in=("run events", "torch guard", "fine-tune data"),
     example_input=_example,
 )
 

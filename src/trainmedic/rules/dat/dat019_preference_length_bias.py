@@ -79,6 +79,7 @@ SPEC = FindingSpec(
         "DPOConfig(ld_alpha=0.5) (LD-DPO) or DPOConfig(loss_type=['sigmoid_norm']) (log-ratios "
         "averaged per token), and watch the completion lengths of the trained policy."
     ),
+    decided_in=("run events", "torch guard", "fine-tune data"),
     example_input=_example,
 )
 

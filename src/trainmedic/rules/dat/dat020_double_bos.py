@@ -78,6 +78,7 @@ SPEC = FindingSpec(
         "(lists of messages) so the trainer applies the template itself, or strip the leading "
         "BOS from the rendered strings (`text.removeprefix(tokenizer.bos_token)`)."
     ),
+    decided_in=("run events", "torch guard", "fine-tune data"),
     example_input=_example,
 )
 

@@ -51,6 +51,7 @@ SPEC = FindingSpec(
     why="Half of 'it worked yesterday' is an environment change; this lists what changed.",
     example="torch 2.12.0 -> 2.13.0 and the dataset hash changed between the good and the bad run.",
     fix="Pin the versions that matter (frameworks, CUDA, numpy) and record data hashes with every run.",
+    decided_in=("environment check",),
     example_input=_example,
 )
 

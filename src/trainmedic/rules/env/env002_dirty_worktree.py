@@ -34,6 +34,7 @@ SPEC = FindingSpec(
     why="The exact code of the run cannot be recovered from the commit it names.",
     example="git status shows modified train.py when the run starts.",
     fix="Commit (or stash) before long runs; trainmedic records the commit in the manifest.",
+    decided_in=("run events", "environment check"),
     example_input=_example,
 )
 

@@ -59,6 +59,7 @@ SPEC = FindingSpec(
         "steps over a short sequence, wrap it in trainmedic.keras.LoopingSequence(seq, "
         "multiple=k) and set steps_per_epoch."
     ),
+    decided_in=("run events",),
     example_input=_example,
 )
 

@@ -70,6 +70,7 @@ SPEC = FindingSpec(
         "trainmedic.keras.LoopingSequence(seq, multiple=k) (len = k x the real length, index "
         "modulo the real length), keeping steps_per_epoch; or pass shuffle=False."
     ),
+    decided_in=("run events",),
     example_input=_example,
 )
 

@@ -63,6 +63,7 @@ SPEC = FindingSpec(
         "Sequence in trainmedic.keras.LoopingSequence, or set steps_per_epoch to the batches "
         "the input really has."
     ),
+    decided_in=("run events",),
     example_input=_example,
 )
 

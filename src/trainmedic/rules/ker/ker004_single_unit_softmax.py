@@ -62,6 +62,7 @@ SPEC = FindingSpec(
         "For a binary target use Dense(1, activation='sigmoid') with binary_crossentropy; for "
         "K classes use Dense(K, activation='softmax') with (sparse_)categorical_crossentropy."
     ),
+    decided_in=("run events",),
     example_input=_example,
 )
 

@@ -76,6 +76,7 @@ SPEC = FindingSpec(
         "Look at the phase it died in: for evaluation/epoch end, evaluate once after training "
         "or with a smaller batch; for training, lower the batch size or the data kept in memory."
     ),
+    decided_in=("run events",),
     example_input=_example,
 )
 

@@ -51,6 +51,7 @@ SPEC = FindingSpec(
         "Lower the per-device batch size and keep the effective batch with gradient "
         "accumulation, use bf16/fp16, or activation checkpointing."
     ),
+    decided_in=("run events",),
     example_input=_example,
 )
 

@@ -52,6 +52,7 @@ SPEC = FindingSpec(
         "per-epoch validation loss (fit's validation_data); stream the metric in small "
         "batches instead of one big predict."
     ),
+    decided_in=("run events",),
     example_input=_example,
 )
 

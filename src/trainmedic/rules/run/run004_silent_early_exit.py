@@ -38,6 +38,7 @@ SPEC = FindingSpec(
     why="The job looks successful to the scheduler; the model is undertrained.",
     example="model.fit(ds, epochs=12, steps_per_epoch=500) returns after epoch 1, exit 0.",
     fix="Find what stopped the loop (input exhausted, a callback setting stop_training) and fix it.",
+    decided_in=("run events",),
     example_input=_example,
 )
 

@@ -49,6 +49,7 @@ SPEC = FindingSpec(
         "Repeat the dataset (ds.repeat()), wrap the Sequence in trainmedic.keras.LoopingSequence, "
         "or set steps_per_epoch to the number of batches the input really has."
     ),
+    decided_in=("run events",),
     example_input=_example,
 )
 

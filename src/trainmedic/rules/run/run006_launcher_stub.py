@@ -46,6 +46,7 @@ SPEC = FindingSpec(
     ),
     example="bash -c 'python train.py' -> bash (PID 100, 3 MB) -> python (PID 101, 5 GB).",
     fix="Signal and profile the trainer PIDs given here; `trainmedic stop` does it for you.",
+    decided_in=("run events",),
     example_input=_example,
 )
 

@@ -46,6 +46,7 @@ SPEC = FindingSpec(
         "waits in names the lock, queue or collective; `--on-hang stop` ends such runs instead "
         "of holding the machine."
     ),
+    decided_in=("run events",),
     example_input=_example,
 )
 

@@ -57,6 +57,7 @@ SPEC = FindingSpec(
         "For preemption/time limits, checkpoint on SIGTERM and resume (`--restarts`); "
         "for a native crash, read the faulthandler stack in the log."
     ),
+    decided_in=("run events",),
     example_input=_example,
 )
 

@@ -70,6 +70,7 @@ SPEC = FindingSpec(
         "Ray Train worker rank 1, quoted by the driver after '[Rank 1 Error Snippet]:'."
     ),
     fix="Fix the error at the user frame given; rerun with `--restarts` only once it is fixed.",
+    decided_in=("run events",),
     example_input=_example,
 )
 

@@ -47,6 +47,7 @@ SPEC = FindingSpec(
     why="Orphans keep memory, GPU contexts and ports busy and can block the next run.",
     example="The trainer died by os._exit; its 4 DataLoader workers kept 3 GB each.",
     fix="Shut workers down on exit (context managers, persistent_workers=False at teardown).",
+    decided_in=("run events",),
     example_input=_example,
 )
 

@@ -43,6 +43,7 @@ SPEC = FindingSpec(
     ),
     example="A model whose weights are a tensor subclass without a norm: the gradient norms fail.",
     fix="Report the error with the tensor types of your model; the other checks ran as usual.",
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

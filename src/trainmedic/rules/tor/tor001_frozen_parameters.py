@@ -72,6 +72,7 @@ SPEC = FindingSpec(
         "whose output is .detach()-ed, so its parameters never get a gradient"
     ),
     fix="Pass model.parameters() (or every group you mean to train) to the optimizer; check requires_grad.",
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

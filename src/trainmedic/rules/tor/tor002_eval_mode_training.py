@@ -34,6 +34,7 @@ SPEC = FindingSpec(
     why="Dropout is off and batch-norm statistics freeze: the model trains differently than intended.",
     example="validate() calls model.eval() and the loop never calls model.train() again.",
     fix="Call model.train() at the start of every training epoch (after validation).",
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

@@ -39,6 +39,7 @@ SPEC = FindingSpec(
     ),
     example="for x, y in loader: loss(model(x), y).backward(); opt.step()  # no opt.zero_grad()",
     fix="Call optimizer.zero_grad(set_to_none=True) once per optimizer step.",
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

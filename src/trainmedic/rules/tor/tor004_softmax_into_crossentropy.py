@@ -39,6 +39,7 @@ SPEC = FindingSpec(
     why="The double softmax squashes the gradients: training is slow and accuracy lower.",
     example="loss = nn.CrossEntropyLoss()(torch.softmax(logits, dim=1), y)",
     fix="Feed raw logits to CrossEntropyLoss (or use NLLLoss on log_softmax outputs).",
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

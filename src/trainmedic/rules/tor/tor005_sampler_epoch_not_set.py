@@ -41,6 +41,7 @@ SPEC = FindingSpec(
     ),
     example="for epoch in range(E): for batch in loader: ...  # no sampler.set_epoch(epoch)",
     fix="Call sampler.set_epoch(epoch) at the start of every epoch, before iterating the loader.",
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

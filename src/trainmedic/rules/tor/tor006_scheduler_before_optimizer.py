@@ -36,6 +36,7 @@ SPEC = FindingSpec(
     ),
     example="scheduler.step(); optimizer.step()",
     fix="Call optimizer.step() first, then scheduler.step().",
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

@@ -34,6 +34,7 @@ SPEC = FindingSpec(
     why="Decaying them regularises nothing useful and can cost accuracy, especially with AdamW.",
     example="AdamW(model.parameters(), weight_decay=0.05)",
     fix="Use trainmedic.train.param_groups(model, weight_decay) to exclude bias and norm parameters.",
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

@@ -38,6 +38,7 @@ SPEC = FindingSpec(
     ),
     example="A script that never calls torch.manual_seed / random.seed / np.random.seed.",
     fix="Seed Python, NumPy and torch once at start (and the DataLoader generator).",
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

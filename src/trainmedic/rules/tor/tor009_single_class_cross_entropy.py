@@ -49,6 +49,7 @@ SPEC = FindingSpec(
         "for cross_entropy; for a binary target use one logit with BCEWithLogitsLoss, and for a "
         "real-valued target MSELoss."
     ),
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

@@ -89,6 +89,7 @@ SPEC = FindingSpec(
         "conversations, or the response_template of DataCollatorForCompletionOnlyLM exactly as "
         "the tokenizer renders it."
     ),
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

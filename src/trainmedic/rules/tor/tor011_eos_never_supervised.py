@@ -95,6 +95,7 @@ SPEC = FindingSpec(
         "attention mask (TRL's SFTTrainer does), and end every example with EOS (append "
         "tokenizer.eos_token to the text, or the chat template's end-of-turn token)."
     ),
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

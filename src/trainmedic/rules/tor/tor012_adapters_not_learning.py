@@ -91,6 +91,7 @@ SPEC = FindingSpec(
         "or use non-reentrant checkpointing: checkpoint(block, x, use_reentrant=False), or "
         'TrainingArguments(gradient_checkpointing_kwargs={"use_reentrant": False}).'
     ),
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

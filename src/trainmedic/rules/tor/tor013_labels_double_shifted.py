@@ -80,6 +80,7 @@ SPEC = FindingSpec(
         "them; or compute the loss yourself from the logits of model(input_ids) without "
         "passing labels."
     ),
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

@@ -79,6 +79,7 @@ SPEC = FindingSpec(
         "(PEFT >= 0.15), or, without PEFT, keep the embeddings' requires_grad=True and their "
         "parameters in the optimizer."
     ),
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

@@ -132,6 +132,7 @@ SPEC = FindingSpec(
         "(torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(state_dict, 'module.')); "
         "load with strict=True so that a mismatch raises, or check the keys load_state_dict returns."
     ),
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

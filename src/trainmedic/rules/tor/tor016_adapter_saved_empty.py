@@ -83,6 +83,7 @@ SPEC = FindingSpec(
         "(fsdp_state_dict_type: FULL_STATE_DICT); save the adapter after training, from the "
         "model that trained."
     ),
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

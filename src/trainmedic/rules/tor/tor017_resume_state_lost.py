@@ -108,6 +108,7 @@ SPEC = FindingSpec(
         "counters; with the Hugging Face Trainer, Trainer.train(resume_from_checkpoint=True or "
         "the checkpoint folder); with Lightning, Trainer.fit(model, ckpt_path=...)."
     ),
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

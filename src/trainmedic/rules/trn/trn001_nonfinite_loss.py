@@ -58,6 +58,7 @@ SPEC = FindingSpec(
         "Lower the learning rate or add warm-up, clip gradients, check the inputs of that "
         "batch for NaN/Inf, use bf16 instead of fp16 or a loss scaler."
     ),
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 #: The cause named in the evidence when the batch's own data held NaN/Inf.

@@ -119,6 +119,7 @@ SPEC = FindingSpec(
     why="The optimiser has left the region it was converging to; more steps make it worse.",
     example="Loss falls to 0.4 by step 300, then climbs steadily to 5.0 by step 600.",
     fix="Lower the learning rate (or its peak), add warm-up and gradient clipping.",
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

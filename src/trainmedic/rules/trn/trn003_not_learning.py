@@ -132,10 +132,9 @@ SPEC = FindingSpec(
     ),
     why="Compute is spent with no progress: a bug in the loop, a learning rate far off, or frozen weights.",
     example="Loss stays at 2.30 (= ln 10) for 20 epochs on a 10-class problem.",
-    fix=(
-        "Run the tiny-batch overfit test (trainmedic.torch.overfit_batch); check that the "
-        "optimizer holds the parameters, the labels match the inputs, and the learning rate."
-    ),
+    fix="Run the tiny-batch overfit test (trainmedic.torch.overfit_batch); check that the optimizer "
+    "holds the parameters, the labels match the inputs, and the learning rate.",
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

@@ -71,6 +71,7 @@ SPEC = FindingSpec(
         "Keep the checkpoint of the turning epoch (early stopping on val_loss), add "
         "regularisation or data augmentation, or get more data."
     ),
+    decided_in=("run events", "torch guard", "boosters"),
     example_input=_example,
 )
 
@@ -218,3 +219,8 @@ def overfitting_without_early_stopping(record: RunRecord) -> list[Finding]:
 
 
 RULES: tuple[Rule, ...] = (overfitting, overfitting_without_early_stopping)
+#: Which rules a place applies: a booster's guard reads its rounds, the PyTorch guard the loss curves.
+RULES_AT: dict[str, tuple[Rule, ...]] = {
+    "boosters": (overfitting_without_early_stopping,),
+    "torch guard": (overfitting,),
+}

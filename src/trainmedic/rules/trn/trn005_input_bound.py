@@ -38,6 +38,7 @@ SPEC = FindingSpec(
     ),
     example="DataLoader(num_workers=0) with JPEG decoding: 70% of each step waits for data.",
     fix="Raise num_workers, use pin_memory and prefetching, cache decoded data, or move augmentation to the device.",
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

@@ -42,6 +42,7 @@ SPEC = FindingSpec(
         "Check that the loss gets logits (not probabilities), the labels match the inputs, "
         "parameters are in the optimizer and require grad, and the learning rate."
     ),
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

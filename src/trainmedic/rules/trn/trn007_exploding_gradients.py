@@ -59,6 +59,7 @@ SPEC = FindingSpec(
     ),
     example="Gradient norm ~1 for 500 steps, then 3e4 at step 512.",
     fix="Clip gradients (max_grad_norm=1.0), lower the learning rate, add warm-up, check for bad batches.",
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

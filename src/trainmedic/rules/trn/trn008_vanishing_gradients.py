@@ -41,6 +41,7 @@ SPEC = FindingSpec(
     why="Those layers do not learn; deep nets with saturating activations stall this way.",
     example="A 20-layer sigmoid MLP: first-layer gradient norm 1e-9.",
     fix="Use ReLU/GELU, residual connections, normalisation layers, and a suitable initialisation.",
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

@@ -75,6 +75,7 @@ SPEC = FindingSpec(
         "Hold out a validation split that shares no rows with the training data and stop on it "
         "(with XGBoost, put it last in eval_set)."
     ),
+    decided_in=("run events", "torch guard", "boosters"),
     example_input=_example,
 )
 
@@ -174,3 +175,8 @@ def mllib_eval_set_is_train(record: RunRecord) -> list[Finding]:
 
 
 RULES: tuple[Rule, ...] = (eval_set_is_train, mllib_eval_set_is_train)
+#: Which rules a place applies: the guards observe eval sets; Spark MLlib's evaluations are a run's.
+RULES_AT: dict[str, tuple[Rule, ...]] = {
+    "boosters": (eval_set_is_train,),
+    "torch guard": (eval_set_is_train,),
+}

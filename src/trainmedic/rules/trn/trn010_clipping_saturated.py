@@ -118,6 +118,7 @@ SPEC = FindingSpec(
         "typical pre-clip norm of a healthy run, so that it cuts spikes only, or keep it where "
         "the algorithm sets it (PPO's max_grad_norm) once the run learns again."
     ),
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

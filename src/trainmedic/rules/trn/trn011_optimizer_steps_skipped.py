@@ -84,6 +84,7 @@ SPEC = FindingSpec(
         "GradScaler. If the scale only started too high, GradScaler(init_scale=2.0**10) settles "
         "sooner."
     ),
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

@@ -84,6 +84,7 @@ SPEC = FindingSpec(
         "a per-step scheduler's step() after every optimizer.step(), not once an epoch (or "
         "size it in epochs); give warm-up in optimizer steps, a small share of the run."
     ),
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

@@ -97,6 +97,7 @@ SPEC = FindingSpec(
         "optimizer with stochastic rounding or Kahan summation for bf16 weights. Raise the "
         "learning rate only where the run justifies it."
     ),
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

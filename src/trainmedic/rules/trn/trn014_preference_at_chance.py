@@ -154,6 +154,7 @@ SPEC = FindingSpec(
         "the starting policy: leave `ref_model=None` so TRL loads one (or disables the adapters "
         "of a PEFT model), never a model that shares the policy's parameters."
     ),
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

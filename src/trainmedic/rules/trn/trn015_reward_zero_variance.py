@@ -79,6 +79,7 @@ SPEC = FindingSpec(
         "can differ; choose prompts the model sometimes solves; raise num_generations (8-16) "
         "and keep temperature near 1.0 so that a group's completions differ."
     ),
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

@@ -82,6 +82,7 @@ SPEC = FindingSpec(
         "suppress_tokens in generation_kwargs); use one tokenizer (processing_class) and chat "
         'template for both, with padding_side="left" for generation.'
     ),
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

@@ -81,6 +81,7 @@ SPEC = FindingSpec(
         'use loss_type="dr_grpo" (no per-length normalisation) and check that '
         "max_completion_length leaves room for a full answer."
     ),
+    decided_in=("run events", "torch guard"),
     example_input=_example,
 )
 

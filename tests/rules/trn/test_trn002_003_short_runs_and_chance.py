@@ -17,7 +17,7 @@ from trainmedic.rules.trn import trn001_nonfinite_loss as trn001
 from trainmedic.rules.trn import trn002_loss_divergence as trn002
 from trainmedic.rules.trn import trn003_not_learning as trn003
 
-from .test_dynamics_rules import CURVE_RULES, epochs, healthy_steps, steps
+from .test_trn001_004_curves import CURVE_RULES, epochs, healthy_steps, steps
 
 
 def sampled(values: list[float], every: int = 10) -> RunRecord:

@@ -18,7 +18,7 @@ from trainmedic.events import (
 from trainmedic.rules.run.run003_eval_memory_spike import eval_memory_spike
 from trainmedic.rules.run.run009_crashed import crashed
 
-from .test_rules_run import MiB, stream
+from .test_run_rules import MiB, stream
 
 OVERFLOW = [
     "Traceback (most recent call last):",

@@ -106,7 +106,7 @@ def test_a_single_spike_is_not_divergence() -> None:
 
 def test_divergence_that_recovers_is_an_episode() -> None:
     """A rise to 6x the best (1.5x the start) over a third of the run is a blow-up, even when the
-    loss comes back by the end (tests/diagnose/test_blowup_episode.py has the shapes)."""
+    loss comes back by the end (tests/rules/trn/test_trn002_blowup_episode.py has the shapes)."""
     down = np.linspace(2.0, 0.5, 200)
     bump = np.concatenate([np.linspace(0.5, 3.0, 100), np.linspace(3.0, 0.4, 100)])
     [found] = trn002.loss_divergence(steps(np.concatenate([down, bump])))

@@ -12,7 +12,7 @@ from trainmedic.events import Epoch, Event, GuardObservation, Step, TrainingPlan
 from trainmedic.record import RunRecord
 from trainmedic.rules.trn import trn002_loss_divergence as trn002
 
-from .test_dynamics_rules import RNG_SEEDS, codes, healthy_steps, steps
+from .test_trn001_004_curves import RNG_SEEDS, codes, healthy_steps, steps
 
 
 def gpt_at_lr_one(seed: int = 0) -> np.ndarray:

@@ -7,7 +7,7 @@ import random
 
 from trainmedic.events import GuardObservation, Step
 from trainmedic.record import RunRecord
-from trainmedic.rules import tor
+from trainmedic.registry import modules_for
 from trainmedic.rules.trn import trn005_input_bound as trn005
 from trainmedic.rules.trn import trn006_cannot_overfit_batch as trn006
 from trainmedic.rules.trn import trn007_exploding_gradients as trn007
@@ -15,7 +15,9 @@ from trainmedic.rules.trn import trn008_vanishing_gradients as trn008
 from trainmedic.rules.trn import trn010_clipping_saturated as trn010
 
 CONFIG = GuardObservation(check="torch_guard", data={"every": 10})
-TOR_RULES = tuple(rule for finding in tor.FAMILY for rule in finding.RULES)
+TOR_RULES = tuple(
+    rule for finding in modules_for("run events") if finding.SPEC.group == "TOR" for rule in finding.RULES
+)
 
 
 def timed(shares: list[float], step_s: float = 0.01, rank: int | None = None) -> list[Step]:
