@@ -26,10 +26,16 @@ if _WORKER.startswith("gw"):
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files with a `heavy` test first: pytest-xdist hands out whole files in this order, and a
-    long file taken last would leave one worker running it alone."""
+    """Files with a `heavy` test first, then the others by falling number of tests: `make test`'s
+    pytest-xdist (`--dist loadfile --no-loadscope-reorder`) hands out whole files in this order,
+    so the last files handed out are the shortest, and no long file taken last leaves one worker
+    running it alone while the other idles. (xdist's own reordering, by number of tests alone,
+    would put a heavy file with few tests, such as the failure-benchmark gate, anywhere.)"""
     heavy = {item.path for item in items if item.get_closest_marker("heavy")}
-    items.sort(key=lambda item: item.path not in heavy)
+    count: dict[Path, int] = {}
+    for item in items:
+        count[item.path] = count.get(item.path, 0) + 1
+    items.sort(key=lambda item: (item.path not in heavy, -count[item.path]))
 
 
 def trainmedic_cmd() -> list[str]:
