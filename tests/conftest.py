@@ -38,6 +38,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: (item.path not in heavy, -count[item.path]))
 
 
+# Files whose tests share one costly session-scoped fixture (a session is made once per
+# pytest-xdist worker): handed out as one unit, so one worker starts it once, not each worker.
+# tests/spark/test_data_session.py checks that every test taking `spark` is in one of these.
+ONE_UNIT = {
+    "tests/spark/test_data_parity.py": "local Spark",
+    "tests/spark/test_data_frames.py": "local Spark",
+    "tests/spark/test_data_engine.py": "local Spark",
+}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile`, with the files of ONE_UNIT one unit (the others one each)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FilesSharingAFixture(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return ONE_UNIT.get(path, path)
+
+    return FilesSharingAFixture(config, log)
+
+
 def trainmedic_cmd() -> list[str]:
     """The installed console script next to this interpreter (falls back to `-m`)."""
     script = Path(sys.executable).with_name("trainmedic")
