@@ -35,10 +35,11 @@ chromium:
 	@scripts/ensure-chromium
 
 # pytest exits 5 when it collects no test: that is a failure here, not a pass. Two workers
-# (pytest-xdist), each taking whole files, so a module's prepared runs are made once. The 30
+# (pytest-xdist), each taking whole files, so a module's prepared runs are made once, in the
+# order tests/conftest.py gives (heavy files first, the shortest last). The 30
 # slowest tests are listed at the end, so a run shows where the suite's 15 minutes go.
 test: $(STAMP) chromium
-	@$(BIN)/python -m pytest -n 2 --dist loadfile --durations=30 $(PYTEST_ARGS); rc=$$?; \
+	@$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=30 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 # Every failure trainmedic knows, reproduced for real (docs/failure-benchmark.md); PEERS=1 adds the peers.

@@ -26,10 +26,41 @@ if _WORKER.startswith("gw"):
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files with a `heavy` test first: pytest-xdist hands out whole files in this order, and a
-    long file taken last would leave one worker running it alone."""
+    """Files with a `heavy` test first, then the others by falling number of tests: `make test`'s
+    pytest-xdist (`--dist loadfile --no-loadscope-reorder`) hands out whole files in this order,
+    so the last files handed out are the shortest, and no long file taken last leaves one worker
+    running it alone while the other idles. (xdist's own reordering, by number of tests alone,
+    would put a heavy file with few tests, such as the failure-benchmark gate, anywhere.)"""
     heavy = {item.path for item in items if item.get_closest_marker("heavy")}
-    items.sort(key=lambda item: item.path not in heavy)
+    count: dict[Path, int] = {}
+    for item in items:
+        count[item.path] = count.get(item.path, 0) + 1
+    items.sort(key=lambda item: (item.path not in heavy, -count[item.path]))
+
+
+# Files whose tests share one costly session-scoped fixture (a session is made once per
+# pytest-xdist worker): handed out as one unit, so one worker starts it once, not each worker.
+# tests/spark/test_data_session.py checks that every test taking `spark` is in one of these.
+ONE_UNIT = {
+    "tests/spark/test_data_parity.py": "local Spark",
+    "tests/spark/test_data_frames.py": "local Spark",
+    "tests/spark/test_data_engine.py": "local Spark",
+}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile`, with the files of ONE_UNIT one unit (the others one each)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FilesSharingAFixture(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return ONE_UNIT.get(path, path)
+
+    return FilesSharingAFixture(config, log)
 
 
 def trainmedic_cmd() -> list[str]:

@@ -34,7 +34,7 @@ from trainmedic.events import Epoch, Event, ProcessSpawn, Step
 from ..conftest import trainmedic_cmd
 
 pytest.importorskip("ray.train")
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(900)]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "breadth"
 OPT_IN = pytest.mark.skipif(
     os.environ.get("TRAINMEDIC_RAY_TESTS") != "1",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 
@@ -10,6 +11,12 @@ import pytest
 # Small tables: one task per stage is fastest, and the settings a check runs with
 # otherwise are the ones `trainmedic.spark._session` gives a local master.
 TEST_SETTINGS = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
+# Every JVM pyspark starts goes through spark-submit, whose launcher adds SPARK_SUBMIT_OPTS to
+# the driver's java command (the session here, and those of the `trainmedic` commands and
+# scripts these tests run). A test's JVM lives seconds: the C2 compiler and the parallel
+# collector's threads cost more CPU than they win back (half the CPU of the parity cases on
+# 2 cores); the bytecode run, and so every result, is the same.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
 def java_missing() -> str | None:

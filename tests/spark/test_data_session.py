@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import socket
 
 import pytest
@@ -58,3 +59,18 @@ def test_local_masters_get_two_shuffle_partitions_per_core() -> None:
     assert local_settings("local[3]")["spark.sql.shuffle.partitions"] == "6"
     assert local_settings("local")["spark.sql.shuffle.partitions"] == "2"
     assert local_settings("local[2,4]")["spark.sql.shuffle.partitions"] == "4"
+
+
+def test_every_test_taking_the_spark_session_is_handed_out_with_the_others() -> None:
+    """`make test`'s workers share one local Spark per worker only if its users go to one worker:
+    tests/conftest.py hands the files of ONE_UNIT out as one unit."""
+    from ..conftest import ONE_UNIT, REPO
+
+    users = set()
+    for path in (REPO / "tests").rglob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test"):
+                continue
+            if "spark" in [a.arg for a in node.args.args]:
+                users.add(path.relative_to(REPO).as_posix())
+    assert users == {path for path, unit in ONE_UNIT.items() if unit == "local Spark"}

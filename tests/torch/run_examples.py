@@ -2,7 +2,8 @@
 
 Before each example it sends a marker event and gives the auto-installed
 monitor a fresh start, so a test can cut the events file into one record per
-example. argv: NAME or NAME:fixed ...
+example. argv: NAME or NAME:fixed (the example's `main(False)` or `main(True)`), or
+NAME:VARIANT (`main("VARIANT")`, as `python NAME.py VARIANT` runs it) ...
 """
 
 import contextlib
@@ -30,7 +31,7 @@ def main(cases):
         channel.emit(GuardObservation(check="example_start", data={"case": case}))
         example = runpy.run_path(str(EXAMPLES / f"{name}.py"), run_name="example")
         with contextlib.redirect_stdout(io.StringIO()):
-            example["main"](variant == "fixed")
+            example["main"](variant if variant not in ("", "fixed") else variant == "fixed")
     _patches.active().close()
     channel.emit(GuardObservation(check="example_start", data={"case": "<end>"}))
     torch.set_num_threads(1)
