@@ -9,7 +9,8 @@ In the spirit of ruff's `scripts/add_rule.py`: it writes
 2. its test, `tests/rules/<group>/test_<code>_<slug>.py`: one triggering and one healthy input;
 3. its failure-benchmark stub, a `[[case]]` in `benchmarks/failures/cases.toml`, left out of
    the gate until it reproduces the failure for real;
-4. `docs/FINDINGS.md`, regenerated.
+4. `docs/FINDINGS.md`, regenerated (a data check's `measured` and `reported_when` make its
+   row in the DAT table "what is checked, and how", which docs/data.md links to).
 
 The registry finds the file by its name and derives from its `decided_in` what applies it, so
 no list elsewhere names it. `--place` picks the template: "run events" (a guard observation
@@ -157,6 +158,8 @@ SPEC = FindingSpec(
     example="TODO: the smallest table that shows it.",
     fix="TODO: the fix, in the data's own terms.",
     decided_in=("data check",),
+    measured="TODO: how check_tables measures it (its row in the catalogue's DAT table).",
+    reported_when="TODO: the thresholds at which it reports, and at which severity.",
     example_input=_example,
 )
 

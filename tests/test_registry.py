@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import re
@@ -13,7 +14,7 @@ import pytest
 from trainmedic.findings import DOC_SECTIONS, PLACES, Finding, FindingSpec, Severity
 from trainmedic.registry import all_specs, home_of, lookup, rules_for, specs_for
 
-from .conftest import SHARED_FINDINGS, VENDORED_FINDINGS
+from .conftest import REPO, SHARED_FINDINGS, VENDORED_FINDINGS
 
 ROW = re.compile(r"^\| ([A-Z]{3}[0-9]{3}) \| `([a-z0-9-]+)` \|", re.MULTILINE)
 
@@ -31,6 +32,19 @@ def test_the_catalogue_page_is_generated_from_the_findings_files() -> None:
     from trainmedic.report.catalogue import catalogue_markdown
 
     assert VENDORED_FINDINGS.read_text() == catalogue_markdown(), "stale: run `make findings-doc`"
+
+
+def test_every_data_check_says_how_it_measures_and_when_it_reports_on_the_catalogue_page() -> None:
+    """docs/data.md keeps no table of its own: it links to the one generated from these fields."""
+    from trainmedic.report.catalogue import CHECKED_HEADING
+
+    checks = [s for s in all_specs() if "data check" in s.decided_in]
+    assert checks
+    assert [s.code for s in checks if not (s.measured and s.reported_when)] == []
+    page = VENDORED_FINDINGS.read_text()
+    assert CHECKED_HEADING.format(group="DAT") + "\n" in page
+    assert all(f"| {s.code} `{s.slug}` | " in page for s in checks)
+    assert "(FINDINGS.md#dat-what-is-checked-and-how)" in (REPO / "docs" / "data.md").read_text()
 
 
 def test_catalogue_keeps_every_shared_code_and_adds_only_at_the_end_of_a_group() -> None:
@@ -79,6 +93,8 @@ def test_severity_order() -> None:
 
 
 def test_spec_rejects_bad_code_and_slug() -> None:
+    with pytest.raises(ValueError, match="go together"):
+        dataclasses.replace(lookup("DAT001"), reported_when="")
     docs = {"title": "t", "what": "w", "why": "y", "example": "e", "fix": "f"}
     with pytest.raises(ValueError, match="ABC123"):
         FindingSpec(code="R1", slug="ok", severity=Severity.INFO, **docs)

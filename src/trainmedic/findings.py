@@ -96,7 +96,9 @@ class FindingSpec:
     what the rule reads (events for an event rule; a family with another input says which),
     small enough to read, on which the rule fires with this code. The registry test runs it.
     `decided_in` names every place that decides it (`Place`): the lists of what runs where are
-    derived from it.
+    derived from it. `measured` (how the check measures) and `reported_when` (the threshold it
+    reports at) are the two cells of a data check's row in the catalogue's "what is checked,
+    and how" table; a finding that is not a data check leaves them empty.
     """
 
     code: str
@@ -108,6 +110,8 @@ class FindingSpec:
     example: str
     fix: str
     decided_in: tuple[Place, ...] = ()
+    measured: str = ""
+    reported_when: str = ""
     example_input: Callable[[], Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -118,6 +122,8 @@ class FindingSpec:
         for section in DOC_SECTIONS:
             if not getattr(self, section).strip():
                 raise ValueError(f"{self.code}: documentation section {section!r} is empty")
+        if bool(self.measured.strip()) != bool(self.reported_when.strip()):
+            raise ValueError(f"{self.code}: measured and reported_when go together")
         unknown = set(self.decided_in) - set(PLACES)
         if not self.decided_in or unknown:
             raise ValueError(

@@ -59,6 +59,23 @@ def _table(specs: list[FindingSpec]) -> list[str]:
     return rows
 
 
+#: The heading of a group's "what is checked, and how" table; docs/data.md links to DAT's.
+CHECKED_HEADING = "### {group}: what is checked, and how"
+
+
+def _checked(specs: list[FindingSpec]) -> list[str]:
+    """How each check measures and when it reports, for the findings that say (the data checks).
+
+    Its first cell joins code and slug, so the catalogue's one row a code stays the group table's.
+    """
+    said = [s for s in specs if s.measured]
+    if not said:
+        return []
+    rows = ["| finding | how it is measured | reported when |", "|---|---|---|"]
+    rows += [f"| {s.code} `{s.slug}` | {_cell(s.measured)} | {_cell(s.reported_when)} |" for s in said]
+    return [CHECKED_HEADING.format(group=specs[0].group), "", *rows, ""]
+
+
 def _section(spec: FindingSpec) -> list[str]:
     home = Path(sys.modules[home_of(spec)].__file__ or "").relative_to(_SRC).as_posix()
     return [
@@ -89,7 +106,7 @@ def catalogue_markdown() -> str:
         members = [s for s in specs if s.group == group]
         if not members:
             continue
-        lines += [f"## {GROUP_HEADINGS[group]}", "", *_table(members), ""]
+        lines += [f"## {GROUP_HEADINGS[group]}", "", *_table(members), "", *_checked(members)]
         for spec in members:
             lines += _section(spec)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -54,6 +54,12 @@ SPEC = FindingSpec(
     ),
     fix="Deduplicate before splitting, then split again (by group when examples are related).",
     decided_in=("data check", "data engine", "fine-tune data", "sklearn audit"),
+    measured=(
+        "64-bit hash per row over the features (`pandas.util.hash_pandas_object` per column, "
+        "combined in numpy), hash-table `isin` between train/val/test pairs; the count is set "
+        "against what chance gives in the feature space (docs/data.md, 'Identical rows and chance')"
+    ),
+    reported_when="more identical rows than chance explains (Poisson tail p < 0.001)",
     example_input=_example,
 )
 

@@ -51,6 +51,14 @@ SPEC = FindingSpec(
     ),
     fix="Normalise and deduplicate (or group near-duplicates) before splitting.",
     decided_in=("data check", "fine-tune data", "image data"),
+    measured=(
+        "same, after rounding floats to ~6 significant digits, or to the 0–3 decimals a later row"  # noqa: RUF001 (the en dash of a range, verbatim)
+        " is written with, and stripping/lower-casing text; images: dHash within 4 of 64 bits"
+    ),
+    reported_when=(
+        "tables: more rows not already exact than chance gives in the rounded feature space "
+        "(Poisson tail p < 0.001); images: any image not already exact"
+    ),
     example_input=_example,
 )
 

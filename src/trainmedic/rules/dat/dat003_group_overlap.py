@@ -32,6 +32,8 @@ SPEC = FindingSpec(
     example="Scans of the same patient in train and test.",
     fix="Split by group: GroupKFold / GroupShuffleSplit or trainmedic.data.split(strategy='group').",
     decided_in=("data check", "data engine"),
+    measured="`--group` values shared by two splits",
+    reported_when="any group",
     example_input=_example,
 )
 

@@ -31,6 +31,8 @@ SPEC = FindingSpec(
     example="A random split of a time series.",
     fix="Split by time: everything in validation/test after the last training timestamp.",
     decided_in=("data check", "data engine"),
+    measured="rows of a later split before the latest time of an earlier one",
+    reported_when="any row",
     example_input=_example,
 )
 

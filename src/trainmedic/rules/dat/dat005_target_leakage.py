@@ -98,6 +98,20 @@ SPEC = FindingSpec(
     ),
     fix="Remove the feature, or confirm it is available at prediction time before keeping it.",
     decided_in=("data check",),
+    measured=(
+        'one-feature histogram "tree" (≤128 bins; numbers in ordered bins of ≥ 5 fit rows, codes '
+        "and text a bin per value) fitted on half of train, scored on the other half: normalised "
+        "accuracy and ranking AUC (classes), R² (numbers); the rest of the table beside it; for a"
+        " numeric label, least-squares fits of up to 3 numeric features (docs/data.md, 'Target leakage')"
+    ),
+    reported_when=(
+        "a copy or code of the label (normalised accuracy ≥ 0.99, R² ≥ 0.999); a feature ≥ 0.95 "
+        "(or a class feature at AUC ≥ 0.975, over the classes or for one class against the "
+        "others) while the rest of the table reaches ≤ 0.95 with ≥ 4× its errors (without the "  # noqa: RUF001 (a multiplication sign)
+        "other near-deterministic features when it holds one value for ≥ 99 % of a class); ≤ 3 "
+        "features whose linear fit reaches R² ≥ 0.99 and leaves ≤ 1/10 of what the best single "
+        "feature leaves"
+    ),
     example_input=_example,
 )
 

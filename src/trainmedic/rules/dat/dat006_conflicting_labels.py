@@ -33,6 +33,8 @@ SPEC = FindingSpec(
     example="Two identical rows labelled 'cat' and 'dog'.",
     fix="Review the conflicting rows; relabel or drop them, or add the feature that separates them.",
     decided_in=("data check", "data engine"),
+    measured="feature hashes carrying more than one label within a split",
+    reported_when="rows sharing features beyond chance",
     example_input=_example,
 )
 

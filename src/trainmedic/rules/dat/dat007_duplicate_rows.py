@@ -32,6 +32,8 @@ SPEC = FindingSpec(
     example="The same 2,000 rows appended twice by an export job.",
     fix="Drop exact duplicates (df.drop_duplicates()) unless the repetition is intended.",
     decided_in=("data check", "data engine", "fine-tune data"),
+    measured="rows equal (features and label) to an earlier row of the same split",
+    reported_when="beyond chance (warning)",
     example_input=_example,
 )
 

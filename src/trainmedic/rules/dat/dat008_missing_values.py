@@ -37,6 +37,8 @@ SPEC = FindingSpec(
     ),
     fix="Impute inside the training pipeline (fitted on train only), or drop the column; never train on missing labels.",
     decided_in=("data check", "data engine", "fine-tune data"),
+    measured="per column; missing labels are errors",
+    reported_when="feature > 5 % missing; any label",
     example_input=_example,
 )
 

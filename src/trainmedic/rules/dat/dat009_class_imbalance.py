@@ -93,6 +93,8 @@ SPEC = FindingSpec(
         "never oversample before splitting."
     ),
     decided_in=("run events", "boosters", "data check", "data engine", "sklearn audit"),
+    measured="minority/majority count of training labels; rows per class",
+    reported_when="ratio < 0.1, or a class of fewer than 10 rows while another has 10 or more",
     example_input=_example,
 )
 

@@ -58,6 +58,17 @@ SPEC = FindingSpec(
     ),
     fix="Align the columns, order and dtypes to the training schema (save it with trainmedic.contract).",
     decided_in=("data check", "data engine", "image data"),
+    measured=(
+        "missing/extra columns, order, dtype family (number, bool, text, category, datetime); "
+        "categories never seen in train, and case/whitespace variants of known ones (an encoding "
+        "inconsistency); image colour modes"
+    ),
+    reported_when=(
+        "any; encoding variants: any row (warning); unseen categories > 1 % of rows and beyond "
+        "what a random split gives (warning: the split's unseen rows against train's rows of "
+        "values seen once, Good-Turing's estimate, a two-Poisson tail p < 0.001); > 1 % within it"
+        " (info: a one-hot encoder fitted on train fails on them)"
+    ),
     example_input=_example,
 )
 

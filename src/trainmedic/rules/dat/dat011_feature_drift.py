@@ -41,6 +41,8 @@ SPEC = FindingSpec(
     ),
     fix="Find the cause (pipeline change, new population); retrain on representative data or fix the pipeline.",
     decided_in=("data check",),
+    measured=("KS + PSI (numbers), chi-square + PSI + Cramér's V (categories), train vs every other split"),
+    reported_when="p < 0.001 and (PSI ≥ 0.2 or effect ≥ 0.2)",
     example_input=_example,
 )
 

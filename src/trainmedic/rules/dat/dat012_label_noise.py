@@ -70,6 +70,18 @@ SPEC = FindingSpec(
     ),
     fix="Review the listed rows first (most suspicious first) and relabel or drop them.",
     decided_in=("data check",),
+    measured=(
+        "out-of-fold probabilities (logistic regression or gradient boosting, whichever has the "
+        "lower log loss; 10/5/3 folds by table size), refitted without the rows they flag, + "
+        "confident learning (another class confident, or the given label under a tenth of "
+        "chance); rows whose features also carry another label left to DAT006"
+    ),
+    reported_when=(
+        "> 1 % of training labels, at least 3, and at least twice what the model's own "
+        "(temperature-scaled) uncertainty predicts: the refitted model's count, widened toward "
+        "the first pass's as normalised accuracy falls from 0.75 to 0.65 (warning); model too "
+        "weak to judge (info)"
+    ),
     example_input=_example,
 )
 

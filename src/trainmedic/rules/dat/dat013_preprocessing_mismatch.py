@@ -50,6 +50,8 @@ SPEC = FindingSpec(
     ),
     fix="Apply the training preprocessing at inference; load it from the saved contract.",
     decided_in=("input contract",),
+    measured="`trainmedic.contract` (docs/data.md, 'The input contract')",
+    reported_when="any error-level mismatch",
     example_input=_example,
 )
 

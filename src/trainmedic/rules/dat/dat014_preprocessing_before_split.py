@@ -90,6 +90,12 @@ SPEC = FindingSpec(
     ),
     fix="Put preprocessing inside a Pipeline/ColumnTransformer fitted on the training fold.",
     decided_in=("run events", "data check", "data engine", "sklearn audit"),
+    measured=(
+        "per numeric feature, from per-split sums: the union of train with val/test is "
+        "standardised exactly (mean 0 ± 1e-6, std 1 ± 1e-4) or spans exactly [0, 1], train alone "
+        "is not"
+    ),
+    reported_when="any feature",
     example_input=_example,
 )
 

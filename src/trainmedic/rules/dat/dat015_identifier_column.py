@@ -46,6 +46,11 @@ SPEC = FindingSpec(
     ),
     fix="Pass it as --id COL (it then names rows in findings), or drop it; split by it when it recurs.",
     decided_in=("data check", "data engine"),
+    measured=(
+        "a column 95 %+ distinct per row and named like a key (`id`, `customer_id`, `key`, "
+        "`uuid`), short text unique per row, or a row counter; left out of the features"
+    ),
+    reported_when="always (info); its values recurring in a later split (warning)",
     example_input=_example,
 )
 

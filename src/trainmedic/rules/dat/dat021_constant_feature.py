@@ -65,6 +65,14 @@ SPEC = FindingSpec(
         "filters; fill it with its real values, or drop it (--ignore COL) if it is constant by design."
     ),
     decided_in=("data check",),
+    measured=(
+        "per feature column of train: one value in every row, none missing (`check_tables` in its"
+        " finding's file); rows holding another value in each later split"
+    ),
+    reported_when=(
+        "any such column (info); other values in a later split at 10 × the rule-of-three rate of "  # noqa: RUF001 (a multiplication sign)
+        "train (3 / rows) and in 5 rows or more (warning)"
+    ),
     example_input=_example,
 )
 
