@@ -10,6 +10,7 @@ adapter model's here.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -36,11 +37,13 @@ def where(caller: FrameType) -> str:
     return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
 
 
-def snapshot(model: Any, kind: str, scratch: Path) -> dict[str, Any] | None:
+def snapshot(model: Any, kind: str, scratch: Path, *, pause: bool = True) -> dict[str, Any] | None:
     """The probe's inputs and the model's outputs for them, saved to the scratch folder; None
     for a model the probe does not fit (no vocabulary: not a text model; an adapter other than
     PEFT's `default`, saved in a subfolder; a quantized model; a model whose forward needs more
-    than `input_ids`, such as an encoder-decoder's): its files are read back, it is not reloaded."""
+    than `input_ids`, such as an encoder-decoder's): its files are read back, it is not reloaded.
+    `pause=False` on a copy probed in a thread of its own (`_save_copy`): pausing the guard's
+    hooks is process-wide and would blind them to the training thread meanwhile."""
     base = model.get_base_model() if kind == "peft" else model
     config = getattr(base, "config", None)
     vocab = getattr(config, "vocab_size", None)
@@ -54,7 +57,7 @@ def snapshot(model: Any, kind: str, scratch: Path) -> dict[str, Any] | None:
     param = next(model.parameters())
     inputs = {"input_ids": ids}
     try:
-        expected = outputs(model, {"input_ids": ids.to(param.device)})
+        expected = outputs(model, {"input_ids": ids.to(param.device)}, pause=pause)
     except (TypeError, ValueError, RuntimeError):  # the forward asks for more than input_ids
         return None
     if expected is None:
@@ -71,13 +74,13 @@ def snapshot(model: Any, kind: str, scratch: Path) -> dict[str, Any] | None:
     return spec
 
 
-def outputs(model: Any, inputs: dict[str, Any]) -> Any:
+def outputs(model: Any, inputs: dict[str, Any], *, pause: bool = True) -> Any:
     """The model's main output on `inputs`, under no_grad in eval mode, unseen by the guard."""
     from trainmedic.torch import _patches  # imports this module's importer: at call time
 
     modes = [(m, m.training) for m in model.modules()]
     try:
-        with _patches.paused(), torch.no_grad():
+        with _patches.paused() if pause else contextlib.nullcontext(), torch.no_grad():
             model.eval()
             return output_of(model(**inputs))
     finally:

@@ -15,13 +15,14 @@ weights that overflow to inf, a tokenizer and its chat template not saved beside
 - `merge_and_unload`: the merged model's outputs on the probe against the adapter model's,
   compared in the process (both are in memory then).
 
-The training process only snapshots, right after the save returned: a probe of
-`_save_probe.PROBE_TOKENS` token ids (drawn from a generator of its own, not the run's random
-state) and the model's outputs for it, computed once under no_grad in eval mode (training flags
-restored), and the base's config. It writes them into a scratch folder (the run folder under
-`trainmedic run`, else a temp dir; never the user's output folder) and starts
-`trainmedic.torch._save_worker`, a separate, uninstrumented process at low priority that reloads
-and measures; the save call returns without waiting for it. At exit the process waits for its
+The save call only copies the model as it was saved (`_save_copy.freeze`: its weights cloned,
+its modules copied onto the clones) and returns; a thread of the process then runs on that copy
+a probe of `_save_probe.PROBE_TOKENS` token ids (drawn from a generator of its own, not the
+run's random state) under no_grad in eval mode, and writes the probe, the outputs and the
+base's config into a scratch folder (the run folder under `trainmedic run`, else a temp dir;
+never the user's output folder); a model on an accelerator is probed in the save call itself
+(see `_save_copy`). Then `trainmedic.torch._save_worker`, a separate, uninstrumented process
+at low priority, reloads and measures; nothing waits for it. At exit the process waits for its
 workers (`WAIT_AT_EXIT` at most) and observes their results, and checks that every model folder
 saved in a run that rendered a chat template holds the tokenizer with that template.
 
@@ -42,6 +43,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
@@ -55,6 +57,7 @@ import torch
 from trainmedic.instrument import channel, hooks
 from trainmedic.rules.tor import tor015_saved_model_differs as tor015
 from trainmedic.rules.tor import tor016_adapter_saved_empty as tor016
+from trainmedic.torch import _save_copy as save_copy
 from trainmedic.torch import _save_probe as save_probe
 from trainmedic.torch import _save_worker as save_worker
 from trainmedic.torch._safety import contained
@@ -101,10 +104,13 @@ class SaveChecks:
     folders: dict[str, set[str]] = field(default_factory=dict)
     chat_tokenizers: weakref.WeakSet[Any] = field(default_factory=weakref.WeakSet)
     busy: int = 0  # inside a save: a save that calls another is checked once
+    probes: list[threading.Event] = field(default_factory=list)  # set when a copy's probe is done
+    held: list[threading.Event] = field(default_factory=list)  # set when the save call returns
     notes: set[str] = field(default_factory=set)
 
 
 _state = SaveChecks()
+_pumping = threading.Lock()
 _scratch_root: Path | None = None
 _active: Active | None = None
 _exit_registered = False
@@ -126,6 +132,7 @@ def install(wrap: Wrap, active: Active) -> None:
         def fire(module: Any) -> None:
             if active() is not None:  # the guard may have stopped before the import
                 install_one(module)
+                save_copy.prepare()  # a model to save: the thread its probes run on
 
         hooks.when_imported(module_name, fire)
 
@@ -190,6 +197,8 @@ def _save_pretrained(original: Any, active: Active, kind: str) -> Any:
             contained(
                 monitor, "save_pretrained", after_save, monitor, kind, self, save_directory, sys._getframe(1)
             )
+        while _state.held:  # the probe's thread waits for the save to return (`_save_copy.start`)
+            _state.held.pop().set()
         return result
 
     return save_pretrained
@@ -256,6 +265,16 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
                 f"over {MAX_BYTES >> 30} GiB"
             )
             return
+        copied = save_copy.freeze(model)
+        if copied is not None:
+            # The model copied here, the copy probed in a thread: the save returns at once.
+            _state.last[path] = now
+            _state.jobs.append(job)
+            go = threading.Event()
+            _state.held.append(go)
+            _state.probes.append(save_copy.start(copied, lambda c: _probe_copy(c, kind, spec, job), go))
+            return
+        # On an accelerator: the probe's forward here (its kernels queue behind the save's).
         probe = save_probe.snapshot(model, kind, job.scratch)
         if probe is None:
             spec["kind"] = f"{kind}-files"  # read back, not reloaded
@@ -263,7 +282,24 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
             spec.update(probe)
     _state.last[path] = now
     _state.jobs.append(job)
+    _hand_over(job, spec)
 
+
+def _probe_copy(copied: Any, kind: str, spec: dict[str, Any], job: Job) -> None:
+    """In the probe's thread: the copy's outputs on the probe, then the job to the worker."""
+    try:
+        probe = save_probe.snapshot(copied, kind, job.scratch, pause=False)
+    except Exception as exc:  # the check reads the files only; the run is not concerned
+        probe = None
+        _note(f"the model saved to {job.path} is read back, not reloaded: its probe failed ({exc!r:.200})")
+    if probe is None:
+        spec["kind"] = f"{kind}-files"
+    else:
+        spec.update(probe)
+    _hand_over(job, spec)
+
+
+def _hand_over(job: Job, spec: dict[str, Any]) -> None:
     partial = job.scratch / "job.json.part"
     partial.write_text(json.dumps(spec))
     partial.rename(job.scratch / "job.json")  # whole when the worker sees it
@@ -275,11 +311,25 @@ def _pump() -> None:
     it takes the jobs in the order of the saves, plain state dicts included, and waits a while
     for more before it exits). Plain state dicts alone start no worker: their files are read
     back at the end, in this process (`finish`), without a second start of torch."""
-    if _state.worker is not None and _state.worker.poll() is None:
-        return
-    if _all_done(reloads_only=True):
-        return
-    root = _state.jobs[0].scratch.parent
+    with _pumping:  # the probe's threads and the training thread
+        if _state.worker is not None and _state.worker.poll() is None:
+            return
+        if not any(_waiting(job) for job in list(_state.jobs)):
+            return
+        _start_worker(_state.jobs[0].scratch.parent)
+
+
+def _waiting(job: Job) -> bool:
+    """A reload written for the worker and not done (a probe still running in its thread writes
+    its job later, and pumps then)."""
+    return (
+        job.kind != "state_dict"
+        and (job.scratch / "job.json").exists()
+        and not (job.scratch / "result.json").exists()
+    )
+
+
+def _start_worker(root: Path) -> None:
     with (root / "worker.stderr").open("ab") as stderr:
         _state.worker = subprocess.Popen(
             [sys.executable, "-m", "trainmedic.torch._save_worker", str(root)],
@@ -343,6 +393,8 @@ def finish(monitor: MonitorLike, wait: float = WAIT_AT_EXIT) -> None:
     if not _state.jobs and not _state.folders:
         return
     deadline = time.monotonic() + wait
+    for probe in _state.probes:  # the probes of the last saves, off the training thread
+        probe.wait(timeout=max(0.0, deadline - time.monotonic()))
     while not _all_done(reloads_only=True) and time.monotonic() < deadline:
         worker = _state.worker
         if worker is not None and worker.poll() not in (None, 0):
@@ -378,7 +430,7 @@ def _all_done(*, reloads_only: bool = False) -> bool:
     """Whether every job (every job but the plain state dicts') has its result."""
     return all(
         (job.scratch / "result.json").exists()
-        for job in _state.jobs
+        for job in list(_state.jobs)
         if not (reloads_only and job.kind == "state_dict")
     )
 
