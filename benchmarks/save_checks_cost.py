@@ -9,12 +9,12 @@ original function, `__wrapped__`), alternating, each into a fresh folder:
 The figures are medians: "checked / bare" is the save call's time with the checks over
 without (what the training loop waits for: the wrapper, and for a `save_pretrained` the copy
 of the model its probe runs on, `trainmedic.torch._save_copy`), in wall time and in the CPU
-time of the calling thread (which a loaded machine's scheduling does not inflate). After each `save_pretrained`,
-checked or bare, the saved model takes one training step (forward, backward and SGD on 4 rows
-of 32 tokens), timed too: the probe runs in a thread of the training process meanwhile, and
-"next step" shows what that thread costs the step that follows the save. The worker reloads
-and measures in its own process; its time per check is read from its files (the job written
-to the result written).
+time of the calling thread (which a loaded machine's scheduling does not inflate). After each
+`save_pretrained`, checked or bare, the saved model takes one training step (forward, backward
+and SGD on 4 rows of 32 tokens), timed too: the probe runs in a thread of the training process
+meanwhile, and "next step" shows what that thread costs the step that follows the save. The
+worker reloads and measures in its own process; its time per check is read from its files (the
+job written to the result written).
 
     python benchmarks/save_checks_cost.py --rounds 8
 """

@@ -13,7 +13,9 @@ weights that overflow to inf, a tokenizer and its chat template not saved beside
   loader (`<ModelClass>.from_pretrained(folder)`; for an adapter, the base loaded with the
   script's config, then `PeftModel.from_pretrained(base, folder)`) and run on the probe;
 - `merge_and_unload`: the merged model's outputs on the probe against the adapter model's,
-  compared in the process (both are in memory then).
+  compared in the process (both are in memory then);
+- Lightning's `Trainer.save_checkpoint` (`ModelCheckpoint`'s): the checkpoint's `state_dict` read
+  back, each tensor's bytes compared with the module's at the save (copied in the call).
 
 The save call only copies the model as it was saved (`_save_copy.freeze`: its weights cloned,
 its modules copied onto the clones) and returns; a thread of the process then runs on that copy
@@ -76,13 +78,15 @@ TEMP_PREFIX = "trainmedic-saves-"
 POLL = 0.05  # seconds between two looks for the worker's results at the end
 WAIT_AT_EXIT = 300.0  # seconds a worker may still run when the script ends
 PEEK = 8  # values looked at to tell a state dict
+# Files only read back (no model reloaded): by the worker when one runs, else at the end, here.
+READ_HERE = ("state_dict", "lightning")
 
 
 @dataclass
 class Job:
     """One save under check: the worker started for it and what the process knew at the save."""
 
-    kind: str  # "state_dict", "transformers", "peft"
+    kind: str  # "state_dict", "lightning", "transformers", "peft"
     path: str
     where: str
     step: int
@@ -147,6 +151,10 @@ def install(wrap: Wrap, active: Active) -> None:
         lambda m: wrap(m.BaseTuner, "merge_and_unload", lambda o: _merge_and_unload(o, active)),
     )
     when(
+        "lightning.pytorch.trainer.trainer",
+        lambda m: wrap(m.Trainer, "save_checkpoint", lambda o: _save_checkpoint(o, active)),
+    )
+    when(
         "transformers.tokenization_utils_base",
         lambda m: wrap(m.PreTrainedTokenizerBase, "apply_chat_template", _apply_chat_template),
     )
@@ -193,11 +201,40 @@ def _save_pretrained(original: Any, active: Active, kind: str) -> Any:
             contained(
                 monitor, "save_pretrained", after_save, monitor, kind, self, save_directory, sys._getframe(1)
             )
-        while _state.held:  # the probe's thread waits for the save to return (`_save_copy.start`)
-            _state.held.pop().set()
+        _release()
         return result
 
     return save_pretrained
+
+
+def _save_checkpoint(original: Any, active: Active) -> Any:
+    """Lightning's `Trainer.save_checkpoint` (what `ModelCheckpoint` calls): the checkpoint's
+    `state_dict` read back and compared with the module's state at the save."""
+
+    def save_checkpoint(self: Any, filepath: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, filepath, *args, **kwargs)
+        monitor = active()
+        module = getattr(self, "lightning_module", None)
+        local = isinstance(filepath, (str, os.PathLike))  # not a remote fsspec URL
+        if (
+            monitor is not None
+            and not monitor.broken
+            and module is not None
+            and self.is_global_zero
+            and local
+        ):
+            caller = sys._getframe(1)
+            contained(monitor, "save_checkpoint", after_save, monitor, "lightning", module, filepath, caller)
+        _release()
+        return result
+
+    return save_checkpoint
+
+
+def _release() -> None:
+    """The save call returns: its probe's thread may run (`_save_copy.start`)."""
+    while _state.held:
+        _state.held.pop().set()
 
 
 def _merge_and_unload(original: Any, active: Active) -> Any:
@@ -261,14 +298,22 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
                 f"over {MAX_BYTES >> 30} GiB"
             )
             return
+        if kind == "lightning":  # the module's state as saved, fingerprinted off the training thread
+            state = {
+                k: v.detach().to("cpu", copy=True)
+                for k, v in model.state_dict().items()
+                if isinstance(v, torch.Tensor)
+            }
+            _state.last[path] = now
+            _state.jobs.append(job)
+            _probe_later(state, lambda s: _fingerprint(s, spec, job))
+            return
         copied = save_copy.freeze(model)
         if copied is not None:
             # The model copied here, the copy probed in a thread: the save returns at once.
             _state.last[path] = now
             _state.jobs.append(job)
-            go = threading.Event()
-            _state.held.append(go)
-            _state.probes.append(save_copy.start(copied, lambda c: _probe_copy(c, kind, spec, job), go))
+            _probe_later(copied, lambda c: _probe_copy(c, kind, spec, job))
             return
         # On an accelerator: the probe's forward here (its kernels queue behind the save's).
         probe = save_probe.snapshot(model, kind, job.scratch)
@@ -278,6 +323,18 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
             spec.update(probe)
     _state.last[path] = now
     _state.jobs.append(job)
+    _hand_over(job, spec)
+
+
+def _probe_later(copied: Any, probe: Callable[[Any], None]) -> None:
+    go = threading.Event()
+    _state.held.append(go)
+    _state.probes.append(save_copy.start(copied, probe, go))
+
+
+def _fingerprint(state: dict[str, Any], spec: dict[str, Any], job: Job) -> None:
+    """In the probe's thread: each tensor's fingerprint, for the worker to compare the file with."""
+    spec["fingerprints"] = {k: save_worker.fingerprint(v) for k, v in state.items()}
     _hand_over(job, spec)
 
 
@@ -319,7 +376,7 @@ def _waiting(job: Job) -> bool:
     """A reload written for the worker and not done (a probe still running in its thread writes
     its job later, and pumps then)."""
     return (
-        job.kind != "state_dict"
+        job.kind not in READ_HERE
         and (job.scratch / "job.json").exists()
         and not (job.scratch / "result.json").exists()
     )
@@ -423,20 +480,21 @@ def _drop_temp_scratch() -> None:
 
 
 def _all_done(*, reloads_only: bool = False) -> bool:
-    """Whether every job (every job but the plain state dicts') has its result."""
+    """Whether every job (every job but those only read back, `READ_HERE`) has its result."""
     return all(
         (job.scratch / "result.json").exists()
         for job in list(_state.jobs)
-        if not (reloads_only and job.kind == "state_dict")
+        if not (reloads_only and job.kind in READ_HERE)
     )
 
 
 def _read_back_here() -> None:
-    """Read back, in this process and with the guard's hooks paused, the plain state dicts that
-    no worker read: the script has ended, torch is loaded here, and a file is only read."""
+    """Read back, in this process and with the guard's hooks paused, the files no worker read
+    (`READ_HERE`): the script has ended, torch is loaded here, and a file is only read."""
     from trainmedic.torch import _patches
 
     with _patches.paused():
         for job in _state.jobs:
-            if job.kind == "state_dict" and not (job.scratch / "result.json").exists():
+            written = (job.scratch / "job.json").exists()  # a probe that did not finish: none
+            if job.kind in READ_HERE and written and not (job.scratch / "result.json").exists():
                 save_worker.run_job(job.scratch / "job.json")
