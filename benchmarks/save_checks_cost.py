@@ -5,7 +5,8 @@ Three saves, each made `--rounds` times with the guard's wrapper and as many tim
 original function, `__wrapped__`), alternating, each into a fresh folder:
 - `torch.save(model.state_dict(), path)` of an MLP of `--mlp-mb` MB (fp32);
 - `PeftModel.save_pretrained(folder)`: a LoRA adapter (r=8, q/v projections) on tinylm;
-- `PreTrainedModel.save_pretrained(folder)`: tinylm itself.
+- `PreTrainedModel.save_pretrained(folder)`: tinylm itself;
+- Lightning's `Trainer.save_checkpoint(path)` of a LightningModule holding the same MLP.
 The figures are medians: "checked / bare" is the save call's time with the checks over
 without (what the training loop waits for: the wrapper, and for a `save_pretrained` the copy
 of the model its probe runs on, `trainmedic.torch._save_copy`), in wall time and in the CPU
@@ -61,6 +62,37 @@ def stepper(model: Any) -> Callable[[], Any]:
     return step
 
 
+def lightning_saves(mlp: nn.Module, width: int, out: Path) -> tuple[Any, Any, Any]:
+    """`Trainer.save_checkpoint` of a LightningModule holding the same MLP, fitted one step."""
+    import lightning as L
+    from torch.utils.data import DataLoader, TensorDataset
+
+    class Module(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = mlp
+
+        def training_step(self, batch: list[torch.Tensor], _: int) -> torch.Tensor:
+            out: torch.Tensor = self.net(batch[0])
+            return out.square().mean()
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=1e-6)
+
+    trainer = L.Trainer(
+        max_steps=1,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=out,
+    )
+    trainer.fit(Module(), DataLoader(TensorDataset(torch.randn(2, width)), batch_size=2))
+    bare = L.Trainer.save_checkpoint.__wrapped__  # type: ignore[attr-defined]
+    return trainer.save_checkpoint, lambda p: bare(trainer, p), None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=8)
@@ -103,6 +135,7 @@ def main() -> None:
                 lambda p: PreTrainedModel.save_pretrained.__wrapped__(lm, p),  # type: ignore[attr-defined]
                 stepper(lm),
             ),
+            "Lightning Trainer.save_checkpoint": lightning_saves(mlp, width, out),
         }
         for r in range(args.rounds + 1):  # round 0 warms up (imports, first writes): not counted
             for name, (checked, bare, step) in saves.items():
