@@ -8,6 +8,8 @@ steps on token ids made here.
 """
 
 import sys
+import threading
+import time
 from pathlib import Path
 
 from peft import LoraConfig, get_peft_model
@@ -20,8 +22,8 @@ TINYLM, OUT = Path(sys.argv[1]), Path(sys.argv[2])
 LORA = {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}
 
 
-def train(model, steps=3, classify=False):
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+def train(model, steps=3, classify=False, optimizer=None):
+    optimizer = optimizer or torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
     generator = torch.Generator().manual_seed(1)
     for _ in range(steps):
         ids = torch.randint(3, 200, (4, 12), generator=generator)
@@ -48,6 +50,17 @@ for case, modules in (("head-lost", None), ("head-saved", ["score"])):
     train(model, classify=True)
     model.save_pretrained(OUT / case)
 
+# Training goes on the moment a save returns: one large optimizer step changes every adapter
+# weight. The check compares the reload with the model as it was saved (quiet), and its probe
+# runs off the training thread: the script's own forward hook sees where it runs.
+go_on = get_peft_model(AutoModelForCausalLM.from_pretrained(TINYLM), LoraConfig(**LORA))
+train(go_on)
+calls = []
+go_on.register_forward_hook(lambda module, args, output: calls.append(threading.get_ident()))
+go_on.save_pretrained(OUT / "trained-on")
+in_save = len(calls)
+train(go_on, steps=1, optimizer=torch.optim.SGD([p for p in go_on.parameters() if p.requires_grad], lr=10.0))
+
 # An adapter saved before it trained: every lora_B is PEFT's initial zero.
 lm = get_peft_model(AutoModelForCausalLM.from_pretrained(TINYLM), LoraConfig(**LORA))
 lm.save_pretrained(OUT / "before-training")
@@ -68,4 +81,9 @@ torch.save(mlp.state_dict(), OUT / "mlp.pt")
 # SYNTHETIC: the file a ZeRO-3 / FSDP save without gathering writes (each parameter an empty
 # placeholder); DeepSpeed and FSDP do not run on this CPU-only machine.
 torch.save({k: torch.empty(0) for k in keys}, OUT / "zero3-adapter.pt")
+deadline = time.monotonic() + 120
+while all(t == threading.get_ident() for t in calls) and time.monotonic() < deadline:
+    time.sleep(0.05)  # until the probe ran
+print(f"forwards in the save call: {in_save}", flush=True)
+print(f"forwards on other threads: {sum(t != threading.get_ident() for t in calls)}", flush=True)
 print("saved", flush=True)

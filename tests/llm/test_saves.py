@@ -6,9 +6,10 @@ twin in the same run.
 One child under the boot module (as `trainmedic run` runs a script) runs `run_saves.py`: a
 LoRA classifier whose head is outside the adapter (the head reloads at random) and its twin with
 `modules_to_save=["score"]`; an adapter saved before training; a chat-trained model saved
-without its tokenizer, and with it; a float32 merge_and_unload; a plain `torch.save` of a state
-dict; and a SYNTHETIC adapter file with empty tensors, as a ZeRO-3/FSDP save without gathering
-writes it (neither runs on a CPU-only machine: the file is written by hand).
+without its tokenizer, and with it; an adapter trained on the moment its save returned; a
+float32 merge_and_unload; a plain `torch.save` of a state dict; and a SYNTHETIC adapter file
+with empty tensors, as a ZeRO-3/FSDP save without gathering writes it (neither runs on a
+CPU-only machine: the file is written by hand).
 """
 
 from __future__ import annotations
@@ -82,10 +83,21 @@ def test_a_head_outside_modules_to_save_reloads_at_random(by_path, findings) -> 
 
 
 def test_healthy_saves_reload_as_they_were(by_path) -> None:
-    # the head in modules_to_save, a plain state dict, a chat model saved with its tokenizer, a merge
-    for quiet in ("head-saved", "mlp.pt", "with-tokenizer"):
+    # the head in modules_to_save, a plain state dict, a chat model saved with its tokenizer, a
+    # merge, a model trained on the moment its save returned
+    for quiet in ("head-saved", "mlp.pt", "with-tokenizer", "trained-on"):
         assert quiet not in by_path, by_path.get(quiet)
     assert not [o for obs in by_path.values() for o in obs if o.data.get("kind") == tor015.MERGE_DRIFT]
+
+
+def test_the_probe_runs_off_the_training_thread_on_the_model_as_saved(child, by_path) -> None:
+    run, _ = child
+    # The script's forward hook: no forward in the save call, the probe's on another thread (on
+    # the copy made at the save: the large step taken right after it changed every adapter
+    # weight, and "trained-on" is quiet above).
+    assert "forwards in the save call: 0" in run.result.stdout
+    assert "forwards on other threads: 1" in run.result.stdout
+    assert "trained-on" not in by_path
 
 
 def test_an_adapter_saved_before_training_is_untrained(by_path, findings) -> None:
@@ -118,6 +130,7 @@ def test_scratch_stays_out_of_the_users_folder(child) -> None:
             "head-saved",
             "mlp.pt",
             "no-tokenizer",
+            "trained-on",
             "with-tokenizer",
             "zero3-adapter.pt",
         ]

@@ -4,7 +4,8 @@ One child under the boot module (as `trainmedic run` runs a script) runs every c
 `run_resumes.py`; each lost-state resume has its full-resume twin, which must stay quiet:
 - the recipe's checkpoint loaded into the model only (examples/torch/resume_state_lost.py)
   against the same with the optimizer's and the scheduler's states loaded (`--fixed`);
-- a Lightning checkpoint: `load_from_checkpoint` then `fit` against `fit(ckpt_path=...)`;
+- a Lightning checkpoint: `load_from_checkpoint` then `fit` against `fit(ckpt_path=...)`; the
+  checkpoint itself, read back by the save checks: every tensor equal to the module's at the save;
 - the HF Trainer's `checkpoint-2` folder: `from_pretrained` then `train()` against
   `train(resume_from_checkpoint=...)`;
 - the recipe's checkpoint with the optimizer's state loaded and the scheduler's not;
@@ -16,6 +17,7 @@ One child under the boot module (as `trainmedic run` runs a script) runs every c
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -112,6 +114,20 @@ def test_lightning_load_from_checkpoint_then_fit_loses_the_optimizer_and_step(pe
     assert (evidence["saved_step"], evidence["resumed_step"]) == (8, 0)  # 2 epochs of 4 batches
     assert evidence["saved_counters"]["global_step"] == 8
     assert "ckpt_path=" in finding.fix
+
+
+def test_a_lightning_checkpoint_is_read_back_equal_to_the_module_at_the_save(child, per_case) -> None:
+    # `Trainer.save_checkpoint` after 2 epochs (run_resumes.py's `_lightning`): the save checks
+    # read the file's state_dict back in their worker and compare each tensor with the module's
+    # at the save, by fingerprint; the run folder keeps the job and its result.
+    scratch = child.events_path.parent / "save-checks"
+    jobs = [p for p in scratch.glob("*/*/job.json") if json.loads(p.read_text())["kind"] == "lightning"]
+    (job,) = jobs
+    result = json.loads((job.parent / "result.json").read_text())
+    assert result["state"]["compared"] == 4  # two Linear layers' weights and biases
+    assert result["state"]["missing"] == result["state"]["unexpected"] == result["state"]["differ"] == 0
+    assert (result["tensors"]["total"], result["tensors"]["nonfinite"]) == (4, 0)
+    assert not [f for found in per_case.values() for f in found if f.code == "TOR015"]
 
 
 def test_hf_from_pretrained_on_a_checkpoint_folder_restarts_the_schedule(per_case) -> None:

@@ -51,3 +51,43 @@ def test_save_checks_turn_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     with tm.guard():
         assert hasattr(torch.save, "__wrapped__")  # on by default
     assert not hasattr(torch.save, "__wrapped__")  # and restored when the guard stops
+
+
+@pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")  # Lightning 2.6 on torch 2.13
+def test_a_lightning_checkpoint_of_a_diverged_module_is_found(tmp_path: Path) -> None:
+    # A real Lightning fit whose SGD step is far too large: the weights overflow to inf/NaN within
+    # 2 epochs and `trainer.save_checkpoint` writes them. (Its healthy twin, a converging fit's
+    # checkpoint read back equal and quiet: tests/torch/test_resumes.py.)
+    lightning = pytest.importorskip("lightning")
+    from torch.utils.data import DataLoader, TensorDataset
+
+    class Regressor(lightning.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+
+        def training_step(self, batch: list[torch.Tensor], _: int) -> torch.Tensor:
+            x, y = batch
+            return nn.functional.mse_loss(self.net(x), y)
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=1e4)
+
+    x = torch.randn(32, 4, generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=8)
+    trainer = lightning.Trainer(
+        max_epochs=2,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
+    with tm.guard() as guard:
+        trainer.fit(Regressor(), loader)
+        trainer.save_checkpoint(tmp_path / "diverged.ckpt")
+    (seen,) = [e for e in guard.events if getattr(e, "check", None) == tor015.RELOAD_CHECK]
+    assert Path(seen.data["path"]).name == "diverged.ckpt"
+    assert seen.data["kind"] == tor015.NONFINITE
+    assert seen.data["nonfinite"] == seen.data["total"] == 4

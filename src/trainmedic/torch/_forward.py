@@ -172,9 +172,13 @@ class ForwardWatch:
             )
 
     def _pre(self, module: nn.Module, args: Any) -> None:
+        # Grad mode is per thread: a no_grad forward (an evaluation, the save checks' probe run
+        # on its copy of the model in a thread of its own) neither counts depth nor is learned.
+        if not torch.is_grad_enabled():
+            return
         depth = self._depth
         self._depth = depth + 1
-        if not torch.is_grad_enabled() or self.monitor.broken:
+        if self.monitor.broken:
             return
         try:
             self._learn(module, args, depth)
@@ -203,7 +207,8 @@ class ForwardWatch:
         return self._ce_windows - len(self._ce_steps) < 3 and len(self._ce_steps) < _REPORT_AFTER
 
     def _post(self, module: nn.Module, args: Any, output: Any) -> None:
-        self._depth = max(0, self._depth - 1)
+        if torch.is_grad_enabled():  # as in `_pre`: a call's grad mode is the same at both ends
+            self._depth = max(0, self._depth - 1)
 
 
 def _probability_like(logits: Any) -> dict[str, Any] | None:

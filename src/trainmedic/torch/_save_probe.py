@@ -46,7 +46,9 @@ def snapshot(model: Any, kind: str, scratch: Path, pause: Pause) -> dict[str, An
     """The probe's inputs and the model's outputs for them, saved to the scratch folder; None
     for a model the probe does not fit (no vocabulary: not a text model; an adapter other than
     PEFT's `default`, saved in a subfolder; a quantized model; a model whose forward needs more
-    than `input_ids`, such as an encoder-decoder's): its files are read back, it is not reloaded."""
+    than `input_ids`, such as an encoder-decoder's): its files are read back, it is not reloaded.
+    `pause` is `contextlib.nullcontext` on a copy probed in a thread of its own (`_save_copy`):
+    pausing the guard's hooks is process-wide and would blind them to the training thread."""
     base = model.get_base_model() if kind == "peft" else model
     config = getattr(base, "config", None)
     vocab = getattr(config, "vocab_size", None)

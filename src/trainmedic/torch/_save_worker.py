@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -51,6 +52,29 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def launch(root: Path) -> subprocess.Popen[bytes]:
+    """This module started as the worker of the save checks queued under `root`: no boot module
+    (it is trainmedic's own process, not the user's), offline, one thread, and trainmedic
+    importable as it is in the training process (a checkout run from its source)."""
+    from trainmedic.instrument import channel
+
+    env = dict(os.environ)
+    env[channel.INSTRUMENT_ENV] = "0"
+    env.pop(channel.EVENTS_ENV, None)
+    env.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    here = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
+    with (root / "worker.stderr").open("ab") as stderr:
+        return subprocess.Popen(
+            [sys.executable, "-m", "trainmedic.torch._save_worker", str(root)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            close_fds=True,
+        )
+
+
 def run_job(job_path: Path) -> None:
     job = json.loads(job_path.read_text())
     result: dict[str, Any] = {}
@@ -58,7 +82,9 @@ def run_job(job_path: Path) -> None:
         _write(job_path, {"gone": True})
         return
     try:
-        result["tensors"] = tensor_stats(Path(job["path"]))
+        result["tensors"] = tensor_stats(Path(job["path"]), whole=job["kind"] == "lightning")
+        if job["kind"] == "lightning":
+            result["state"] = state_differences(Path(job["path"]), job["fingerprints"])
         if job["kind"] in ("transformers", "peft"):
             result.update(reload_outputs(job, job_path.parent))
     except Exception as exc:  # the result says what failed; the user's run is not concerned
@@ -82,20 +108,30 @@ def weight_files(path: Path) -> list[Path]:
     return sorted(p for p in path.iterdir() if p.is_file() and WEIGHT_FILE.match(p.name))
 
 
-def load_tensors(path: Path) -> dict[str, Any]:
+def load_tensors(path: Path, *, whole: bool = False) -> dict[str, Any]:
+    """The tensors of a weight file; `whole`: a Lightning checkpoint (its `state_dict`)."""
     import torch
 
     if path.name.endswith(".safetensors"):
         from safetensors.torch import load_file
 
         return dict(load_file(str(path)))
-    loaded = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:
+        if not whole:
+            raise
+        # A Lightning checkpoint with `save_hyperparameters()` pickles Lightning's own objects:
+        # the file this run's own trainer just wrote, read by this uninstrumented process.
+        loaded = torch.load(path, map_location="cpu", weights_only=False)
+    if isinstance(loaded, dict) and isinstance(loaded.get("state_dict"), dict):
+        loaded = loaded["state_dict"]  # a Lightning checkpoint: the module's weights
     if not isinstance(loaded, dict):
         return {}
     return {str(k): v for k, v in loaded.items() if isinstance(v, torch.Tensor)}
 
 
-def tensor_stats(path: Path) -> dict[str, Any]:
+def tensor_stats(path: Path, *, whole: bool = False) -> dict[str, Any]:
     """Counts over every tensor written: empty ones, non-finite ones, LoRA B matrices all zero."""
     import torch
 
@@ -105,7 +141,7 @@ def tensor_stats(path: Path) -> dict[str, Any]:
     lora_b = lora_b_zero = adapter = 0
     files = weight_files(path)
     for file in files:
-        for key, tensor in load_tensors(file).items():
+        for key, tensor in load_tensors(file, whole=whole).items():
             total += 1
             adapter += int("lora_" in key)
             if tensor.numel() == 0:
@@ -126,6 +162,35 @@ def tensor_stats(path: Path) -> dict[str, Any]:
         "adapter": adapter,
         "lora_b": lora_b,
         "lora_b_zero": lora_b_zero,
+    }
+
+
+def fingerprint(tensor: Any) -> str:
+    """A tensor's dtype, shape and a hash of its bytes: equal fingerprints, equal tensors."""
+    import hashlib
+
+    import torch
+
+    data = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+    digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+    return f"{str(tensor.dtype).removeprefix('torch.')}{list(tensor.shape)}:{digest}"
+
+
+def state_differences(path: Path, fingerprints: dict[str, str]) -> dict[str, Any]:
+    """A Lightning checkpoint's `state_dict` against the module's state at the save: the keys
+    missing from the file, the keys it has that the module had not, the tensors that differ."""
+    saved = load_tensors(path, whole=True)
+    missing = sorted(set(fingerprints) - set(saved))
+    unexpected = sorted(set(saved) - set(fingerprints))
+    differ = sorted(k for k in set(fingerprints) & set(saved) if fingerprint(saved[k]) != fingerprints[k])
+    return {
+        "compared": len(fingerprints),
+        "missing": len(missing),
+        "missing_examples": missing[:MAX_NAMES],
+        "unexpected": len(unexpected),
+        "unexpected_examples": unexpected[:MAX_NAMES],
+        "differ": len(differ),
+        "differ_examples": differ[:MAX_NAMES],
     }
 
 

@@ -13,15 +13,18 @@ weights that overflow to inf, a tokenizer and its chat template not saved beside
   loader (`<ModelClass>.from_pretrained(folder)`; for an adapter, the base loaded with the
   script's config, then `PeftModel.from_pretrained(base, folder)`) and run on the probe;
 - `merge_and_unload`: the merged model's outputs on the probe against the adapter model's,
-  compared in the process (both are in memory then).
+  compared in the process (both are in memory then);
+- Lightning's `Trainer.save_checkpoint` (`ModelCheckpoint`'s): the checkpoint's `state_dict` read
+  back, each tensor's bytes compared with the module's at the save (copied in the call).
 
-The training process only snapshots, right after the save returned: a probe of
-`_save_probe.PROBE_TOKENS` token ids (drawn from a generator of its own, not the run's random
-state) and the model's outputs for it, computed once under no_grad in eval mode (training flags
-restored), and the base's config. It writes them into a scratch folder (the run folder under
-`trainmedic run`, else a temp dir; never the user's output folder) and starts
-`trainmedic.torch._save_worker`, a separate, uninstrumented process at low priority that reloads
-and measures; the save call returns without waiting for it. At exit the process waits for its
+The save call only copies the model as it was saved (`_save_copy.freeze`: its weights cloned,
+its modules copied onto the clones) and returns; a thread of the process then runs on that copy
+a probe of `_save_probe.PROBE_TOKENS` token ids (drawn from a generator of its own, not the
+run's random state) under no_grad in eval mode, and writes the probe, the outputs and the
+base's config into a scratch folder (the run folder under `trainmedic run`, else a temp dir;
+never the user's output folder); a model on an accelerator is probed in the save call itself
+(see `_save_copy`). Then `trainmedic.torch._save_worker`, a separate, uninstrumented process
+at low priority, reloads and measures; nothing waits for it. At exit the process waits for its
 workers (`WAIT_AT_EXIT` at most) and observes their results, and checks that every model folder
 saved in a run that rendered a chat template holds the tokenizer with that template.
 
@@ -37,11 +40,11 @@ import atexit
 import contextlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
@@ -53,9 +56,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from trainmedic.instrument import channel, hooks
-from trainmedic.rules.tor import tor015_saved_model_differs as tor015
-from trainmedic.rules.tor import tor016_adapter_saved_empty as tor016
+from trainmedic.torch import _save_copy as save_copy
 from trainmedic.torch import _save_probe as save_probe
+from trainmedic.torch import _save_results as save_results
 from trainmedic.torch import _save_worker as save_worker
 from trainmedic.torch._safety import contained
 
@@ -75,15 +78,15 @@ TEMP_PREFIX = "trainmedic-saves-"
 POLL = 0.05  # seconds between two looks for the worker's results at the end
 WAIT_AT_EXIT = 300.0  # seconds a worker may still run when the script ends
 PEEK = 8  # values looked at to tell a state dict
-# A Trainer's intermediate checkpoints are for resuming, not serving: no tokenizer is asked of them.
-CHECKPOINT_DIR = re.compile(r"checkpoint-\d+$")
+# Files only read back (no model reloaded): by the worker when one runs, else at the end, here.
+READ_HERE = ("state_dict", "lightning")
 
 
 @dataclass
 class Job:
     """One save under check: the worker started for it and what the process knew at the save."""
 
-    kind: str  # "state_dict", "transformers", "peft"
+    kind: str  # "state_dict", "lightning", "transformers", "peft"
     path: str
     where: str
     step: int
@@ -101,10 +104,13 @@ class SaveChecks:
     folders: dict[str, set[str]] = field(default_factory=dict)
     chat_tokenizers: weakref.WeakSet[Any] = field(default_factory=weakref.WeakSet)
     busy: int = 0  # inside a save: a save that calls another is checked once
+    probes: list[threading.Event] = field(default_factory=list)  # set when a copy's probe is done
+    held: list[threading.Event] = field(default_factory=list)  # set when the save call returns
     notes: set[str] = field(default_factory=set)
 
 
 _state = SaveChecks()
+_pumping = threading.Lock()
 _scratch_root: Path | None = None
 _active: Active | None = None
 _pause: save_probe.Pause = contextlib.nullcontext  # the guard's `_patches.paused`, given at install
@@ -128,6 +134,7 @@ def install(wrap: Wrap, active: Active, pause: save_probe.Pause) -> None:
         def fire(module: Any) -> None:
             if active() is not None:  # the guard may have stopped before the import
                 install_one(module)
+                save_copy.prepare()  # a model to save: the thread its probes run on
 
         hooks.when_imported(module_name, fire)
 
@@ -144,6 +151,10 @@ def install(wrap: Wrap, active: Active, pause: save_probe.Pause) -> None:
     when(
         "peft.tuners.tuners_utils",
         lambda m: wrap(m.BaseTuner, "merge_and_unload", lambda o: _merge_and_unload(o, active)),
+    )
+    when(
+        "lightning.pytorch.trainer.trainer",
+        lambda m: wrap(m.Trainer, "save_checkpoint", lambda o: _save_checkpoint(o, active)),
     )
     when(
         "transformers.tokenization_utils_base",
@@ -192,9 +203,40 @@ def _save_pretrained(original: Any, active: Active, kind: str) -> Any:
             contained(
                 monitor, "save_pretrained", after_save, monitor, kind, self, save_directory, sys._getframe(1)
             )
+        _release()
         return result
 
     return save_pretrained
+
+
+def _save_checkpoint(original: Any, active: Active) -> Any:
+    """Lightning's `Trainer.save_checkpoint` (what `ModelCheckpoint` calls): the checkpoint's
+    `state_dict` read back and compared with the module's state at the save."""
+
+    def save_checkpoint(self: Any, filepath: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, filepath, *args, **kwargs)
+        monitor = active()
+        module = getattr(self, "lightning_module", None)
+        local = isinstance(filepath, (str, os.PathLike))  # not a remote fsspec URL
+        if (
+            monitor is not None
+            and not monitor.broken
+            and module is not None
+            and self.is_global_zero
+            and local
+        ):
+            caller = sys._getframe(1)
+            contained(monitor, "save_checkpoint", after_save, monitor, "lightning", module, filepath, caller)
+        _release()
+        return result
+
+    return save_checkpoint
+
+
+def _release() -> None:
+    """The save call returns: its probe's thread may run (`_save_copy.start`)."""
+    while _state.held:
+        _state.held.pop().set()
 
 
 def _merge_and_unload(original: Any, active: Active) -> Any:
@@ -265,6 +307,24 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
                 f"over {MAX_BYTES >> 30} GiB"
             )
             return
+        if kind == "lightning":  # the module's state as saved, fingerprinted off the training thread
+            state = {
+                k: v.detach().to("cpu", copy=True)
+                for k, v in model.state_dict().items()
+                if isinstance(v, torch.Tensor)
+            }
+            _state.last[path] = now
+            _state.jobs.append(job)
+            _probe_later(state, lambda s: _fingerprint(s, spec, job))
+            return
+        copied = save_copy.freeze(model)
+        if copied is not None:
+            # The model copied here, the copy probed in a thread: the save returns at once.
+            _state.last[path] = now
+            _state.jobs.append(job)
+            _probe_later(copied, lambda c: _probe_copy(c, kind, spec, job))
+            return
+        # On an accelerator: the probe's forward here (its kernels queue behind the save's).
         probe = save_probe.snapshot(model, kind, job.scratch, _pause)
         if probe is None:
             spec["kind"] = f"{kind}-files"  # read back, not reloaded
@@ -272,7 +332,36 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
             spec.update(probe)
     _state.last[path] = now
     _state.jobs.append(job)
+    _hand_over(job, spec)
 
+
+def _probe_later(copied: Any, probe: Callable[[Any], None]) -> None:
+    go = threading.Event()
+    _state.held.append(go)
+    _state.probes.append(save_copy.start(copied, probe, go))
+
+
+def _fingerprint(state: dict[str, Any], spec: dict[str, Any], job: Job) -> None:
+    """In the probe's thread: each tensor's fingerprint, for the worker to compare the file with."""
+    spec["fingerprints"] = {k: save_worker.fingerprint(v) for k, v in state.items()}
+    _hand_over(job, spec)
+
+
+def _probe_copy(copied: Any, kind: str, spec: dict[str, Any], job: Job) -> None:
+    """In the probe's thread: the copy's outputs on the probe, then the job to the worker."""
+    try:
+        probe = save_probe.snapshot(copied, kind, job.scratch, contextlib.nullcontext)
+    except Exception as exc:  # the check reads the files only; the run is not concerned
+        probe = None
+        _note(f"the model saved to {job.path} is read back, not reloaded: its probe failed ({exc!r:.200})")
+    if probe is None:
+        spec["kind"] = f"{kind}-files"
+    else:
+        spec.update(probe)
+    _hand_over(job, spec)
+
+
+def _hand_over(job: Job, spec: dict[str, Any]) -> None:
     partial = job.scratch / "job.json.part"
     partial.write_text(json.dumps(spec))
     partial.rename(job.scratch / "job.json")  # whole when the worker sees it
@@ -284,20 +373,22 @@ def _pump() -> None:
     it takes the jobs in the order of the saves, plain state dicts included, and waits a while
     for more before it exits). Plain state dicts alone start no worker: their files are read
     back at the end, in this process (`finish`), without a second start of torch."""
-    if _state.worker is not None and _state.worker.poll() is None:
-        return
-    if _all_done(reloads_only=True):
-        return
-    root = _state.jobs[0].scratch.parent
-    with (root / "worker.stderr").open("ab") as stderr:
-        _state.worker = subprocess.Popen(
-            [sys.executable, "-m", "trainmedic.torch._save_worker", str(root)],
-            env=_worker_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            close_fds=True,
-        )
+    with _pumping:  # the probe's threads and the training thread
+        if _state.worker is not None and _state.worker.poll() is None:
+            return
+        if not any(_waiting(job) for job in list(_state.jobs)):
+            return
+        _state.worker = save_worker.launch(_state.jobs[0].scratch.parent)
+
+
+def _waiting(job: Job) -> bool:
+    """A reload written for the worker and not done (a probe still running in its thread writes
+    its job later, and pumps then)."""
+    return (
+        job.kind not in READ_HERE
+        and (job.scratch / "job.json").exists()
+        and not (job.scratch / "result.json").exists()
+    )
 
 
 def _templates() -> set[str]:
@@ -325,17 +416,6 @@ def _scratch() -> Path:
     return folder
 
 
-def _worker_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env[channel.INSTRUMENT_ENV] = "0"
-    env.pop(channel.EVENTS_ENV, None)
-    env.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
-    # trainmedic importable in the worker as it is here (a checkout run from its source).
-    here = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
-    return env
-
-
 def _note(text: str) -> None:
     if text not in _state.notes:
         _state.notes.add(text)
@@ -352,6 +432,8 @@ def finish(monitor: MonitorLike, wait: float = WAIT_AT_EXIT) -> None:
     if not _state.jobs and not _state.folders:
         return
     deadline = time.monotonic() + wait
+    for probe in _state.probes:  # the probes of the last saves, off the training thread
+        probe.wait(timeout=max(0.0, deadline - time.monotonic()))
     while not _all_done(reloads_only=True) and time.monotonic() < deadline:
         worker = _state.worker
         if worker is not None and worker.poll() not in (None, 0):
@@ -369,8 +451,8 @@ def finish(monitor: MonitorLike, wait: float = WAIT_AT_EXIT) -> None:
     for job in _state.jobs:
         result_file = job.scratch / "result.json"
         if result_file.exists():
-            observe_result(monitor, job, json.loads(result_file.read_text()))
-    check_tokenizers(monitor)
+            save_results.observe(monitor, job, json.loads(result_file.read_text()))
+    save_results.check_tokenizers(monitor, _state.folders)
     _state = SaveChecks()
     _drop_temp_scratch()
 
@@ -384,110 +466,19 @@ def _drop_temp_scratch() -> None:
 
 
 def _all_done(*, reloads_only: bool = False) -> bool:
-    """Whether every job (every job but the plain state dicts') has its result."""
+    """Whether every job (every job but those only read back, `READ_HERE`) has its result."""
     return all(
         (job.scratch / "result.json").exists()
-        for job in _state.jobs
-        if not (reloads_only and job.kind == "state_dict")
+        for job in list(_state.jobs)
+        if not (reloads_only and job.kind in READ_HERE)
     )
 
 
 def _read_back_here() -> None:
-    """Read back, in this process and with the guard's hooks paused, the plain state dicts that
-    no worker read: the script has ended, torch is loaded here, and a file is only read."""
+    """Read back, in this process and with the guard's hooks paused, the files no worker read
+    (`READ_HERE`): the script has ended, torch is loaded here, and a file is only read."""
     with _pause():
         for job in _state.jobs:
-            if job.kind == "state_dict" and not (job.scratch / "result.json").exists():
+            written = (job.scratch / "job.json").exists()  # a probe that did not finish: none
+            if job.kind in READ_HERE and written and not (job.scratch / "result.json").exists():
                 save_worker.run_job(job.scratch / "job.json")
-
-
-def observe_result(monitor: MonitorLike, job: Job, result: Mapping[str, Any]) -> None:
-    base = {"path": job.path, "where": job.where, "saved_at_step": job.step}
-    tensors = result.get("tensors") or {}
-    adapter = job.kind == "peft" or int(tensors.get("adapter", 0)) > 0
-    emptiness = tor016.judge(
-        adapter=adapter,
-        empty=int(tensors.get("empty", 0)),
-        lora_b=int(tensors.get("lora_b", 0)),
-        lora_b_zero=int(tensors.get("lora_b_zero", 0)),
-        trained_steps=monitor.step,
-    )
-    if emptiness is not None:
-        monitor.observe(
-            tor016.CHECK,
-            {**base, "reason": emptiness, "trained_steps": monitor.step, **_tensor_evidence(tensors)},
-            once=False,
-            step=job.step or None,
-        )
-        if emptiness == tor016.EMPTY:
-            return  # an empty adapter does not reload: TOR016 says why
-    if int(tensors.get("nonfinite", 0)) or (int(tensors.get("empty", 0)) and not adapter):
-        kind = tor015.NONFINITE if int(tensors.get("nonfinite", 0)) else tor015.EMPTY
-        monitor.observe(
-            tor015.RELOAD_CHECK,
-            {**base, "kind": kind, **_tensor_evidence(tensors)},
-            once=False,
-            step=job.step or None,
-        )
-        return
-    if result.get("reload_error"):
-        evidence = {**base, "kind": tor015.RELOAD_FAILED, "error": result["reload_error"], "saved": job.kind}
-        monitor.observe(tor015.RELOAD_CHECK, evidence, once=False, step=job.step or None)
-        return
-    if "max_abs_diff" in result:
-        measure = {k: float(result[k]) for k in ("max_abs_diff", "output_scale", "argmax_agree")}
-        spec = json.loads((job.scratch / "job.json").read_text())
-        if tor015.judge_outputs(dtype=spec.get("dtype", "float32"), **measure) is not None:
-            evidence = {
-                **base,
-                "kind": tor015.OUTPUTS_DIFFER,
-                "saved": job.kind,
-                "dtype": spec.get("dtype"),
-                **measure,
-            }
-            monitor.observe(tor015.RELOAD_CHECK, evidence, once=False, step=job.step or None)
-
-
-def _tensor_evidence(tensors: Mapping[str, Any]) -> dict[str, Any]:
-    keys = (
-        "total",
-        "empty",
-        "empty_examples",
-        "nonfinite",
-        "nonfinite_examples",
-        "lora_b",
-        "lora_b_zero",
-        "files",
-    )
-    return {k: tensors.get(k) for k in keys}
-
-
-def check_tokenizers(monitor: MonitorLike) -> None:
-    """Each model folder saved (not a Trainer's `checkpoint-N`) after a chat template was rendered
-    holds that template: the tokenizer is saved beside the model."""
-    for folder, templates in _state.folders.items():
-        if not templates or CHECKPOINT_DIR.search(folder) or not Path(folder).is_dir():
-            continue
-        saved = saved_template(Path(folder))
-        if saved is not None and saved in templates:
-            continue
-        evidence = {
-            "kind": tor015.TOKENIZER_MISSING if saved is None else tor015.TEMPLATE_DIFFERS,
-            "path": folder,
-            "where": "",
-            "template_chars": len(next(iter(templates))),
-        }
-        monitor.observe(tor015.RELOAD_CHECK, evidence, once=False)
-
-
-def saved_template(folder: Path) -> str | None:
-    """The chat template a tokenizer saved in `folder` carries (None: no tokenizer or no template)."""
-    jinja = folder / "chat_template.jinja"
-    if jinja.is_file():
-        return jinja.read_text()
-    config = folder / "tokenizer_config.json"
-    if config.is_file():
-        template = json.loads(config.read_text()).get("chat_template")
-        if isinstance(template, str):
-            return template
-    return None
