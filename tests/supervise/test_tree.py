@@ -87,6 +87,24 @@ def test_non_python_leaf_is_the_trainer(spawn) -> None:
     assert list(roles.values()).count(tree.ROLE_TRAINER) == 1
 
 
+def test_the_save_checks_worker_is_not_taken_for_the_trainer(spawn, tmp_path: Path) -> None:
+    """A trainer that saved a model has trainmedic's save worker as a Python child (a real one,
+    started as the save checks start it): the trainer is still the trainer, not a launcher."""
+    code = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from trainmedic.torch._save_worker import launch\n"
+        "launch(Path(sys.argv[1]))\n"
+        "time.sleep(30)\n"
+    )
+    root = spawn([sys.executable, "-c", code, str(tmp_path)])
+    procs = wait_for_tree(root.pid, 2)
+    roles = tree.classify(procs, root.pid)
+    worker = next(pid for pid in procs if pid != root.pid)
+    assert "trainmedic.torch._save_worker" in procs[worker].cmdline
+    assert roles == {root.pid: tree.ROLE_TRAINER, worker: tree.ROLE_WORKER}
+
+
 def test_kernel_children_lists_find_the_same_tree_as_psutil(spawn) -> None:
     """Three levels, a child started from a second thread (listed under that thread's children file)."""
     code = (

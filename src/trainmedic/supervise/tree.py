@@ -14,6 +14,7 @@ Windows too.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -109,8 +110,20 @@ def _handles(pids: Iterable[int]) -> list[psutil.Process]:
 
 
 def _is_framework_helper(cmdline: list[str]) -> bool:
-    """A local Ray cluster's processes and Spark's helpers (pyspark.daemon, spark-submit's start-up)."""
-    return is_ray_process(cmdline) or is_spark_helper(cmdline)
+    """A local Ray cluster's processes, Spark's helpers (pyspark.daemon, spark-submit's start-up)
+    and trainmedic's own (the save checks' worker, which reloads a saved model beside the
+    trainer): none of them is the trainer, whatever runs below it."""
+    return is_ray_process(cmdline) or is_spark_helper(cmdline) or _is_trainmedic_helper(cmdline)
+
+
+def _is_trainmedic_helper(cmdline: list[str]) -> bool:
+    """`python -m trainmedic.<package>._<module> ...`: trainmedic starts its helpers from private
+    modules only, which a user never runs as a training script."""
+    for flag, module in itertools.pairwise(cmdline):
+        if flag == "-m":
+            parts = module.split(".")
+            return parts[0] == "trainmedic" and any(part.startswith("_") for part in parts[1:])
+    return False
 
 
 def classify(tree: dict[int, Proc], root_pid: int, announced: Iterable[int] = ()) -> dict[int, str]:
