@@ -71,7 +71,7 @@ def test_the_copy_is_the_model_at_the_save_whatever_training_does_next() -> None
     assert torch.equal(got[0], at_save)  # the weights as saved, not as trained after
     assert all(m.training for m in model.modules())  # the live model's modes untouched
     assert guarded == [model.body]  # the guard's hook saw the training step, not the probe
-    assert not torch.equal(save_probe.outputs(model, {"input_ids": ids}), at_save)
+    assert not torch.equal(save_probe.outputs(model, {"input_ids": ids}, contextlib.nullcontext), at_save)
 
 
 def test_a_forward_replaced_on_the_instance_is_probed_in_the_save_call() -> None:
