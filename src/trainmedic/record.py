@@ -35,6 +35,7 @@ from trainmedic.events import (
     TrainingPlan,
 )
 from trainmedic.findings import Finding
+from trainmedic.logged import PRINTED
 
 E = TypeVar("E", bound=Event)
 
@@ -296,15 +297,15 @@ Rule = Callable[[RunRecord], list[Finding]]
 
 
 def _unprinted(measured: Sequence[Step], logged: Sequence[Step]) -> list[Step]:
-    """The logged steps less the values a program printed (`Step.logged == "printed"`, read by
+    """The logged steps less the values a program printed (`Step.logged == PRINTED`, read by
     the supervisor from its output) of a quantity that a guard measures or a framework logs: a
     printed value is a rounded copy, from another process, of what those give exactly, and two
     copies of one curve would count its steps twice."""
-    printed = [s for s in logged if s.logged == "printed"]
+    printed = [s for s in logged if s.logged == PRINTED]
     if not printed:
         return list(logged)
-    given = {name for s in itertools.chain(measured, logged) if s.logged != "printed" for name in s.metrics}
-    out = [s for s in logged if s.logged != "printed"]
+    given = {name for s in itertools.chain(measured, logged) if s.logged != PRINTED for name in s.metrics}
+    out = [s for s in logged if s.logged != PRINTED]
     for s in printed:
         kept = {k: v for k, v in s.metrics.items() if k not in given}
         if kept:

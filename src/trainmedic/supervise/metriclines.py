@@ -23,6 +23,10 @@ from __future__ import annotations
 
 import re
 
+from trainmedic.logged import PRINTED
+
+__all__ = ["PRINTED", "epoch_metrics", "step_metrics"]
+
 _PREFIX = re.compile(
     r"^(?:[IWEFD]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+\S+:\d+\]\s*|(?:DEBUG|INFO|WARNING):[\w.]+:\s*)"
 )
@@ -32,8 +36,6 @@ _PAIR = re.compile(
 )
 _SEPARATOR = re.compile(r"\s*[,|]\s*")
 _STEP = re.compile(r"^[sS]tep(?:\s*[:=]\s*|\s+)(\d+)$")
-#: `Step.logged` of the steps read from printed lines: a stream of its own beside the guard's.
-PRINTED = "printed"
 
 
 def _pairs(line: str) -> list[str] | None:
