@@ -20,6 +20,10 @@ from trainmedic.events import Step
 #: far, and the speed and duration of a loop (the report measures those from the steps' times).
 NOT_A_CURVE = frozenset({"epoch", "step", "total_flos"})
 NOT_A_CURVE_SUFFIXES = ("_runtime", "_per_second")
+#: `Step.logged` of the values a program printed ("step 100, loss: 0.53"), read by the supervisor
+#: from its output (`supervise.metriclines`): a stream of their own, a copy of what a guard or a
+#: framework may give too (`RunRecord.curve_steps`).
+PRINTED = "printed"
 
 
 def as_number(value: object) -> float | None:

@@ -35,6 +35,7 @@ from trainmedic.events import (
     TrainingPlan,
 )
 from trainmedic.findings import Finding
+from trainmedic.logged import PRINTED
 
 E = TypeVar("E", bound=Event)
 
@@ -168,8 +169,10 @@ class RunRecord:
         over its first window (HF's first `logging_steps`), and the guard's first window (its
         first step) is the untrained model's level that the rules compare a curve's end with.
         Where it logs more rarely (HF's default of every 500 steps on a short run), the measured
-        curve has the resolution the rules need, and is kept."""
-        measured, logged = self.steps, self.logged_steps
+        curve has the resolution the rules need, and is kept. Values a program printed (its
+        "step 100, loss: 0.53" lines, read by the supervisor) give a curve only where no guard
+        measures it."""
+        measured, logged = self.steps, _unprinted(self.steps, self.logged_steps)
         if not logged:
             return measured
         counts: dict[str, list[int]] = {}
@@ -291,6 +294,23 @@ class RunRecord:
 
 
 Rule = Callable[[RunRecord], list[Finding]]
+
+
+def _unprinted(measured: Sequence[Step], logged: Sequence[Step]) -> list[Step]:
+    """The logged steps less the values a program printed (`Step.logged == PRINTED`, read by
+    the supervisor from its output) of a quantity that a guard measures or a framework logs: a
+    printed value is a rounded copy, from another process, of what those give exactly, and two
+    copies of one curve would count its steps twice."""
+    printed = [s for s in logged if s.logged == PRINTED]
+    if not printed:
+        return list(logged)
+    given = {name for s in itertools.chain(measured, logged) if s.logged != PRINTED for name in s.metrics}
+    out = [s for s in logged if s.logged != PRINTED]
+    for s in printed:
+        kept = {k: v for k, v in s.metrics.items() if k not in given}
+        if kept:
+            out.append(s if len(kept) == len(s.metrics) else replace(s, metrics=kept))
+    return out
 
 
 def cell_running(events: Iterable[Event], until: float | None = None) -> CellStart | None:

@@ -19,7 +19,7 @@ import pytest
 from trainmedic.eventlog.reader import read_events
 from trainmedic.events import Epoch, Event, FindingRaised, Metric, Step
 from trainmedic.supervise.loginterp import LogInterpreter
-from trainmedic.supervise.metriclines import epoch_metrics
+from trainmedic.supervise.metriclines import PRINTED, epoch_metrics
 
 from ..conftest import run_cli
 
@@ -189,19 +189,26 @@ def optax_raw(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
 def test_raw_optax_healthy_is_seen_and_quiet(optax_raw: dict[str, Run]) -> None:
     run = optax_raw["healthy"]
     assert run.findings == {}
-    steps = run.of(Step)  # the guard inside the jitted `optimizer.update` of `optax.adam(...)`
+    steps = [s for s in run.of(Step) if s.logged is None]  # the guard in the jitted `optimizer.update`
     assert [s.step for s in steps[:3]] == [1, 101, 201]
     assert all(math.isfinite(s.metrics["grad_norm"]) for s in steps)
+    printed = [s for s in run.of(Step) if s.logged == PRINTED]  # `step 0, loss: 0.69...` lines
+    assert [s.step for s in printed] == [0, 100, 200]
+    assert all(math.isfinite(s.metrics["loss"]) and "grad_norm" not in s.metrics for s in printed)
 
 
 @pytest.mark.slow
 def test_raw_optax_nan_gradient_is_found_at_its_step(optax_raw: dict[str, Run]) -> None:
     run = optax_raw["lr-nan"]
-    assert set(run.findings) == {"TRN007"}  # its printed `step 100, loss: nan` is not an epoch line
+    assert set(run.findings) == {"TRN001", "TRN007"}
     assert run.findings["TRN007"]["step"] == 4
     assert run.findings["TRN007"]["evidence"]["grad_norm"] == "nan"
     # each non-finite step calls the host (the guard cannot tell a lost run from a bad batch)
-    assert max(s.step for s in run.of(Step)) == 300
+    assert max(s.step for s in run.of(Step) if s.logged is None) == 300
+    # its printed `step 100, loss: nan`: the loss curve, NaN from the first step printed after it
+    assert run.findings["TRN001"]["step"] == 100
+    assert run.findings["TRN001"]["evidence"]["metric"] == "loss"
+    assert run.findings["TRN001"]["evidence"]["last_finite_step"] == 0
 
 
 def test_optax_builders_guard_once_and_keep_the_state_readable(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -213,8 +213,8 @@ def phase_of_line(line: str) -> tuple[str, int | None] | None:
 # the pieces are found instead with the two searches that run at or near memory speed:
 #
 # - every piece starts with a byte that is rare in logs, its anchor (`E`, `Y`, `I`, `M`, `K`,
-#   `k`, `m`, `y`, `d`; a lookbehind checks the bytes before it): `bytes.find` (memchr) finds
-#   the anchor and the piece is tried there;
+#   `k`, `m`, `y`, `d`, `p`, `h`; a lookbehind checks the bytes before it): `bytes.find`
+#   (memchr) finds the anchor and the piece is tried there;
 # - the patterns anchored at the start of a line (epoch, evaluation, traceback frames) have the
 #   `\n` before the line (or the `\r` of a progress bar's update) as anchor. The epoch piece holds
 #   the number and the `/` or `:` after it, so the "epoch 1 step 7 ..." or "Epoch: [0] [10/500]"
@@ -252,6 +252,10 @@ if sys.version_info >= (3, 11):
     _FIRST_AFTER_BLANKS = _BLANK + rb"*+(?=[*rReEvVF])"
 else:  # pragma: no cover - Python 3.10
     _FIRST_AFTER_BLANKS = rb"(?=(?P<blanks>" + _BLANK + rb"*))(?P=blanks)(?=[*rReEvVF])"
+# a metric line's first pair, after its name: "step 100," "step: 100 |", "epoch=3,"
+_NUMBERED = (
+    rb"(?:" + _BLANK + rb"*[:=]" + _BLANK + rb"*|" + _BLANK + rb"+)" + _DIGIT + rb"+" + _BLANK + rb"*[,|]"
+)
 _PIECES = (  # (anchor, pattern): each pattern starts with its anchor; lookbehinds check the bytes before it
     (b"\n", rb"\n" + _FIRST + _LINE_START),
     (b"\r", rb"\r" + _FIRST_AFTER_BLANKS + _LINE_START),  # a progress bar's last update is its line
@@ -266,6 +270,10 @@ _PIECES = (  # (anchor, pattern): each pattern starts with its anchor; lookbehin
         rb"k(?:(?i:point)(?<=(?i:checkpoint))|(?<=rank)" + _BLANK + rb"+:|=(?<=world_rank=)|(?<=Traceback))",
     ),
     (b"K", rb"K(?i:point)(?<=(?i:checkpoint))"),
+    # the printed metric lines of `supervise.metriclines`: "step 100, loss: ...", "epoch:  3,
+    # train_loss: ...", the number then a `,` or `|` (not "epoch 1 step 7 loss 0.3", printed every step)
+    (b"p", rb"p(?<=[sS]tep)" + _NUMBERED),
+    (b"h", rb"h(?<=[eE]poch)" + _NUMBERED),
     (
         b"d",
         rb"d(?:[:=](?<=pid.)|:(?<=actor_id:) |e(?<=exitcode)"

@@ -8,7 +8,9 @@ chatty trainer cannot flood the event log while the rules still see the end.
 (train / eval / checkpoint) on the supervisor's PID, which lets memory be
 attributed to phases for trainers without in-process instrumentation. A printed epoch
 summary ("epoch:  3, train_loss: 0.4100, ...", `metriclines`) becomes an `Epoch` event with
-its metrics: the curve of a trainer that only prints it (a JAX loop).
+its metrics: the curve of a trainer that only prints it (a JAX loop). A printed step line ("step
+100, loss: 0.53", as optax's README loop prints it) becomes a `Step` event of the printed stream
+(`metriclines.PRINTED`), beside the guard's own steps, which carry gradients but no loss there.
 
 Once the budget is spent, the output stream (`logstream.LineScanner`) hands over only
 the lines its byte pattern picks out (`on_match`), and each stream's last lines when it
@@ -25,7 +27,8 @@ from collections.abc import Callable, Sequence
 
 from trainmedic.events import Epoch, Event, LogLine, PhaseEnd, PhaseStart
 from trainmedic.evidence import logtext as _logtext
-from trainmedic.supervise.metriclines import epoch_metrics
+from trainmedic.logged import logged_step
+from trainmedic.supervise.metriclines import PRINTED, epoch_metrics, step_metrics
 
 _BUDGET = 2000
 _TAIL = 40
@@ -103,9 +106,15 @@ class LogInterpreter:
             self.on_phase()
 
     def _metrics(self, text: str, t: float) -> None:
-        """An epoch summary line: its metrics as an `Epoch` event (0-based, as events count)."""
+        """An epoch summary line: its metrics as an `Epoch` event (0-based, as events count); a step
+        line: a `Step` of the printed stream, at the step it printed."""
         found = epoch_metrics(text)
         if found is None:
+            printed = step_metrics(text)
+            step = logged_step(PRINTED, printed[1], step=printed[0], epoch=None) if printed else None
+            if step is not None:
+                step.t = t  # the line's time, as its `LogLine`'s
+                self._emit(step)
             return
         number, metrics = found
         if self._first_printed_epoch is None:
