@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from itertools import compress
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -73,7 +74,7 @@ class LossReads:
 
     def of_step(self, step: int) -> list[Any]:
         monitor = self.monitor
-        return [t for t, s in zip(monitor.losses, monitor.loss_steps, strict=True) if s == step]
+        return list(compress(monitor.losses, map(step.__eq__, monitor.loss_steps)))  # picked in C
 
     def drain(self) -> list[tuple[int, float]]:
         losses, steps = self.take()

@@ -8,10 +8,13 @@ The exception is a non-finite loss, which is raised here (TRN001's `judge_guard`
 
 Cost: every step only stores the loss and integers (its step, the DataLoader
 wait): the loss's value on the CPU, where reading it is no sync, and a detached
-alias elsewhere (`_reads.kept`); no kernel, no host sync, no event, and four
-Python calls: PyTorch calls the monitor's `on_step_pre` and `on_step_post`
-itself, and the backward and DataLoader wrappers of `_patches` do an ordinary
-step's work inline (`plain_backward` says when that is all a backward needs).
+alias elsewhere (`_reads.kept`); no kernel, no host sync, no event, and three
+Python calls on most steps: PyTorch calls the monitor's `on_step_post` itself,
+and the backward and DataLoader wrappers of `_patches` do an ordinary step's work
+inline (`plain_backward` says when that is all a backward needs). PyTorch calls
+`on_step_pre` only on the steps that need it (a checked step, the end of a loss
+window): with one optimizer, `on_step_post` switches it off for the quiet
+stretches in between (`_plan`), and counts their steps on its shortest path.
 Anything else that needs a tensor op or a host sync (reading an accelerator's
 losses, gradient norms, the inputs of the loss, finiteness) runs on sampled
 steps only, every `every` steps, in one batched read. The trade-offs that follow, and how each is made up
