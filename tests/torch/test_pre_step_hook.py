@@ -73,6 +73,6 @@ def test_an_optimizer_that_first_steps_while_the_hook_is_off_is_counted_from_its
         assert state is not None
         assert state.steps == 6
         assert state.checked_steps[:1] == [1]
-        assert monitor.state_of(optimizer).steps == 20
+        assert monitor.step == 20
         assert _hook_on(guard)
     assert not guard.monitor.broken
