@@ -53,9 +53,9 @@ parts: `_checks` (the sampled reads), `_closures` (where a sampled step is measu
 before the update, or after `step(closure)`), `_budget` (the rate), `_curve` (Step and
 Epoch events), `_epochs` (the loaders' passes, the known epoch), `_losses` (reading the
 kept losses; the non-finite loss), `_scaler` (a gradient scaler's skipped steps),
-`_explosion` (updates that blew up), `_hygiene` (how the loop trains), `_stepplan` (what the next steps' hooks do), `_outbox` (the
-events sent), `_forward` and `_clipping` (forward hooks and clipping), `_names` (parameter
-names).
+`_explosion` (updates that blew up), `_hygiene` (how the loop trains), `_stepplan` (what the
+next steps' hooks do), `_outbox` (the events sent), `_forward` and `_clipping` (forward hooks
+and clipping), `_names` (parameter names).
 """
 
 from __future__ import annotations
