@@ -18,7 +18,7 @@ from trainmedic.events import GuardObservation
 from trainmedic.torch._budget import clock
 from trainmedic.torch._manual import ParameterUpdates
 from trainmedic.torch._precision import PrecisionWatch
-from trainmedic.torch._reads import all_read, floats, norms, readable, tensors_among
+from trainmedic.torch._reads import all_read, floats, norms, readable
 from trainmedic.torch._safety import contained
 
 if TYPE_CHECKING:
@@ -106,7 +106,9 @@ class SampledChecks:
         # walked in Python one by one (a check reads up to 100 a time on a small model).
         read = all_read(losses)
         unread: list[Any] = [] if read else losses
-        self.budget.host_read = grads_on_cpu and all(t.is_cpu for t in tensors_among(unread))
+        self.budget.host_read = grads_on_cpu and all(
+            not isinstance(t, torch.Tensor) or t.is_cpu for t in unread
+        )
         with torch.no_grad():
             values = floats([*clips.kept, *unread, *grad_tensors])
         contained(monitor, "clipping", self.clipping.report, clips, values[: len(clips.kept)])

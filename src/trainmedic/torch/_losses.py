@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from itertools import compress
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -74,7 +73,7 @@ class LossReads:
 
     def of_step(self, step: int) -> list[Any]:
         monitor = self.monitor
-        return list(compress(monitor.losses, map(step.__eq__, monitor.loss_steps)))  # picked in C
+        return [t for t, s in zip(monitor.losses, monitor.loss_steps, strict=True) if s == step]
 
     def drain(self) -> list[tuple[int, float]]:
         losses, steps = self.take()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from itertools import compress, count, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -101,20 +100,11 @@ def all_read(values: list[Any]) -> bool:
 def floats(values: list[Any]) -> list[float]:
     """Losses and norms as floats: those read already (a number) as they are, the single-element
     tensors in one host read."""
-    is_tensor = list(map(isinstance, values, repeat(torch.Tensor)))  # told in C, not one by one
-    tensors = list(compress(values, is_tensor))
+    tensors = [v for v in values if isinstance(v, torch.Tensor)]
     if len(tensors) == len(values):
         return _read(tensors)
-    merged = list(values)
-    for position, value in zip(compress(count(), is_tensor), _read(tensors), strict=True):
-        merged[position] = value
-    return list(map(float, merged))
-
-
-def tensors_among(values: list[Any]) -> list[Any]:
-    """The tensors among kept values (a CPU run's losses are floats but for a watched step's),
-    picked in C."""
-    return list(compress(values, map(isinstance, values, repeat(torch.Tensor))))
+    read = iter(_read(tensors))
+    return [next(read) if isinstance(v, torch.Tensor) else float(v) for v in values]
 
 
 def _read(tensors: list[Any]) -> list[float]:
