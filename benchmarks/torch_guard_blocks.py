@@ -25,7 +25,7 @@ roles differ by the guard's running only.
 `--roles` chooses what is measured against the bare blocks, in the same run:
 `guarded` (the guard as in any run, its adaptive rate), `every=N` (the guard
 with its checks every N steps, given explicitly), `empty-hooks` (four
-pass-through Python calls where the guard has its four: optimizer pre and post
+pass-through Python calls where the guard has at most four: optimizer pre and post
 step, backward, DataLoader `__next__`; no guard). A guarded role can switch
 parts of the guard off, to measure what they cost by difference:
 `/no-losses` (an ordinary step's loss is not kept: the checked steps' losses
@@ -85,7 +85,8 @@ def batches(features: int, batch: int = 64, size: int = 64_000):
 
 
 def install_empty_hooks() -> None:
-    """Four pass-through Python calls a step, where the guard has its four: what the calls alone cost."""
+    """Four pass-through Python calls a step, where the guard has at most four (three on most
+    steps: its pre-step hook is off between the steps that need it): what the calls alone cost."""
     from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
     from torch.utils.data.dataloader import _BaseDataLoaderIter
 

@@ -15,7 +15,7 @@ import torch
 import trainmedic.torch as tm
 from torch import nn
 from trainmedic.findings import Severity
-from trainmedic.torch._monitor import HANDOVER_STEPS
+from trainmedic.torch._stepplan import HANDOVER_STEPS
 
 torch.set_num_threads(1)
 

@@ -18,7 +18,7 @@ from trainmedic.events import GuardObservation
 from trainmedic.torch._budget import clock
 from trainmedic.torch._manual import ParameterUpdates
 from trainmedic.torch._precision import PrecisionWatch
-from trainmedic.torch._reads import floats, norms, readable
+from trainmedic.torch._reads import all_read, floats, norms, readable
 from trainmedic.torch._safety import contained
 
 if TYPE_CHECKING:
@@ -102,13 +102,19 @@ class SampledChecks:
         clips = self.clipping.take()  # pre-clip norms since the last read: read in the same transfer
         measured = contained(monitor, "grad_norms", self.gradient_norms, optimizer)
         params, grad_tensors, grads_on_cpu = measured if measured is not None else ([], [], True)
+        # A CPU run's losses are floats already (read as they came): found at C speed, they are not
+        # walked in Python one by one (a check reads up to 100 a time on a small model).
+        read = all_read(losses)
+        unread: list[Any] = [] if read else losses
         self.budget.host_read = grads_on_cpu and all(
-            not isinstance(t, torch.Tensor) or t.is_cpu for t in losses
+            not isinstance(t, torch.Tensor) or t.is_cpu for t in unread
         )
         with torch.no_grad():
-            values = floats([*clips.kept, *losses, *grad_tensors])
+            values = floats([*clips.kept, *unread, *grad_tensors])
         contained(monitor, "clipping", self.clipping.report, clips, values[: len(clips.kept)])
         values = values[len(clips.kept) :]
+        if read:
+            values = [*losses, *values]
         freeing = clock()
         # The kept losses are values or detached aliases, except a watched step's, whose graph's nodes go
         # now: work a bare loop does at every step anyway (when its loss dies), so it is not

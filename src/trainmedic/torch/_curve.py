@@ -10,12 +10,14 @@ averages away keeps its height and its step there.
 
 from __future__ import annotations
 
+import bisect
 import math
+import operator
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trainmedic.events import Epoch, Step
-from trainmedic.torch._reads import as_float
+from trainmedic.torch._reads import LOSS_STEP, LOSS_VALUE, as_float
 from trainmedic.torch._safety import part_never_breaks
 
 if TYPE_CHECKING:
@@ -64,16 +66,26 @@ class LossCurve:
             lr = as_float(optimizer.param_groups[0].get("lr"))
             final = _WindowEnd(step, now, monitor.data_wait, lr, monitor.known_epoch())
         begin_step, begin_time, begin_wait = self.window_step, self.window_t0, 0.0
-        taken = 0  # `losses` are in step order: those read early first, then this check's
+        loss_steps, values = list(map(LOSS_STEP, losses)), list(map(LOSS_VALUE, losses))
+        # `losses` are in step order (those read early first, then this check's), but for a
+        # handover to another optimizer, which numbers steps from its own count: a window then
+        # takes the losses up to the first one past its end (`_window_end`).
+        ordered = all(map(operator.le, loss_steps, loss_steps[1:]))
+        taken = 0
         for end in [*ends, final]:
-            window: list[float] = []
-            while taken < len(losses) and (end is final or losses[taken][0] <= end.step):
-                window.append(losses[taken][1])
-                taken += 1
-            first = taken - len(window)
+            first = taken
+            if end is final:
+                taken = len(losses)
+            elif ordered:
+                taken = bisect.bisect_right(loss_steps, end.step, lo=taken)
+            else:
+                taken = _window_end(loss_steps, taken, end.step)
+            window = values[first:taken]
             metrics = {"loss": sum(window) / len(window)} if window else {}
             stats = (
-                _window_stats(losses, first, taken, min(begin_step + 1, losses[first][0])) if window else None
+                _window_stats(loss_steps, window, first, min(begin_step + 1, loss_steps[first]))
+                if window
+                else None
             )
             if end is final:
                 metrics.update(last)
@@ -106,26 +118,40 @@ class LossCurve:
         monitor.epoch += 1
 
 
-def _window_stats(losses: list[tuple[int, float]], first: int, end: int, first_step: int) -> dict[str, Any]:
-    """Every loss of a window, counted: how many, the range of the finite ones and the step of the
-    highest, and how many were not finite; what a spike between two points leaves in the curve.
+def _window_end(steps: list[int], first: int, last_step: int) -> int:
+    """The index past the losses from `first` on whose steps are at most `last_step`."""
+    end = first
+    while end < len(steps) and steps[end] <= last_step:
+        end += 1
+    return end
+
+
+def _window_stats(steps: list[int], window: list[float], first: int, first_step: int) -> dict[str, Any]:
+    """Every loss of a window (`window`, the losses from index `first` of `steps` on), counted: how
+    many, the range of the finite ones and the step of the highest, and how many were not finite;
+    what a spike between two points leaves in the curve.
 
     Computed at the check from the values read there (on the CPU each loss was read as it came;
     on an accelerator the kept aliases were read in the check's one transfer), so an ordinary
     step pays nothing for it: no running sum, minimum or maximum is kept per step, on the host or
     on the device (there each would be a kernel launch a step, costing more CPU time than the
     step's one detached alias, and bought nothing the check cannot compute from the aliases).
+    A window of finite losses, the usual one, is measured by `min`, `max` and `index` in C.
     """
-    low, high, high_step, bad = math.inf, -math.inf, first_step, 0
-    for i in range(first, end):
-        step, value = losses[i]
-        if value - value == 0.0:  # finite (NaN and Inf give NaN)
-            low = min(low, value)
-            if value > high:
-                high, high_step = value, step
-        else:
-            bad += 1
-    stats: dict[str, Any] = {"first_step": first_step, "n": end - first}
+    total = sum(window)
+    if total - total == 0.0:  # all finite (a NaN or Inf makes the sum NaN or Inf)
+        low, high = min(window), max(window)
+        high_step, bad = steps[first + window.index(high)], 0
+    else:
+        low, high, high_step, bad = math.inf, -math.inf, first_step, 0
+        for i, value in enumerate(window, start=first):
+            if value - value == 0.0:  # finite (NaN and Inf give NaN)
+                low = min(low, value)
+                if value > high:
+                    high, high_step = value, steps[i]
+            else:
+                bad += 1
+    stats: dict[str, Any] = {"first_step": first_step, "n": len(window)}
     if high >= low:
         stats.update(min=low, max=high, max_step=high_step)
     if bad:

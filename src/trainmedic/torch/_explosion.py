@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from trainmedic.record import median
-from trainmedic.torch._reads import floats, norms, readable
+from trainmedic.torch._reads import LOSS_VALUE, all_finite, floats, norms, readable
 
 if TYPE_CHECKING:
     from trainmedic.torch._interface import MonitorLike
@@ -53,12 +53,18 @@ class UpdateWatch:
         history = self.loss_history
         typical = median(history) if len(history) >= JUMP_MIN_HISTORY else None
         jump: tuple[int, float, float | None] | None = None
-        for loss_step, value in losses:
-            jumped = typical is not None and typical > 0 and value > JUMP_FACTOR * typical
-            if jumped or not math.isfinite(value):
-                jump = (loss_step, value, typical)
-                break
-        history.extend(value for _, value in losses if math.isfinite(value))
+        values = list(map(LOSS_VALUE, losses))
+        # The usual window, all finite and none above the bar, is told by a sum and a max in C;
+        # the losses are walked in Python only when one may have jumped.
+        bar = JUMP_FACTOR * typical if typical is not None and typical > 0 else math.inf
+        if all_finite(losses) and max(values, default=0.0) <= bar:
+            history.extend(values)
+        else:
+            for loss_step, value in losses:
+                if value > bar or not math.isfinite(value):
+                    jump = (loss_step, value, typical)
+                    break
+            history.extend(value for value in values if math.isfinite(value))
         state = monitor.state_of(optimizer)
         checks = state.checks if state is not None else 1
         if jump is None:

@@ -58,6 +58,7 @@ class Guard:
             existing.sinks.append(self.events.append)
             if on_nonfinite == "stop":
                 existing.stop_on_nonfinite = True
+                existing.wake()  # every step's loss is read from the next one on
         else:
             self.monitor = Monitor(
                 self._sink, every=every, on_nonfinite=on_nonfinite, patience=patience, mode="explicit"

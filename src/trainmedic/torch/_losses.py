@@ -32,7 +32,7 @@ from trainmedic.events import FindingRaised
 from trainmedic.instrument import channel
 from trainmedic.rules.trn import trn001_nonfinite_loss as trn001
 from trainmedic.rules.trn.trn003_not_learning import MEAN_PREDICTION_CHECK
-from trainmedic.torch._reads import floats
+from trainmedic.torch._reads import all_finite, floats, loss_sum
 from trainmedic.torch._safety import NonFiniteLossError, part_never_breaks
 
 if TYPE_CHECKING:
@@ -58,8 +58,11 @@ class LossReads:
         self.targets = MeanPrediction(monitor)
 
     def values(self, steps: list[int], values: list[float]) -> list[tuple[int, float]]:
-        """(step, the user's loss) for the kept losses' values read back."""
+        """(step, the user's loss) for the kept losses' values read back (paired in C when the
+        framework did not scale them)."""
         scale = self.scale
+        if scale == 1.0:
+            return list(zip(steps, values, strict=True))
         return [(s, v * scale) for s, v in zip(steps, values, strict=True)]
 
     def take(self) -> tuple[list[Any], list[int]]:
@@ -96,8 +99,10 @@ class LossReads:
 
     def check_nonfinite(self, losses: list[tuple[int, float]], step: int) -> None:
         monitor = self.monitor
+        if "nonfinite_loss" in monitor.reported or all_finite(losses):
+            return
         bad = [(s, v) for s, v in losses if not math.isfinite(v)]
-        if not bad or "nonfinite_loss" in monitor.reported:
+        if not bad:
             return
         monitor.reported.add("nonfinite_loss")
         first_step, value = bad[0]
@@ -122,7 +127,7 @@ class LossReads:
 
     def add_to_epoch(self, losses: list[tuple[int, float]]) -> None:
         if losses:
-            self.epoch_loss[0] += sum(v for _, v in losses)
+            self.epoch_loss[0] += loss_sum(losses)
             self.epoch_loss[1] += len(losses)
 
     def after_targets(self, end: Callable[[], None]) -> Callable[[], None]:

@@ -8,10 +8,13 @@ The exception is a non-finite loss, which is raised here (TRN001's `judge_guard`
 
 Cost: every step only stores the loss and integers (its step, the DataLoader
 wait): the loss's value on the CPU, where reading it is no sync, and a detached
-alias elsewhere (`_reads.kept`); no kernel, no host sync, no event, and four
-Python calls: PyTorch calls the monitor's `on_step_pre` and `on_step_post`
-itself, and the backward and DataLoader wrappers of `_patches` do an ordinary
-step's work inline (`plain_backward` says when that is all a backward needs).
+alias elsewhere (`_reads.kept`); no kernel, no host sync, no event, and three
+Python calls on most steps: PyTorch calls the monitor's `on_step_post` itself,
+and the backward and DataLoader wrappers of `_patches` do an ordinary step's work
+inline (`plain_backward` says when that is all a backward needs). PyTorch calls
+`on_step_pre` only on the steps that need it (a checked step, the end of a loss
+window): with one optimizer, `on_step_post` switches it off for the quiet
+stretches in between (`_stepplan`), and counts their steps on its shortest path.
 Anything else that needs a tensor op or a host sync (reading an accelerator's
 losses, gradient norms, the inputs of the loss, finiteness) runs on sampled
 steps only, every `every` steps, in one batched read. The trade-offs that follow, and how each is made up
@@ -50,14 +53,15 @@ parts: `_checks` (the sampled reads), `_closures` (where a sampled step is measu
 before the update, or after `step(closure)`), `_budget` (the rate), `_curve` (Step and
 Epoch events), `_epochs` (the loaders' passes, the known epoch), `_losses` (reading the
 kept losses; the non-finite loss), `_scaler` (a gradient scaler's skipped steps),
-`_explosion` (updates that blew up), `_hygiene` (how the loop trains), `_outbox` (the
-events sent), `_forward` and `_clipping` (forward hooks and clipping), `_names` (parameter
-names).
+`_explosion` (updates that blew up), `_hygiene` (how the loop trains), `_stepplan` (what the
+next steps' hooks do), `_outbox` (the events sent), `_forward` and `_clipping` (forward hooks
+and clipping), `_names` (parameter names).
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -82,6 +86,7 @@ from trainmedic.torch._outbox import Outbox
 from trainmedic.torch._reads import kept
 from trainmedic.torch._safety import NonFiniteLossError, turn_off
 from trainmedic.torch._scaler import ScalerWatch
+from trainmedic.torch._stepplan import StepPlan, no_hook
 from trainmedic.torch._zeroing import GradZeroWatch
 
 __all__ = ["Monitor", "NonFiniteLossError"]
@@ -89,13 +94,6 @@ __all__ = ["Monitor", "NonFiniteLossError"]
 # An optimizer holds the loss's parameters but has not stepped after this many backward calls:
 # no accumulation is that long, so the loop updates them itself and backward() is its step.
 IDLE_OPTIMIZER_BACKWARDS = 256
-# Other optimizers stepped this many times in a row while the one numbering the steps waited:
-# the training was taken over (layer-wise training, a second stage with its own optimizer).
-# Alternating loops never come near: GANs step their optimizers 1:1 up to 5:1 (WGAN's critic).
-HANDOVER_STEPS = 50
-# Gradients are watched for zeroing over the last 8 steps before each check: a loop that
-# never zeroes shows it in any span that includes an update, at a fraction of the cost.
-ZERO_WATCH_STEPS = 8
 
 
 class Monitor:
@@ -144,9 +142,12 @@ class Monitor:
         # plain: the backward hook only keeps the loss (no watch armed, no forward pass watched);
         # quiet_until: the post-step hook only counts steps below it (`on_step_post`).
         self.plain_backward, self.quiet_until = False, 0
+        # The only optimizer's state while it is in a quiet stretch (`on_step_post`).
+        self._quiet: OptState | None = None
+        # Switches the optimizer pre-step hook off and on (`_patches.PreStepHook`; none until installed).
+        self.pre_step: Callable[[bool], None] = no_hook
+        self.pre_step_on = True
         self.adopt_next = False  # a notebook cell ended: the next optimizer to step may be a new one
-        # Steps other optimizers took in a row since the primary's step `_others_since`.
-        self._others_since, self._others_run = 0, 0
         self.broken = False
         self.framework_epochs, self.loaders_seen = False, False  # where epochs come from (`_epochs`)
         self.watchers: list[Watcher] = []  # checks other packages add (`trainmedic.llm`)
@@ -185,11 +186,12 @@ class Monitor:
         self.on_sampler_iter = self.hygiene.on_sampler_iter
         self.on_scheduler_step = self.hygiene.on_scheduler_step
         self.take_epoch_loss = self.reads.take_epoch_loss
-        self.settle, self.close = (
-            self.reads.after_targets(self.endings.settle),
-            self.reads.after_targets(self.endings.close),
-        )
-        self.set_primary = self.optimizers.set_primary
+        plan = StepPlan(self, self._zero_watches)
+        self._count, self._plan, self.wake = plan.count, plan.plan, plan.wake
+        # A cell ended, or the primary was named: the next step takes the full hooks.
+        self.settle = plan.then_wake(self.reads.after_targets(self.endings.settle))
+        self.close = self.reads.after_targets(self.endings.close)
+        self.set_primary = plan.then_wake(self.optimizers.set_primary)
         self._new_state = self.optimizers.new_state
         self._decide_manual, self._drop_manual = self.optimizers.decide_manual, self.optimizers.drop_manual
         self._end_window = self.curve.end_window
@@ -282,51 +284,29 @@ class Monitor:
             return None
 
     def on_step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        """PyTorch's optimizer step post-hook; also the end of a manual loop's step."""
+        """PyTorch's optimizer step post-hook; also the end of a manual loop's step.
+
+        Every step of the run passes here, so its short path is the one most steps take: a step
+        of the only optimizer in a quiet stretch (`_stepplan`) is counted and nothing else.
+        """
         if self.broken:
             return
         try:
-            state = self._by_id.get(id(optimizer))
-            if state is None or state.ref() is not optimizer:
-                return
-            state.steps += 1
-            state.pre_done = False
-            primary = self.primary
-            if primary is not None and primary() is not optimizer:
-                if not self._takes_over(primary() is None):
+            state = self._quiet
+            if state is not None and state.ref() is optimizer:
+                # No pre-step hook ran (it is off), and this is the primary (`set_primary` wakes).
+                state.steps += 1
+                self.step = step = state.steps
+            else:
+                counted = self._count(optimizer, args, kwargs)
+                if counted is None:
                     return
-                self.endings.hand_over(optimizer, state, self._others_run)
-            self.step = step = state.steps
+                state, step = counted, self.step
             if step < self.quiet_until:
-                return  # nothing to arm or open until the next check draws near (below)
-            upcoming = step + 1
-            # Forward hooks on every checked step at first (they find the model), then on every
-            # fifth one: eval() mode can start late, but needs no fast answer to be useful.
-            every = self.every
-            if upcoming % every == 0 and (upcoming <= 5 * every or upcoming % (5 * every) == 0):
-                self.forward.open()
-            armed = (-upcoming) % every < ZERO_WATCH_STEPS
-            if armed and not self._zero_armed:
-                for watch in self._zero_watches:
-                    watch.rebase()
-            self._zero_armed = armed
-            self.plain_backward = plain = not armed and not self.forward.is_open and self.manual is None
-            # Only counted until the zeroing watch arms for the next check (`every` moves at checks).
-            self.quiet_until = (-(-upcoming // every)) * every - ZERO_WATCH_STEPS if plain else 0
+                return  # nothing to arm or open until the next check draws near (`_stepplan`)
+            self._plan(state, step)
         except Exception as exc:
             turn_off(self, "on_step_post", exc)
-
-    def _takes_over(self, primary_gone: bool) -> bool:
-        """Another optimizer stepped: has it taken the training over from the primary?
-
-        Yes when the primary is gone (freed), or waited HANDOVER_STEPS of its steps in a row.
-        The run is counted from the primary's step number, which only the primary moves: no
-        cost on the primary's own steps.
-        """
-        if self._others_since != self.step:
-            self._others_since, self._others_run = self.step, 0
-        self._others_run += 1
-        return primary_gone or self._others_run >= HANDOVER_STEPS
 
     def _before_update(self, optimizer: Any) -> None:
         """Gradients of this step are final: the optimizer is about to apply them."""

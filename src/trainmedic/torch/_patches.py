@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from torch.optim import lr_scheduler
+from torch.optim import optimizer as _optimizer
 from torch.optim.optimizer import (
     Optimizer,
     register_optimizer_step_post_hook,
@@ -89,12 +90,43 @@ def install(monitor: MonitorLike) -> None:
 
 def _route_step_hooks(monitor: MonitorLike | None) -> None:
     """PyTorch calls the monitor's own step methods: one Python call per hook and step, where a
-    trampoline that looked up the active monitor would add a second (`paused` unroutes them)."""
+    trampoline that looked up the active monitor would add a second (`paused` unroutes them).
+    The pre-step hook is the monitor's to switch off and on (`PreStepHook`)."""
     while _step_hooks:
         _step_hooks.pop().remove()
     if monitor is not None:
-        _step_hooks.append(register_optimizer_step_pre_hook(monitor.on_step_pre))
+        pre = PreStepHook(monitor.on_step_pre)
+        _step_hooks.append(pre)
         _step_hooks.append(register_optimizer_step_post_hook(monitor.on_step_post))
+        monitor.pre_step, monitor.pre_step_on = pre.switch, True
+
+
+class PreStepHook:
+    """The monitor's optimizer pre-step hook, which it switches off for the steps that need
+    nothing before their update (`Monitor.on_step_post` says which: most steps of a run), so that
+    PyTorch calls no Python before them; the post-step hook, which counts every step, stays.
+
+    Off and on are a deletion from and an insertion into PyTorch's dict of global pre-step hooks,
+    under the hook's own handle id: no handle made per switch. Once removed, it stays off.
+    """
+
+    def __init__(self, hook: Callable[[Any, Any, Any], Any]) -> None:
+        self.hook = hook
+        self.handle = register_optimizer_step_pre_hook(hook)
+        self.on, self.removed = True, False
+
+    def switch(self, on: bool) -> None:
+        if on is self.on or self.removed:
+            return
+        if on:
+            _optimizer._global_optimizer_pre_hooks[self.handle.id] = self.hook
+        else:
+            self.handle.remove()
+        self.on = on
+
+    def remove(self) -> None:
+        self.removed = True
+        self.handle.remove()
 
 
 @contextlib.contextmanager
@@ -159,11 +191,9 @@ def _backward(original: Any) -> Any:
         monitor = _active
         if monitor is None or monitor.broken:
             return original(tensors, *args, **kwargs)
-        # backward(tensors, grad_tensors, retain_graph, create_graph, ...); Tensor.backward
-        # passes the first three positionally.
-        keeps = (len(args) > 1 and (args[1] or (len(args) > 2 and args[2]))) or bool(
-            kwargs and (kwargs.get("retain_graph") or kwargs.get("create_graph"))
-        )
+        # backward(tensors, grad_tensors, retain_graph, create_graph, ...): Tensor.backward, the
+        # call of nearly every loop, passes the first three positionally, and is told apart first.
+        keeps = (args[1] or args[2]) if len(args) == 3 else _keeps_graph(args, kwargs)
         if (
             monitor.plain_backward
             and not keeps
@@ -189,6 +219,14 @@ def _backward(original: Any) -> Any:
         return result
 
     return backward
+
+
+def _keeps_graph(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a `torch.autograd.backward(tensors, *args, **kwargs)` call retains or creates a graph."""
+    return bool(
+        (len(args) > 1 and (args[1] or (len(args) > 2 and args[2])))
+        or (kwargs and (kwargs.get("retain_graph") or kwargs.get("create_graph")))
+    )
 
 
 def _rescales_grads(original: Any) -> Any:

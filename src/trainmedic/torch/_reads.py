@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from operator import itemgetter
 from typing import Any
 
 import torch
@@ -71,6 +72,29 @@ def kept(value: Any) -> Any:
 def alias(value: Any) -> Any:
     """A tensor kept by reference: detached (same storage, no copy, no read) when it has a graph."""
     return value.detach() if value.requires_grad else value
+
+
+LOSS_STEP, LOSS_VALUE = itemgetter(0), itemgetter(1)  # of a (step, loss) pair, taken in C
+
+
+def loss_sum(losses: list[tuple[int, float]]) -> float:
+    """The sum of (step, loss) pairs' losses, added in C."""
+    total: float = sum(map(LOSS_VALUE, losses))
+    return total
+
+
+def all_finite(losses: list[tuple[int, float]]) -> bool:
+    """No loss of these (step, loss) pairs is NaN or Inf, told by one sum in C rather than a test
+    of each in Python: a sum is finite only when every term is (a finite sum that overflows says
+    False: the caller then looks at each)."""
+    total = loss_sum(losses)
+    return total - total == 0.0
+
+
+def all_read(values: list[Any]) -> bool:
+    """Every value is a float already (a CPU run's losses, read as they came), told at C speed:
+    the checks then take them as they are instead of looking at each one in Python."""
+    return list(map(type, values)).count(float) == len(values)
 
 
 def floats(values: list[Any]) -> list[float]:
