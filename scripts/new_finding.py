@@ -70,7 +70,7 @@ def validate(root: Path, code: str, slug: str, place: str) -> None:
 RUN_EVENTS = '''"""{code} `{slug}`: TODO one line: what is wrong.
 
 Collector: TODO the collector that measures it (e.g. the PyTorch guard, `trainmedic.torch`),
-how it measures, and the `GuardObservation(check=CHECK)` it sends: `count` of `total` TODO
+how it measures, and the `GuardObservation(check=OBSERVATION)` it sends: `count` of `total` TODO
 (what they count). It measures, and `judge` decides; the rule words it.
 """
 
@@ -85,7 +85,7 @@ from trainmedic.record import Rule
 from trainmedic.rules._helpers.guard import observation_rule, observed
 
 #: The observation this finding words.
-CHECK = "{snake}"
+OBSERVATION = "{snake}"
 
 # TODO: why this value holds in general (never because of one example).
 SHARE = 0.5
@@ -93,7 +93,7 @@ SHARE = 0.5
 
 def _example() -> list[Event]:
     """TODO: the smallest observation a real failing run sends."""
-    return observed(CHECK, count=8, total=10)
+    return observed(OBSERVATION, count=8, total=10)
 
 
 SPEC = FindingSpec(
@@ -111,7 +111,7 @@ SPEC = FindingSpec(
 
 
 def judge(count: int, total: int) -> bool:
-    """Whether `count` of `total` is the failure (the collector sends CHECK when it is)."""
+    """Whether `count` of `total` is the failure (the collector sends OBSERVATION when it is)."""
     return total > 0 and count >= SHARE * total
 
 
@@ -119,7 +119,7 @@ def message(evidence: Mapping[str, Any]) -> str:
     return f"{{evidence.get('count')}} of {{evidence.get('total')}} TODO: the measured facts"
 
 
-RULES: tuple[Rule, ...] = (observation_rule(SPEC, CHECK, message),)
+RULES: tuple[Rule, ...] = (observation_rule(SPEC, OBSERVATION, message),)
 '''
 
 DATA_CHECK = '''"""{code} `{slug}`: TODO one line: what is wrong with the data.
@@ -204,7 +204,7 @@ from trainmedic.rules._helpers.guard import observed
 
 def test_it_fires_on_the_failure() -> None:
     assert finding.judge(count=8, total=10)
-    found = run_rules(RunRecord.of(observed(finding.CHECK, count=8, total=10)))
+    found = run_rules(RunRecord.of(observed(finding.OBSERVATION, count=8, total=10)))
     assert [f.code for f in found] == ["{code}"]
 
 

@@ -376,7 +376,7 @@ _GROUP_PACKAGE = re.compile(r"^trainmedic\.rules\.[a-z]{3}$")
 
 def finding_imports(path: Path) -> set[str]:
     """The finding files a module imports, however it names them (`from trainmedic.rules.tor
-    import tor001_x`, `from trainmedic.rules.tor.tor001_x import CHECK`, `import ...`), and the
+    import tor001_x`, `from trainmedic.rules.tor.tor001_x import OBSERVATION`, `import ...`), and the
     group packages it imports whole (`from trainmedic.rules import tor`: its findings, a list)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):

@@ -140,7 +140,7 @@ def test_catboost_guard_eval_set_is_train_and_late_best_iteration(split) -> None
 def test_rules_only_judge_the_eval_set_that_decides() -> None:
     def overlap(**data: object) -> GuardObservation:
         base = {"framework": "XGBoost", "call": 1, "eval_name": "train", "eval_rows": 100, "shared_rows": 100}
-        return GuardObservation(check=trn009.EVAL_OVERLAP_CHECK, data={**base, **data})
+        return GuardObservation(check=trn009.EVAL_OVERLAP_OBSERVATION, data={**base, **data})
 
     assert run_rules(RunRecord.of([overlap(decides=False)]), BOOSTING_RULES) == []
     assert run_rules(RunRecord.of([overlap(shared_rows=0, decides=True)]), BOOSTING_RULES) == []

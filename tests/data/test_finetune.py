@@ -258,7 +258,7 @@ def test_a_table_keeps_the_tabular_checks(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("cut", "dropped", "fires"), [(2, 0, False), (8, 2, True), (0, 3, True)])
 def test_the_guards_truncation_counts_pass_the_same_thresholds(cut: int, dropped: int, fires: bool) -> None:
     events = observed(
-        dat017.GUARD_CHECK, trainer="SFTTrainer", max_length=64, examples=200, cut=cut, dropped=dropped
+        dat017.GUARD_OBSERVATION, trainer="SFTTrainer", max_length=64, examples=200, cut=cut, dropped=dropped
     )
     assert ("DAT017" in codes([f.to_dict() for f in run_rules(RunRecord.of(events))])) is fires
 
@@ -266,7 +266,7 @@ def test_the_guards_truncation_counts_pass_the_same_thresholds(cut: int, dropped
 @pytest.mark.parametrize(("with_template", "fires"), [(0, True), (60, False)])
 def test_the_guards_template_mismatch_needs_most_examples_without_it(with_template: int, fires: bool) -> None:
     events = observed(
-        dat016.GUARD_CHECK,
+        dat016.GUARD_OBSERVATION,
         examples_checked=64,
         with_template=with_template,
         served_with="apply_chat_template",

@@ -12,9 +12,9 @@ from trainmedic.keras import check_sequence
 from trainmedic.record import RunRecord
 from trainmedic.rules.ker.ker001_sequence_too_short import sequence_too_short
 from trainmedic.rules.ker.ker002_sequence_len_huge import sequence_len_huge
-from trainmedic.rules.ker.ker003_history_epochs_mismatch import CHECK as FIT_END_CHECK
+from trainmedic.rules.ker.ker003_history_epochs_mismatch import OBSERVATION as FIT_END_OBSERVATION
 from trainmedic.rules.ker.ker003_history_epochs_mismatch import history_epochs_mismatch
-from trainmedic.rules.ker.ker004_single_unit_softmax import CHECK as OUTPUT_CHECK
+from trainmedic.rules.ker.ker004_single_unit_softmax import OBSERVATION as OUTPUT_OBSERVATION
 from trainmedic.rules.ker.ker004_single_unit_softmax import single_unit_softmax
 
 GIB = 2**30
@@ -31,7 +31,7 @@ def seq_input(t: float = 1.0, **data: object) -> GuardObservation:
 def fit_end(t: float = 9.0, **data: object) -> GuardObservation:
     base = {"completed": True, "epochs_requested": 3, "epochs_run": 3, "stopped_by": None}
     base.update(data)
-    return GuardObservation(check=FIT_END_CHECK, data=base, t=t, pid=1)
+    return GuardObservation(check=FIT_END_OBSERVATION, data=base, t=t, pid=1)
 
 
 def test_short_sequence_against_its_samples() -> None:
@@ -189,7 +189,7 @@ def test_predict_inside_an_epoch_end_callback_counts_as_an_evaluation_spike() ->
 def output(t: float = 1.0, **data: object) -> GuardObservation:
     base = {"layer": "dense_2", "layer_class": "Dense", "activation": "softmax", "units": 1}
     base.update(data)
-    return GuardObservation(check=OUTPUT_CHECK, data=base, t=t, pid=1)
+    return GuardObservation(check=OUTPUT_OBSERVATION, data=base, t=t, pid=1)
 
 
 def test_softmax_over_one_unit_is_reported_once_per_layer() -> None:

@@ -181,7 +181,7 @@ def _points(margins: list[float], *, loss: float | None = None, beta: float = 0.
         GuardObservation(
             t=0.0,
             pid=1,
-            check=trn014.SETUP_CHECK,
+            check=trn014.SETUP_OBSERVATION,
             data={"trainer": "DPOTrainer", "beta": beta, "loss_type": ["sigmoid"], "reference": "separate"},
             step=1,
         )
@@ -190,7 +190,9 @@ def _points(margins: list[float], *, loss: float | None = None, beta: float = 0.
         value = loss if loss is not None else math.log1p(math.exp(-m))
         data = {"loss": round(value, 4), "margins": m, "chosen": m / 2, "rejected": -m / 2, "accuracies": 0.5}
         events.append(
-            GuardObservation(t=float(i + 1), pid=1, check=trn014.LOG_CHECK, data=data, step=10 * (i + 1))
+            GuardObservation(
+                t=float(i + 1), pid=1, check=trn014.LOG_OBSERVATION, data=data, step=10 * (i + 1)
+            )
         )
     return events
 

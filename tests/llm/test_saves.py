@@ -31,7 +31,7 @@ from ..helpers import InstrumentedRun, run_instrumented
 pytest.importorskip("peft")
 
 HERE = Path(__file__).resolve().parent
-CHECKS = {tor015.RELOAD_CHECK, tor016.CHECK}
+CHECKS = {tor015.RELOAD_OBSERVATION, tor016.OBSERVATION}
 
 
 @pytest.fixture(scope="module")

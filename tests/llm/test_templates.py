@@ -172,9 +172,9 @@ def test_chat_template_on_both_sides_and_a_generous_max_length_are_quiet(
     assert [f.message for f in run_rules(run.record) if f.severity != "info"] == []
     assert max(s.step for s in run.record.steps) == 8
     # measured, not skipped: every sampled row carries the template, nothing was cut
-    [template] = _observed(run.record, templates.CHECK)
+    [template] = _observed(run.record, templates.OBSERVATION)
     assert template["with_template"] == template["examples_checked"] == 32
-    [truncated] = _observed(run.record, sft.CHECK)
+    [truncated] = _observed(run.record, sft.OBSERVATION)
     expected = {"trainer": "SFTTrainer", "max_length": 256, "examples": 64, "cut": 0, "dropped": 0}
     assert truncated == {**expected, "sampled": 64}
 

@@ -22,12 +22,12 @@ TRAIN_FEATURES = {"root": 5, "nodes": [1, 3, 5]}  # made from TRAIN
 
 def fit(estimator: str, role: str, plan: dict[str, Any], within: str | None = None) -> GuardObservation:
     data = {"estimator": estimator, "role": role, "within": within, "plan": plan}
-    return GuardObservation(pid=7, check=mllib.FIT_CHECK, data=data)
+    return GuardObservation(pid=7, check=mllib.FIT_OBSERVATION, data=data)
 
 
 def split(plan: dict[str, Any], parts: list[int], method: str = "randomSplit") -> GuardObservation:
     data = {"method": method, "weights": [0.8, 0.2] if parts else None, "plan": plan, "parts": parts}
-    return GuardObservation(pid=7, check=mllib.SPLIT_CHECK, data=data)
+    return GuardObservation(pid=7, check=mllib.SPLIT_OBSERVATION, data=data)
 
 
 def evaluate(plan: dict[str, Any], value: float = 0.97) -> GuardObservation:
@@ -37,7 +37,7 @@ def evaluate(plan: dict[str, Any], value: float = 0.97) -> GuardObservation:
         "value": value,
         "plan": plan,
     }
-    return GuardObservation(pid=7, check=mllib.EVALUATE_CHECK, data=data)
+    return GuardObservation(pid=7, check=mllib.EVALUATE_OBSERVATION, data=data)
 
 
 def dat014(*events: GuardObservation) -> list[Any]:

@@ -30,7 +30,7 @@ def test_a_float16_save_that_overflows_is_found_and_the_float32_one_is_not(tmp_p
             optimizer.zero_grad()
         torch.save(model.state_dict(), tmp_path / "fp32.pt")
         torch.save({k: v.half() for k, v in model.state_dict().items()}, tmp_path / "fp16.pt")
-    seen = [e for e in guard.events if getattr(e, "check", None) == tor015.RELOAD_CHECK]
+    seen = [e for e in guard.events if getattr(e, "check", None) == tor015.RELOAD_OBSERVATION]
     (only,) = seen
     assert Path(only.data["path"]).name == "fp16.pt"
     assert only.data["kind"] == tor015.NONFINITE
@@ -46,7 +46,7 @@ def test_save_checks_turn_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     with tm.guard() as guard:
         assert not hasattr(torch.save, "__wrapped__")
         torch.save({"w": torch.full((2,), float("inf"))}, tmp_path / "inf.pt")
-    assert [e for e in guard.events if getattr(e, "check", None) == tor015.RELOAD_CHECK] == []
+    assert [e for e in guard.events if getattr(e, "check", None) == tor015.RELOAD_OBSERVATION] == []
     monkeypatch.delenv("TRAINMEDIC_SAVE_CHECKS")
     with tm.guard():
         assert hasattr(torch.save, "__wrapped__")  # on by default
@@ -87,7 +87,7 @@ def test_a_lightning_checkpoint_of_a_diverged_module_is_found(tmp_path: Path) ->
     with tm.guard() as guard:
         trainer.fit(Regressor(), loader)
         trainer.save_checkpoint(tmp_path / "diverged.ckpt")
-    (seen,) = [e for e in guard.events if getattr(e, "check", None) == tor015.RELOAD_CHECK]
+    (seen,) = [e for e in guard.events if getattr(e, "check", None) == tor015.RELOAD_OBSERVATION]
     assert Path(seen.data["path"]).name == "diverged.ckpt"
     assert seen.data["kind"] == tor015.NONFINITE
     assert seen.data["nonfinite"] == seen.data["total"] == 4

@@ -121,7 +121,7 @@ class RoundWatch:
                     self.train_names.add(name)
             self.emit(
                 GuardObservation(
-                    check=trn009.EVAL_OVERLAP_CHECK,
+                    check=trn009.EVAL_OVERLAP_OBSERVATION,
                     data={
                         "framework": self.framework,
                         "call": self.call,
@@ -148,7 +148,7 @@ class RoundWatch:
             return  # regression targets are not classes
         self.emit(
             GuardObservation(
-                check=dat009.BOOSTING_CHECK,
+                check=dat009.BOOSTING_OBSERVATION,
                 data={
                     "framework": self.framework,
                     "class_counts": {str(int(c)): int(n) for c, n in zip(classes, counts, strict=True)},
@@ -172,7 +172,7 @@ class RoundWatch:
                 best_value, best_index = (max if higher else min)(finite, key=lambda p: p[0])
                 self.emit(
                     GuardObservation(
-                        check=trn004.ROUNDS_CHECK,
+                        check=trn004.ROUNDS_OBSERVATION,
                         data={
                             "framework": self.framework,
                             "call": self.call,

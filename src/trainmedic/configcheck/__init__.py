@@ -12,7 +12,7 @@ from pathlib import Path
 from trainmedic.configcheck._normalise import load, recognise
 from trainmedic.errors import UsageError
 from trainmedic.events import GuardObservation
-from trainmedic.evidence.config_model import CONFIG_CHECK, HARDWARE_PRECISIONS, TrainingConfig
+from trainmedic.evidence.config_model import CONFIG_OBSERVATION, HARDWARE_PRECISIONS, TrainingConfig
 from trainmedic.findings import Finding
 from trainmedic.record import RunRecord
 from trainmedic.registry import rules_for, run_rules
@@ -41,7 +41,7 @@ _NODE_FLAGS = ("--nnodes", "--num_nodes", "--num-nodes", "--num_machines", "--nu
 
 def observation(config: TrainingConfig) -> GuardObservation:
     """The event that carries one config to the rules (and into a run's events.jsonl)."""
-    return GuardObservation(check=CONFIG_CHECK, data=config.to_data())
+    return GuardObservation(check=CONFIG_OBSERVATION, data=config.to_data())
 
 
 def check_config(

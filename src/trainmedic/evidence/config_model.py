@@ -1,7 +1,7 @@
 """The plain data the CFG rules read: a `TrainingConfig` per recognised file.
 
 `trainmedic.configcheck` reads a file into one and ships it as a
-`GuardObservation(check=CONFIG_CHECK)`; the CFG rules read it back
+`GuardObservation(check=CONFIG_OBSERVATION)`; the CFG rules read it back
 (`rules/_helpers/configs.py`).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-CONFIG_CHECK = "training_config"
+CONFIG_OBSERVATION = "training_config"
 
 # Hardware profiles of `--hardware`: which low precisions the device can run.
 HARDWARE_PRECISIONS: dict[str, frozenset[str]] = {

@@ -145,7 +145,7 @@ def last_training(events: list[E], index: Callable[[E], int]) -> list[E]:
 
 
 #: The torch guard's observation that another optimizer took the training over, from its step.
-HANDOVER_CHECK = "optimizer_handover"
+HANDOVER_OBSERVATION = "optimizer_handover"
 
 
 def since_handover(record: RunRecord, steps: list[Step]) -> list[Step]:
@@ -158,7 +158,7 @@ def since_handover(record: RunRecord, steps: list[Step]) -> list[Step]:
     """
     start: dict[tuple[int, int | None], int] = {}
     for obs in record.guard_observations:
-        if obs.check == HANDOVER_CHECK and obs.step is not None:
+        if obs.check == HANDOVER_OBSERVATION and obs.step is not None:
             key = (obs.pid, obs.rank)
             start[key] = max(start.get(key, obs.step), obs.step)
     if not start:

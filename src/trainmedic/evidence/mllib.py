@@ -8,7 +8,7 @@ another holds that one's root hash among its nodes. The findings' files pair the
 observations of one process; they own no finding of MLlib's own: DAT014 and TRN009 are the
 catalogue's, with MLlib's terms. Fits and evaluations inside a `CrossValidator` /
 `TrainValidationSplit` are per fold by construction and are not observed; the tuning itself
-is (`TUNING_CHECK`).
+is (`TUNING_OBSERVATION`).
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from typing import Any
 from trainmedic.record import RunRecord
 
 FRAMEWORK = "Spark MLlib"
-FIT_CHECK = "mllib_fit"  # {"estimator", "role", "within", "plan"}
-SPLIT_CHECK = "mllib_split"  # {"method", "weights", "plan", "parts": [root hashes]}
-EVALUATE_CHECK = "mllib_evaluate"  # {"evaluator", "metric", "value", "plan"}
-TUNING_CHECK = "mllib_tuning"  # {"tuner", "folds" | "train_ratio", "metric", "metrics", "best_params", ...}
+FIT_OBSERVATION = "mllib_fit"  # {"estimator", "role", "within", "plan"}
+SPLIT_OBSERVATION = "mllib_split"  # {"method", "weights", "plan", "parts": [root hashes]}
+EVALUATE_OBSERVATION = "mllib_evaluate"  # {"evaluator", "metric", "value", "plan"}
+# {"tuner", "folds" | "train_ratio", "metric", "metrics", "best_params", ...}
+TUNING_OBSERVATION = "mllib_tuning"
 
 # Roles of an estimator (trainmedic.spark._mllib_roles decides them from the class):
 # - statistics: learns numbers from the rows (scalers, Imputer, PCA, selectors, IDF, discretizers);

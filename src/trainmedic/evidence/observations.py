@@ -1,6 +1,6 @@
 """Names of guard observations that a collector sends and the rules read, where the two share
 nothing else. An observation whose data has a shape of its own keeps its name beside it
-(`config_model.CONFIG_CHECK`, `mllib`'s checks, `curves.HANDOVER_CHECK`).
+(`config_model.CONFIG_OBSERVATION`, `mllib`'s checks, `curves.HANDOVER_OBSERVATION`).
 """
 
 from __future__ import annotations

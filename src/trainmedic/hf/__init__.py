@@ -22,7 +22,7 @@ from trainmedic.findings import Finding
 from trainmedic.instrument import hooks
 from trainmedic.logged import logged_step
 from trainmedic.rules.tor import tor017_resume_state_lost as tor017
-from trainmedic.rules.trn.trn009_eval_set_is_train import EVAL_OVERLAP_CHECK
+from trainmedic.rules.trn.trn009_eval_set_is_train import EVAL_OVERLAP_OBSERVATION
 
 try:
     from transformers import TrainerCallback
@@ -92,7 +92,7 @@ class Guard(TrainerCallback):
             self.guard.monitor, "resume check", check_start, kwargs.get("model"), args, state, kwargs
         )
         if resumed:
-            self.guard.monitor.observe(tor017.CHECK, resumed)
+            self.guard.monitor.observe(tor017.OBSERVATION, resumed)
         by_steps = args.max_steps is not None and args.max_steps > 0
         self._emit(
             TrainingPlan(
@@ -180,7 +180,7 @@ class Guard(TrainerCallback):
                 eval_rows_total=eval_total, train_rows_compared=len(train_keys), train_rows_total=train_total
             )
         data["early_stopping"] = self.early_stopping
-        self._emit(GuardObservation(check=EVAL_OVERLAP_CHECK, data=data))
+        self._emit(GuardObservation(check=EVAL_OVERLAP_OBSERVATION, data=data))
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """`train()` returns: send the last steps' window now. Under `trainmedic run` the

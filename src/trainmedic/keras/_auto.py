@@ -37,8 +37,8 @@ from trainmedic.keras._errors import SequenceLenHugeError
 from trainmedic.keras._inspect import describe_input, describe_loss, describe_output
 from trainmedic.keras._recorder import FitRecorder, callback_pair
 from trainmedic.rules.ker import ker002_sequence_len_huge as ker002
-from trainmedic.rules.ker.ker004_single_unit_softmax import CHECK as OUTPUT_CHECK
-from trainmedic.rules.trn.trn003_not_learning import LOSS_FUNCTION_CHECK
+from trainmedic.rules.ker.ker004_single_unit_softmax import OBSERVATION as OUTPUT_OBSERVATION
+from trainmedic.rules.trn.trn003_not_learning import LOSS_FUNCTION_OBSERVATION
 
 PATCHED = "_trainmedic_patched"
 KER002_ENV = ker002.WARN_ENV  # "warn": report a huge sequence length but let fit run
@@ -155,7 +155,7 @@ def _prepare_fit(
     for found in described:
         sink(found)
     # A model that fit itself builds (no keras.Input) has no output yet: describe it once built.
-    missing = {LOSS_FUNCTION_CHECK, OUTPUT_CHECK} - {o.check for o in described}
+    missing = {LOSS_FUNCTION_OBSERVATION, OUTPUT_OBSERVATION} - {o.check for o in described}
 
     user_callbacks = arg("callbacks")
     recorder = FitRecorder(sink, framework=line, plan=info, user_callbacks=_as_list(user_callbacks))
@@ -196,10 +196,10 @@ def model_observations(model: Any, line: str) -> list[GuardObservation]:
     found = []
     loss = describe_loss(model)
     if loss is not None:
-        found.append(GuardObservation(check=LOSS_FUNCTION_CHECK, data={**loss, "framework": line}))
+        found.append(GuardObservation(check=LOSS_FUNCTION_OBSERVATION, data={**loss, "framework": line}))
     output = describe_output(model)
     if output is not None:
-        found.append(GuardObservation(check=OUTPUT_CHECK, data={**output, "framework": line}))
+        found.append(GuardObservation(check=OUTPUT_OBSERVATION, data={**output, "framework": line}))
     return found
 
 

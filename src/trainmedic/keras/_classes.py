@@ -13,8 +13,8 @@ from trainmedic.findings import Finding
 from trainmedic.keras._inspect import describe_input, describe_loss, describe_output
 from trainmedic.keras._recorder import FitRecorder, stopper_of
 from trainmedic.record import RunRecord
-from trainmedic.rules.ker.ker004_single_unit_softmax import CHECK as OUTPUT_CHECK
-from trainmedic.rules.trn.trn003_not_learning import LOSS_FUNCTION_CHECK
+from trainmedic.rules.ker.ker004_single_unit_softmax import OBSERVATION as OUTPUT_OBSERVATION
+from trainmedic.rules.trn.trn003_not_learning import LOSS_FUNCTION_OBSERVATION
 
 _BUILT: dict[str, dict[str, type]] = {}
 FIT_FRAME_DEPTH = 40  # how far up the stack the Guard looks for the fit call it runs in
@@ -96,13 +96,15 @@ def _guard_class(base: type, module: ModuleType) -> type:
             if loss is not None:
                 self._sink(
                     GuardObservation(
-                        check=LOSS_FUNCTION_CHECK, data={**loss, "framework": keras_line(module)}
+                        check=LOSS_FUNCTION_OBSERVATION, data={**loss, "framework": keras_line(module)}
                     )
                 )
             output = describe_output(self.model)
             if output is not None:
                 self._sink(
-                    GuardObservation(check=OUTPUT_CHECK, data={**output, "framework": keras_line(module)})
+                    GuardObservation(
+                        check=OUTPUT_OBSERVATION, data={**output, "framework": keras_line(module)}
+                    )
                 )
             cbs = given.get("callbacks")
             self._callbacks = list(getattr(cbs, "callbacks", cbs) or [])

@@ -23,7 +23,7 @@ from functools import wraps
 from typing import Any, TypeVar
 
 from trainmedic.events import Epoch, Event, GuardObservation, PhaseEnd, PhaseStart, Step, TrainingPlan
-from trainmedic.rules.ker.ker003_history_epochs_mismatch import CHECK as FIT_END_CHECK
+from trainmedic.rules.ker.ker003_history_epochs_mismatch import OBSERVATION as FIT_END_OBSERVATION
 
 STEP_INTERVAL_S = 1.0
 Sink = Callable[[Event], None]
@@ -211,7 +211,7 @@ class FitRecorder:
         initial = int(self.plan.get("initial_epoch") or 0)
         self.sink(
             GuardObservation(
-                check=FIT_END_CHECK,
+                check=FIT_END_OBSERVATION,
                 epoch=self.epoch,
                 step=self.global_step,
                 data={

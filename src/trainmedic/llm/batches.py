@@ -256,8 +256,8 @@ class LabelWatch:
     def _settle(self) -> None:
         """Stop the counts whose finding the totals have settled (observed, or out of reach)."""
         counts, reported = self.totals.counts, self.monitor.reported
-        eos_done = tor011.settled(counts) or tor011.CHECK in reported
-        shift_done = tor013.settled(self.totals.evidence()) or tor013.CHECK in reported
+        eos_done = tor011.settled(counts) or tor011.OBSERVATION in reported
+        shift_done = tor013.settled(self.totals.evidence()) or tor013.OBSERVATION in reported
         for device, counting in list(self._countings.items()):
             self._countings[device] = Counting(
                 eos=None if eos_done else counting.eos,
@@ -318,8 +318,8 @@ class LabelWatch:
         verdicts = (
             (tor010.CHECK_ALL, tor010.judge_all(evidence)),
             (tor010.CHECK_SHARE, tor010.judge_share(evidence)),
-            (tor011.CHECK, tor011.judge(evidence, eos_known=bool(self.eos))),
-            (tor013.CHECK, tor013.judge(evidence, shifts_inside=self.shifts_inside)),
+            (tor011.OBSERVATION, tor011.judge(evidence, eos_known=bool(self.eos))),
+            (tor013.OBSERVATION, tor013.judge(evidence, shifts_inside=self.shifts_inside)),
         )
         for check, verdict in verdicts:
             if verdict:

@@ -235,7 +235,7 @@ class AdapterWatch:
             "other_trainable": len(self.others),
             "others_with_grad": list(self.others_with_grad),
         }
-        self.monitor.observe(tor012.CHECK, evidence, step=step)
+        self.monitor.observe(tor012.OBSERVATION, evidence, step=step)
 
     def _in_optimizers(self, params: list[Any]) -> set[int]:
         """The indices of `params` some optimizer holds (all, when the loop has none): a tensor
@@ -364,7 +364,7 @@ class NewRowsWatch:
             "checked_steps": list(self.checked_steps),
             "updates": updates,
         }
-        self.monitor.observe(tor014.CHECK, evidence, step=step)
+        self.monitor.observe(tor014.OBSERVATION, evidence, step=step)
 
     def _tokens(self, ids: list[int]) -> list[str] | None:
         try:

@@ -4,7 +4,7 @@
 `trainmedic.hf` is imported) wraps `DPOTrainer.compute_loss`. After TRL's own computation, on
 training batches, with a guard running:
 
-- once per trainer, the setup (`trn014.SETUP_CHECK`): `beta`, the loss types, their weights,
+- once per trainer, the setup (`trn014.SETUP_OBSERVATION`): `beta`, the loss types, their weights,
   `label_smoothing`, WPO weighting, and the reference model: `separate`, `shares_parameters`
   (a `ref_model` holding tensors of the policy: a shallow copy, a view; TRL refuses only the
   same object), `synced` (`sync_ref_model` with `ref_model_mixup_alpha` 1 every step: the
@@ -16,11 +16,11 @@ training batches, with a guard running:
   whose chosen row starts with the tokenizer's BOS twice (DAT020), against the BOS tokens a
   served prompt starts with (`data.finetune.bos.served_start`, the measure of `check data`),
   and the responses' lengths in tokens (`completion_mask`), chosen against rejected (DAT019);
-  sent as `trn014.PAIRS_CHECK`.
+  sent as `trn014.PAIRS_OBSERVATION`.
 
 `on_log`, called by `trainmedic.hf.Guard.on_log`, sends the metrics TRL adds to each training
 log (`rewards/margins`, `rewards/chosen`, `rewards/rejected`, `rewards/accuracies`, with the
-loss) as `trn014.LOG_CHECK`. The findings' files decide.
+loss) as `trn014.LOG_OBSERVATION`. The findings' files decide.
 
 Cost: per step, one Python call and a dictionary lookup; per checked batch, four element-wise
 comparisons of the batch's ids and masks, a row sum of the completion mask, and one read of a
@@ -110,7 +110,7 @@ def on_log(monitor: Any, step: int, logs: Mapping[str, Any] | None) -> None:
     if monitor is None or not logs or "rewards/margins" not in logs:
         return
     data = {name: logs[key] for key, name in LOG_KEYS.items() if isinstance(logs.get(key), (int, float))}
-    monitor.observe(trn014.LOG_CHECK, data, once=False, step=step)
+    monitor.observe(trn014.LOG_OBSERVATION, data, once=False, step=step)
 
 
 def _watch(trainer: Any, inputs: Any) -> None:
@@ -123,14 +123,14 @@ def _watch(trainer: Any, inputs: Any) -> None:
     watch = _watches.setdefault(trainer, _TrainerWatch())
     if not watch.setup_sent:
         watch.setup_sent = True
-        monitor.observe(trn014.SETUP_CHECK, setup(trainer), once=False, step=monitor.step)
+        monitor.observe(trn014.SETUP_OBSERVATION, setup(trainer), once=False, step=monitor.step)
     watch.calls += 1
     if watch.calls <= FIRST_BATCHES or watch.calls % EVERY_BATCHES == 0:
         if watch.bos is None:
             watch.bos = _bos(trainer)
         step = monitor.step + 1  # the optimizer step this batch is for, numbered as HF's global_step
         if _count_pairs(inputs, watch, step):
-            monitor.observe(trn014.PAIRS_CHECK, _pairs_evidence(watch), once=False, step=step)
+            monitor.observe(trn014.PAIRS_OBSERVATION, _pairs_evidence(watch), once=False, step=step)
 
 
 def setup(trainer: Any) -> dict[str, Any]:

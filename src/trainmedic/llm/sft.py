@@ -44,7 +44,7 @@ from typing import Any
 
 from trainmedic.rules.dat import dat017_completion_truncated as dat017
 
-CHECK = dat017.GUARD_CHECK
+OBSERVATION = dat017.GUARD_OBSERVATION
 IGNORE = -100  # the label transformers' losses ignore
 
 #: Examples rendered to count what truncation cuts (the rest is estimated from them).
@@ -116,13 +116,13 @@ def _observe(trainer: str, bound: dict[str, Any], prepared: Any) -> None:
     if monitor is None:
         _waiting[:] = [{"trainer": trainer, **counts}]  # the latest trainer's data set
     else:
-        monitor.observe(CHECK, {"trainer": trainer, **counts})
+        monitor.observe(OBSERVATION, {"trainer": trainer, **counts})
 
 
 def deliver(monitor: Any) -> None:
     """Observe the counts made before a guard ran on `monitor`, the one now attaching."""
     while _waiting:
-        monitor.observe(CHECK, _waiting.pop())
+        monitor.observe(OBSERVATION, _waiting.pop())
 
 
 def truncation_counts(

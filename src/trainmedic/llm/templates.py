@@ -53,7 +53,7 @@ from trainmedic.rules.dat import dat016_chat_template_mismatch as dat016
 if TYPE_CHECKING:
     from trainmedic.torch._interface import MonitorLike
 
-CHECK = dat016.GUARD_CHECK
+OBSERVATION = dat016.GUARD_OBSERVATION
 MAX_BATCHES = 8  # training forwards whose input_ids are kept: a few batches show a data set's format
 MAX_ROWS = 32  # rows decoded: enough to see a format that is uniform across a data set
 MAX_RENDERS = 4  # serving tokenizers remembered (the model's, a reloaded copy, a judge's...)
@@ -255,7 +255,7 @@ class TemplateWatch:
         self._judge(None)
 
     def _judge(self, step: int | None) -> None:
-        if CHECK in self.monitor.reported or not self.rows:
+        if OBSERVATION in self.monitor.reported or not self.rows:
             return
         for render in _renders:
             tokenizer = render.tokenizer()
@@ -274,7 +274,7 @@ class TemplateWatch:
                 "train_sample": texts[0][:SAMPLE_CHARS],
                 "served_sample": render.sample,
             }
-            self.monitor.observe(CHECK, data, step=step)
+            self.monitor.observe(OBSERVATION, data, step=step)
             return
 
     def _serves_this_model(self, tokenizer: Any) -> bool:

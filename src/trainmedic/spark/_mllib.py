@@ -28,7 +28,13 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from trainmedic.events import GuardObservation, Step
-from trainmedic.evidence.mllib import EVALUATE_CHECK, FIT_CHECK, SPLIT_CHECK, TUNING, TUNING_CHECK
+from trainmedic.evidence.mllib import (
+    EVALUATE_OBSERVATION,
+    FIT_OBSERVATION,
+    SPLIT_OBSERVATION,
+    TUNING,
+    TUNING_OBSERVATION,
+)
 from trainmedic.instrument import channel
 from trainmedic.spark._mllib_plans import plan_of
 from trainmedic.spark._mllib_roles import NO_ROLE, role_of
@@ -108,7 +114,7 @@ def _wrap_fit(original: Callable[..., Any]) -> Callable[..., Any]:
         name, outermost = type(self).__name__, _context.pipeline is None
         if role != NO_ROLE:
             facts = {"estimator": name, "role": role, "within": _context.pipeline}
-            _safely("fit", lambda: _observe(FIT_CHECK, facts, dataset), None)
+            _safely("fit", lambda: _observe(FIT_OBSERVATION, facts, dataset), None)
         with _context.fitting(name):
             model = original(self, dataset, params)
         if outermost and not isinstance(params, (list, tuple)):  # a PipelineModel: its stage's curve
@@ -122,9 +128,9 @@ def _wrap_fit(original: Callable[..., Any]) -> Callable[..., Any]:
 def _fit_tuner(original: Callable[..., Any], tuner: Any, dataset: Any, params: Any) -> Any:
     name = type(tuner).__name__
     facts = {"estimator": name, "role": TUNING, "within": _context.pipeline}
-    _safely("fit", lambda: _observe(FIT_CHECK, facts, dataset), None)
+    _safely("fit", lambda: _observe(FIT_OBSERVATION, facts, dataset), None)
     split: dict[str, Any] = {"method": name, "weights": None, "parts": []}
-    _safely("split", lambda: _observe(SPLIT_CHECK, split, dataset), None)
+    _safely("split", lambda: _observe(SPLIT_OBSERVATION, split, dataset), None)
     with _context.tuner():
         fitted = original(tuner, dataset, params)
     if not isinstance(params, (list, tuple)):
@@ -134,7 +140,7 @@ def _fit_tuner(original: Callable[..., Any], tuner: Any, dataset: Any, params: A
 
 
 def _emit_tuning(tuner: Any, fitted: Any) -> None:
-    channel.emit(GuardObservation(check=TUNING_CHECK, data=tuning_facts(tuner, fitted)))
+    channel.emit(GuardObservation(check=TUNING_OBSERVATION, data=tuning_facts(tuner, fitted)))
 
 
 def _emit_curve(model: Any) -> None:
@@ -158,7 +164,7 @@ def _wrap_random_split(original: Callable[..., Any]) -> Callable[..., Any]:
 def _observe_split(whole: Any, weights: Any, parts: Any) -> None:
     roots = [plan.root for plan in map(plan_of, parts) if plan is not None]
     facts = {"method": "randomSplit", "weights": [float(w) for w in weights], "parts": roots}
-    _observe(SPLIT_CHECK, facts, whole)
+    _observe(SPLIT_OBSERVATION, facts, whole)
 
 
 # -- Evaluator.evaluate --------------------------------------------------------------------------------
@@ -181,7 +187,7 @@ def _observe_evaluation(evaluator: Any, dataset: Any, value: Any) -> None:
         "metric": str(getter()) if callable(getter) else None,
         "value": float(value) if isinstance(value, (int, float)) else None,
     }
-    _observe(EVALUATE_CHECK, facts, dataset)
+    _observe(EVALUATE_OBSERVATION, facts, dataset)
 
 
 def install(_ml: ModuleType) -> None:

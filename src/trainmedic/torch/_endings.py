@@ -10,7 +10,7 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from trainmedic.evidence.curves import HANDOVER_CHECK
+from trainmedic.evidence.curves import HANDOVER_OBSERVATION
 from trainmedic.torch._manual import ParameterUpdates
 from trainmedic.torch._safety import contained, part_never_breaks, quiet
 
@@ -59,13 +59,13 @@ class Endings:
     def hand_over(self, optimizer: Any, state: OptState, steps: int) -> None:
         """Another optimizer took the training over from the primary, after `steps` of its own
         updates in a row (this one included): the run's steps go on by as many. An observation
-        (HANDOVER_CHECK) says from which step: the loss rules judge the new training from there."""
+        (HANDOVER_OBSERVATION) says from which step: the loss rules judge the new training from there."""
         monitor = self.monitor
         previous = monitor.primary() if monitor.primary is not None else None
         self._take_over(optimizer)
         state.steps = monitor.step + steps
         monitor.observe(
-            HANDOVER_CHECK,
+            HANDOVER_OBSERVATION,
             {
                 "optimizer": type(optimizer).__name__,
                 "previous": type(previous).__name__ if previous is not None else None,

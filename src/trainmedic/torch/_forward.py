@@ -47,7 +47,7 @@ from torch import nn
 from trainmedic.rules.tor import tor002_eval_mode_training as tor002
 from trainmedic.rules.tor import tor004_softmax_into_crossentropy as tor004
 from trainmedic.rules.tor import tor009_single_class_cross_entropy as tor009
-from trainmedic.rules.trn.trn003_not_learning import LOSS_FUNCTION_CHECK
+from trainmedic.rules.trn.trn003_not_learning import LOSS_FUNCTION_OBSERVATION
 from trainmedic.torch import _watchers
 from trainmedic.torch._safety import check_failed
 
@@ -107,7 +107,7 @@ class ForwardWatch:
         self.is_open = False
         if step is None:
             return
-        reported = tor004.CHECK in self.monitor.reported
+        reported = tor004.OBSERVATION in self.monitor.reported
         if self._ce is None and losses and self._graph_clean < _GRAPH_CLEAN_WINDOWS and not reported:
             self._ce = _softmax_in_graph(losses)
             self._graph_clean = 0 if self._ce is not None else self._graph_clean + 1
@@ -115,7 +115,7 @@ class ForwardWatch:
             self._eval_steps.append(step)
             if len(self._eval_steps) >= _REPORT_AFTER:
                 self.monitor.observe(
-                    tor002.CHECK,
+                    tor002.OBSERVATION,
                     {"modules": sorted(self._eval), "checked_steps": list(self._eval_steps)},
                     step=step,
                 )
@@ -123,7 +123,7 @@ class ForwardWatch:
             self._single_steps.append(step)
             if len(self._single_steps) >= _REPORT_AFTER:
                 self.monitor.observe(
-                    tor009.CHECK,
+                    tor009.OBSERVATION,
                     {**self._single, "checked_steps": list(self._single_steps)},
                     step=step,
                 )
@@ -134,14 +134,14 @@ class ForwardWatch:
             self._ce_steps.append(step)
             if len(self._ce_steps) >= _REPORT_AFTER:
                 self.monitor.observe(
-                    tor004.CHECK,
+                    tor004.OBSERVATION,
                     {**self._ce, "checked_steps": list(self._ce_steps)},
                     step=step,
                 )
 
     def note_loss(self, loss: Any) -> None:
         """Just before backward on a watched step: read what only the live graph still holds."""
-        if self._single is None and tor009.CHECK not in self.monitor.reported:
+        if self._single is None and tor009.OBSERVATION not in self.monitor.reported:
             self._single = _single_class_log_softmax(loss)
         if not self._classes_settled and self._classes != _MIXED:
             classes = _cross_entropy_classes(loss)
@@ -161,7 +161,7 @@ class ForwardWatch:
         if len(self._classes_steps) >= _REPORT_AFTER:
             self._classes_settled = True
             self.monitor.observe(
-                LOSS_FUNCTION_CHECK,
+                LOSS_FUNCTION_OBSERVATION,
                 {
                     "classes": self._classes,
                     "loss": "cross_entropy",

@@ -75,7 +75,7 @@ class LoopHygiene:
         if not tor005.epoch_not_set(epochs, bool(getattr(sampler, "shuffle", False))):
             return
         self.monitor.observe(
-            tor005.CHECK,
+            tor005.OBSERVATION,
             {
                 "iterations": len(training_passes),
                 "epoch": training_passes[-1][0],
@@ -103,7 +103,7 @@ class LoopHygiene:
             state = opts.get(inner)
         if state is None or state.steps == 0:
             self.monitor.observe(
-                tor006.CHECK,
+                tor006.OBSERVATION,
                 {
                     "scheduler": type(scheduler).__name__,
                     "optimizer": type(optimizer).__name__,
@@ -120,7 +120,7 @@ class LoopHygiene:
         groups = getattr(optimizer, "param_groups", None) or [{}]
         base = groups[0].get("initial_lr")
         self.monitor.observe(
-            trn012.CHECK,
+            trn012.OBSERVATION,
             {
                 "scheduler": type(scheduler).__name__,
                 "optimizer": type(optimizer).__name__,
@@ -146,7 +146,7 @@ class LoopHygiene:
         state.zero_checked_step = step
         if state.not_zeroed >= self.monitor.patience:
             self.monitor.observe(
-                tor003.CHECK,
+                tor003.OBSERVATION,
                 {
                     "steps_without_zeroing": state.not_zeroed,
                     "parameter": state.probe_name,
@@ -174,7 +174,7 @@ class LoopHygiene:
         if state.never_grad:
             names = [self.names.name_of_id(optimizer, pid) for pid in sorted(state.never_grad)]
             monitor.observe(
-                tor001.WITHOUT_GRAD_CHECK,
+                tor001.WITHOUT_GRAD_OBSERVATION,
                 {"count": len(names), "params": names[:20], "checked_steps": list(state.checked_steps)},
                 step=step,
             )
@@ -188,7 +188,7 @@ class LoopHygiene:
                 seen.add(id(p))
         if missing:
             monitor.observe(
-                tor001.NOT_IN_OPTIMIZER_CHECK,
+                tor001.NOT_IN_OPTIMIZER_OBSERVATION,
                 {
                     "count": len(missing),
                     "numel": sum(n for _, n in missing),

@@ -105,7 +105,7 @@ def observe(monitor: MonitorLike, model: Any, state_dict: Any, result: Any, call
         "unexpected_examples": unexpected[:MAX_EXAMPLES],
         "nested": nested(state_dict, unexpected),
     }
-    monitor.observe(tor015.CHECK, evidence, step=monitor.step or None)
+    monitor.observe(tor015.OBSERVATION, evidence, step=monitor.step or None)
 
 
 def best_renaming(missing: list[str], unexpected: list[str]) -> Renaming:

@@ -31,7 +31,7 @@ import torch
 from trainmedic.events import FindingRaised
 from trainmedic.instrument import channel
 from trainmedic.rules.trn import trn001_nonfinite_loss as trn001
-from trainmedic.rules.trn.trn003_not_learning import MEAN_PREDICTION_CHECK
+from trainmedic.rules.trn.trn003_not_learning import MEAN_PREDICTION_OBSERVATION
 from trainmedic.torch._reads import all_finite, floats, loss_sum
 from trainmedic.torch._safety import NonFiniteLossError, part_never_breaks
 
@@ -198,7 +198,7 @@ class MeanPrediction:
         errors = iter(read[1:])
         loss_sum = sum(e if not isinstance(e, torch.Tensor) else next(errors) for _, _, e in pending)
         self.monitor.observe(
-            MEAN_PREDICTION_CHECK,
+            MEAN_PREDICTION_OBSERVATION,
             {
                 "loss": "mse",
                 "first_step": pending[0][0],

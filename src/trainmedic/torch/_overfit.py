@@ -59,7 +59,7 @@ def overfit_batch(
             losses.append(loss.detach())
     values = torch.stack(losses).float().tolist() if losses else [float("nan")]
     observation = GuardObservation(
-        check=trn006.CHECK,
+        check=trn006.OBSERVATION,
         rank=channel.current_rank(),
         data={
             "initial_loss": values[0],

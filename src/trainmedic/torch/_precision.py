@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import torch
-from trainmedic.rules.trn.trn013_updates_below_precision import CHECK
+from trainmedic.rules.trn.trn013_updates_below_precision import OBSERVATION
 from trainmedic.torch._reads import as_float
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class PrecisionWatch:
         dtype = self.before[0][0].dtype
         groups = getattr(optimizer, "param_groups", [{}])
         self.monitor.observe(
-            CHECK,
+            OBSERVATION,
             {
                 "dtype": str(dtype).removeprefix("torch."),
                 "resolution": torch.finfo(dtype).eps / 2,

@@ -189,7 +189,7 @@ def _compare(monitor: MonitorLike, optimizer: Any, saved: Saved, loaded: set[str
     losses = monitor.losses
     if losses:
         evidence["resumed_loss"] = _float(losses[-1])
-    monitor.observe(tor017.CHECK, evidence, step=monitor.step or None)
+    monitor.observe(tor017.OBSERVATION, evidence, step=monitor.step or None)
 
 
 def read_checkpoint(checkpoint: Mapping[str, Any], name: str) -> Saved | None:

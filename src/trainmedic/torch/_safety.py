@@ -61,7 +61,7 @@ def contained(monitor: Any, where: str, call: Callable[..., R], *args: Any, **kw
 
 def check_failed(monitor: Any, where: str, exc: Exception, *, guard_off: bool = False) -> None:
     """Say a failure once per place: one line on stderr, one `guard_check_failed` observation."""
-    said = f"{run011.CHECK}:{where}"
+    said = f"{run011.OBSERVATION}:{where}"
     if said in monitor.reported:
         return
     monitor.reported.add(said)
@@ -69,7 +69,7 @@ def check_failed(monitor: Any, where: str, exc: Exception, *, guard_off: bool = 
     sys.stderr.write(f"trainmedic: PyTorch guard {what} by an internal error in {where}: {exc!r}\n")
     data = {"part": where, "error": repr(exc)[:300], "guard_off": guard_off, "step": monitor.step}
     with contextlib.suppress(Exception):  # a sink that fails too: stderr has said it
-        monitor.observe(run011.CHECK, data, once=False, step=monitor.step or None)
+        monitor.observe(run011.OBSERVATION, data, once=False, step=monitor.step or None)
 
 
 def turn_off(monitor: Any, where: str, exc: Exception) -> None:

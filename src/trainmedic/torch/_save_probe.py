@@ -130,7 +130,7 @@ def after_merge(
         "dtype": dtype,
         **measure,
     }
-    monitor.observe(tor015.RELOAD_CHECK, evidence, once=False, step=monitor.step or None)
+    monitor.observe(tor015.RELOAD_OBSERVATION, evidence, once=False, step=monitor.step or None)
 
 
 def distance(got: Any, expected: Any) -> dict[str, float]:

@@ -39,7 +39,7 @@ def observe(monitor: MonitorLike, job: Job, result: Mapping[str, Any]) -> None:
     )
     if emptiness is not None:
         monitor.observe(
-            tor016.CHECK,
+            tor016.OBSERVATION,
             {**base, "reason": emptiness, "trained_steps": monitor.step, **_tensor_evidence(tensors)},
             once=False,
             step=job.step or None,
@@ -49,7 +49,7 @@ def observe(monitor: MonitorLike, job: Job, result: Mapping[str, Any]) -> None:
     if int(tensors.get("nonfinite", 0)) or (int(tensors.get("empty", 0)) and not adapter):
         kind = tor015.NONFINITE if int(tensors.get("nonfinite", 0)) else tor015.EMPTY
         monitor.observe(
-            tor015.RELOAD_CHECK,
+            tor015.RELOAD_OBSERVATION,
             {**base, "kind": kind, **_tensor_evidence(tensors)},
             once=False,
             step=job.step or None,
@@ -57,7 +57,7 @@ def observe(monitor: MonitorLike, job: Job, result: Mapping[str, Any]) -> None:
         return
     if result.get("reload_error"):
         evidence = {**base, "kind": tor015.RELOAD_FAILED, "error": result["reload_error"], "saved": job.kind}
-        monitor.observe(tor015.RELOAD_CHECK, evidence, once=False, step=job.step or None)
+        monitor.observe(tor015.RELOAD_OBSERVATION, evidence, once=False, step=job.step or None)
         return
     if "max_abs_diff" in result:
         measure = {k: float(result[k]) for k in ("max_abs_diff", "output_scale", "argmax_agree")}
@@ -70,7 +70,7 @@ def observe(monitor: MonitorLike, job: Job, result: Mapping[str, Any]) -> None:
                 "dtype": spec.get("dtype"),
                 **measure,
             }
-            monitor.observe(tor015.RELOAD_CHECK, evidence, once=False, step=job.step or None)
+            monitor.observe(tor015.RELOAD_OBSERVATION, evidence, once=False, step=job.step or None)
 
 
 def _tensor_evidence(tensors: Mapping[str, Any]) -> dict[str, Any]:
@@ -102,7 +102,7 @@ def check_tokenizers(monitor: MonitorLike, folders: Mapping[str, set[str]]) -> N
             "where": "",
             "template_chars": len(next(iter(templates))),
         }
-        monitor.observe(tor015.RELOAD_CHECK, evidence, once=False)
+        monitor.observe(tor015.RELOAD_OBSERVATION, evidence, once=False)
 
 
 def saved_template(folder: Path) -> str | None:

@@ -27,7 +27,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
-from trainmedic.rules.trn.trn011_optimizer_steps_skipped import CHECK
+from trainmedic.rules.trn.trn011_optimizer_steps_skipped import OBSERVATION
 from trainmedic.torch._safety import part_never_breaks
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class ScalerWatch:
         if skipped and self._first_param is None:
             self.probe = True
         monitor.observe(
-            CHECK,
+            OBSERVATION,
             {
                 "iterations": iterations,
                 "skipped": skipped,

@@ -37,7 +37,7 @@ def observe_setup(monitor: MonitorLike, names: ParamNames, optimizer: Any) -> No
     )
     seed = torch.initial_seed()
     if tor008.unseeded(seed):
-        monitor.observe(tor008.CHECK, {"initial_seed": seed})
+        monitor.observe(tor008.OBSERVATION, {"initial_seed": seed})
     decayed = [
         (names.name(p), group["weight_decay"])
         for group in optimizer.param_groups
@@ -47,7 +47,7 @@ def observe_setup(monitor: MonitorLike, names: ParamNames, optimizer: Any) -> No
     ]
     if decayed:
         monitor.observe(
-            tor007.CHECK,
+            tor007.OBSERVATION,
             {
                 "weight_decay": decayed[0][1],
                 "count": len(decayed),

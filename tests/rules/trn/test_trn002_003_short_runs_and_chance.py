@@ -72,7 +72,9 @@ def test_chance_level_from_a_stated_class_count_allows_batch_scatter() -> None:
     rng = np.random.default_rng(0)
     values = [2.5, 2.38, *(math.log(10) + 0.03 * rng.standard_normal(30)).tolist()]
     stated = GuardObservation(
-        check=trn003.LOSS_FUNCTION_CHECK, data={"classes": 10, "source": "output layer of width 10"}, t=0.0
+        check=trn003.LOSS_FUNCTION_OBSERVATION,
+        data={"classes": 10, "source": "output layer of width 10"},
+        t=0.0,
     )
     record = RunRecord.of([stated, *sampled(values).events])
     [finding] = trn003.not_learning(record)
@@ -81,14 +83,14 @@ def test_chance_level_from_a_stated_class_count_allows_batch_scatter() -> None:
 
 
 def test_three_epochs_at_chance_with_the_classes_stated() -> None:
-    stated = GuardObservation(check=trn003.LOSS_FUNCTION_CHECK, data={"classes": 10}, t=-1.0)
+    stated = GuardObservation(check=trn003.LOSS_FUNCTION_OBSERVATION, data={"classes": 10}, t=-1.0)
     record = RunRecord.of([stated, *epochs(loss=[2.3314, 2.3014, 2.3024]).events])
     [finding] = trn003.not_learning(record)
     assert "over 3 epochs" in finding.message
 
 
 def test_a_slow_start_at_chance_that_then_learns_is_healthy() -> None:
-    stated = GuardObservation(check=trn003.LOSS_FUNCTION_CHECK, data={"classes": 10}, t=-1.0)
+    stated = GuardObservation(check=trn003.LOSS_FUNCTION_OBSERVATION, data={"classes": 10}, t=-1.0)
     values = [2.35] + [2.30] * 15 + np.linspace(2.28, 1.2, 20).tolist()
     record = RunRecord.of([stated, *sampled(values).events])
     assert trn003.not_learning(record) == []
@@ -102,7 +104,7 @@ def test_a_regression_loss_that_settles_near_2_30_is_not_chance() -> None:
 
 @pytest.mark.parametrize("seed", range(10))
 def test_healthy_classifier_curves_with_the_classes_stated_fire_nothing(seed: int) -> None:
-    stated = GuardObservation(check=trn003.LOSS_FUNCTION_CHECK, data={"classes": 10}, t=-1.0)
+    stated = GuardObservation(check=trn003.LOSS_FUNCTION_OBSERVATION, data={"classes": 10}, t=-1.0)
     record = RunRecord.of([stated, *steps(healthy_steps(seed)).events])
     assert [f.code for rule in CURVE_RULES for f in rule(record)] == []
 
@@ -131,10 +133,10 @@ def test_a_nan_on_one_rank_stays_a_nan() -> None:
 def test_a_loss_still_falling_through_chance_level_is_learning() -> None:
     """Binary cross-entropy of a slow learner: 0.73, 0.71, 0.69 passes ln 2 on its way down
     (a sharded PyDataset that saw 8 batches an epoch); and a long slow descent through ln 10."""
-    stated = GuardObservation(check=trn003.LOSS_FUNCTION_CHECK, data={"classes": 2}, t=-1.0)
+    stated = GuardObservation(check=trn003.LOSS_FUNCTION_OBSERVATION, data={"classes": 2}, t=-1.0)
     record = RunRecord.of([stated, *epochs(loss=[0.7346, 0.7080, 0.6851]).events])
     assert trn003.not_learning(record) == []
-    ten = GuardObservation(check=trn003.LOSS_FUNCTION_CHECK, data={"classes": 10}, t=-1.0)
+    ten = GuardObservation(check=trn003.LOSS_FUNCTION_OBSERVATION, data={"classes": 10}, t=-1.0)
     descent = np.linspace(2.349, 2.262, 40).tolist()
     assert trn003.not_learning(RunRecord.of([ten, *sampled(descent).events])) == []
 

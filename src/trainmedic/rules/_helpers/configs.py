@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainmedic.events import Event, GuardObservation
-from trainmedic.evidence.config_model import CONFIG_CHECK, TrainingConfig
+from trainmedic.evidence.config_model import CONFIG_OBSERVATION, TrainingConfig
 from trainmedic.findings import Finding, FindingSpec
 from trainmedic.record import RunRecord
 
@@ -20,7 +20,7 @@ def configs(record: RunRecord, role: str = "config") -> list[TrainingConfig]:
     return [
         TrainingConfig.from_data(obs.data)
         for obs in record.guard_observations
-        if obs.check == CONFIG_CHECK and obs.data.get("role", "config") == role
+        if obs.check == CONFIG_OBSERVATION and obs.data.get("role", "config") == role
     ]
 
 
@@ -52,6 +52,6 @@ def batch_evidence(cfg: TrainingConfig) -> dict[str, Any]:
 def observed(*checked: TrainingConfig) -> list[Event]:
     """The events a collector sends for these configs: what the CFG rules read (for examples)."""
     return [
-        GuardObservation(t=float(i), pid=100, check=CONFIG_CHECK, data=cfg.to_data())
+        GuardObservation(t=float(i), pid=100, check=CONFIG_OBSERVATION, data=cfg.to_data())
         for i, cfg in enumerate(checked)
     ]

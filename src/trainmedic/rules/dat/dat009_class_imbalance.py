@@ -9,7 +9,7 @@ Collectors:
   cross-validation is scored on, with the scoring it was given: it sends `ScoredClasses`; a
   scorer that stays informative under imbalance (`SUITABLE_IMBALANCE_SCORERS`) is no finding.
 - the boosters (`trainmedic._boosting`: XGBoost, LightGBM, CatBoost) count the target's classes
-  before training and send a `boosting_imbalance` observation (`BOOSTING_CHECK`) with whether
+  before training and send a `boosting_imbalance` observation (`BOOSTING_OBSERVATION`) with whether
   class or sample weights are set; `class_weights_missing` reads it.
 """
 
@@ -238,7 +238,7 @@ def judge(evidence: ClassCounts | ScoredClasses) -> list[Finding]:
 
 # -- the boosters (`trainmedic._boosting`): an unweighted imbalanced target ---------------------
 #: The boosters' observation of a classification target: class counts, ratio, weighted or not.
-BOOSTING_CHECK = "boosting_imbalance"
+BOOSTING_OBSERVATION = "boosting_imbalance"
 #: minority / majority class count below which unweighted boosting mostly learns the majority
 BOOSTING_IMBALANCE_RATIO = 0.1
 
@@ -246,7 +246,7 @@ BOOSTING_IMBALANCE_RATIO = 0.1
 def class_weights_missing(record: RunRecord) -> list[Finding]:
     """DAT009 (info) for a booster trained on imbalanced classes with no class or sample weights."""
     found: list[Finding] = []
-    for obs in [o.data for o in record.guard_observations if o.check == BOOSTING_CHECK]:
+    for obs in [o.data for o in record.guard_observations if o.check == BOOSTING_OBSERVATION]:
         ratio = obs.get("ratio")
         if obs.get("weighted") or not isinstance(ratio, (int, float)) or ratio >= BOOSTING_IMBALANCE_RATIO:
             continue

@@ -25,10 +25,10 @@ from itertools import combinations
 from typing import Any
 
 from trainmedic.evidence.mllib import (
-    FIT_CHECK,
+    FIT_OBSERVATION,
     FRAMEWORK,
     PREPROCESSING_ROLES,
-    SPLIT_CHECK,
+    SPLIT_OBSERVATION,
     STATISTICS,
     by_pid,
     plan,
@@ -323,9 +323,9 @@ def _name(fit: dict[str, Any]) -> str:
 def mllib_preprocessing_before_split(record: RunRecord) -> list[Finding]:
     """A preprocessing estimator fitted on rows that a split of the same process then sends to
     validation; one that learns categories only (indexing) is info."""
-    fits = by_pid(record, FIT_CHECK)
+    fits = by_pid(record, FIT_OBSERVATION)
     found: list[Finding] = []
-    for pid, splits in by_pid(record, SPLIT_CHECK).items():
+    for pid, splits in by_pid(record, SPLIT_OBSERVATION).items():
         preprocessing = [f for f in fits.get(pid, []) if f.get("role") in PREPROCESSING_ROLES]
         for split in splits:
             leaky = [f for f in preprocessing if _fitted_on_split_data(f, split)]

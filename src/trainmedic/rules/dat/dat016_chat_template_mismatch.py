@@ -8,7 +8,7 @@ Collectors:
   `TemplateFormats` with the majority of each side;
 - the in-process guard (`trainmedic.llm.templates`) sees a script train on text without the
   tokenizer's chat markers and then render prompts with `apply_chat_template`: it observes
-  `GUARD_CHECK` with `examples_checked`, `with_template` (training examples that carry the
+  `GUARD_OBSERVATION` with `examples_checked`, `with_template` (training examples that carry the
   tokenizer's markers), `served_with` and a sample of each side (<= 200 characters).
 """
 
@@ -24,7 +24,7 @@ from trainmedic.record import Rule, RunRecord
 from trainmedic.rules._helpers.guard import observation_rule, observed
 
 #: The guard's observation this finding words.
-GUARD_CHECK = "chat_template_mismatch"
+GUARD_OBSERVATION = "chat_template_mismatch"
 
 SAMPLE_CHARS = 200  # the most characters of a sample the evidence keeps
 
@@ -41,7 +41,7 @@ MAJORITY = 0.5
 def _guard_example() -> list[Event]:
     """Alpaca-style training text, prompts served through a ChatML chat template."""
     return observed(
-        GUARD_CHECK,
+        GUARD_OBSERVATION,
         examples_checked=64,
         with_template=0,
         served_with="apply_chat_template",
@@ -182,7 +182,7 @@ def message(evidence: Mapping[str, Any]) -> str:
     )
 
 
-_guard_rule = observation_rule(SPEC, GUARD_CHECK, message)
+_guard_rule = observation_rule(SPEC, GUARD_OBSERVATION, message)
 
 
 def guard_rule(record: RunRecord) -> list[Finding]:

@@ -5,7 +5,7 @@ Collectors:
   renders each example as TRL does (the chat template for `messages`, prompt + completion + EOS
   otherwise), counts the prompt's tokens against the whole example's and sends `Truncation`;
 - the in-process guard (`trainmedic.llm`) counts, for a trainer's `max_length`, the examples
-  whose completion is cut: it observes `GUARD_CHECK` with `trainer`, `max_length`,
+  whose completion is cut: it observes `GUARD_OBSERVATION` with `trainer`, `max_length`,
   `examples`, `cut` (completion partly cut) and `dropped` (completion entirely cut: the
   example dropped or fully masked).
 """
@@ -22,7 +22,7 @@ from trainmedic.record import Rule, RunRecord
 from trainmedic.rules._helpers.guard import observation_rule, observed
 
 #: The guard's observation this finding words.
-GUARD_CHECK = "completion_truncated"
+GUARD_OBSERVATION = "completion_truncated"
 
 # max_length is usually chosen as a high percentile of the lengths: cutting the longest few
 # examples is deliberate, so a finding needs more than that share to lose their completion...
@@ -42,7 +42,7 @@ PAIR_FIX = (
 
 def _guard_example() -> list[Event]:
     """SFTTrainer with max_length=64 on examples whose prompts alone are often longer."""
-    return observed(GUARD_CHECK, trainer="SFTTrainer", max_length=64, examples=200, cut=70, dropped=90)
+    return observed(GUARD_OBSERVATION, trainer="SFTTrainer", max_length=64, examples=200, cut=70, dropped=90)
 
 
 SPEC = FindingSpec(
@@ -133,7 +133,7 @@ def judge(evidence: Truncation) -> list[Finding]:
     return [SPEC.finding(f"{evidence.split}: {message(data)}", evidence=data, fix=PAIR_FIX)]
 
 
-_guard_rule = observation_rule(SPEC, GUARD_CHECK, message)
+_guard_rule = observation_rule(SPEC, GUARD_OBSERVATION, message)
 
 
 def guard_rule(record: RunRecord) -> list[Finding]:

@@ -6,7 +6,7 @@ pair's chosen response with its rejected one: word for word (the text; for conve
 pairs the messages, role and content), then with whitespace collapsed and case folded; it
 sends `IdenticalPairs`. The guard (`trainmedic.llm.preference`, on TRL's `DPOTrainer` under
 `trainmedic run` and `trainmedic.hf.Guard`) compares, on checked batches, each pair's chosen
-and rejected token ids as TRL built them and sends `GUARD_CHECK`: the same judge words it,
+and rejected token ids as TRL built them and sends `GUARD_OBSERVATION`: the same judge words it,
 the steps standing for the line numbers.
 """
 
@@ -23,7 +23,7 @@ from trainmedic.rules._helpers.finetune import FineTuneExample
 
 #: The guard's count of the pairs of the batches DPOTrainer built (`pairs`, `identical`,
 #: `identical_steps`), sent after each checked batch; the last one of a process holds its totals.
-GUARD_CHECK = "preference_pairs"
+GUARD_OBSERVATION = "preference_pairs"
 
 # No share threshold: a pair that states no preference is never what a data set means to hold,
 # and chance does not make two free-text responses equal; every such pair is reported.
@@ -118,7 +118,7 @@ def guard_rule(record: RunRecord) -> list[Finding]:
     last: dict[tuple[int, int | None], Mapping[str, Any]] = {}
     steps: dict[tuple[int, int | None], int | None] = {}
     for obs in record.guard_observations:
-        if obs.check == GUARD_CHECK:
+        if obs.check == GUARD_OBSERVATION:
             last[(obs.pid, obs.rank)] = obs.data
             steps[(obs.pid, obs.rank)] = obs.step
     found: list[Finding] = []

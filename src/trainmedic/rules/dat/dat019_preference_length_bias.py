@@ -5,7 +5,7 @@ split of preference pairs, the length in characters of each pair's chosen and re
 responses (the text of all their turns) and sends `LengthBias`: the pairs where the chosen is
 longer, where the rejected is, and the median ratio of the two lengths. The guard
 (`trainmedic.llm.preference`, on TRL's `DPOTrainer`) counts the same on its checked batches, in
-tokens (each side's `completion_mask`), and sends them in `dat018.GUARD_CHECK`'s observation:
+tokens (each side's `completion_mask`), and sends them in `dat018.GUARD_OBSERVATION`'s observation:
 the same judge, `unit` "tokens".
 """
 
@@ -19,7 +19,7 @@ from trainmedic.evidence.chance import CHANCE_P_VALUE
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
 from trainmedic.rules._helpers.finetune import FineTuneExample
-from trainmedic.rules.dat.dat018_identical_preference_pairs import GUARD_CHECK
+from trainmedic.rules.dat.dat018_identical_preference_pairs import GUARD_OBSERVATION
 
 # Longer answers are often the better ones (more complete, more careful), so a healthy set
 # prefers the longer response in more pairs than not. At this share the odds are 4 to 1: only
@@ -155,7 +155,7 @@ def guard_rule(record: RunRecord) -> list[Finding]:
     """The guard's totals of DPOTrainer's checked batches, per process, in tokens."""
     last: dict[tuple[int, int | None], GuardObservation] = {}
     for obs in record.guard_observations:
-        if obs.check == GUARD_CHECK and "chosen_longer" in obs.data:
+        if obs.check == GUARD_OBSERVATION and "chosen_longer" in obs.data:
             last[(obs.pid, obs.rank)] = obs
     found: list[Finding] = []
     for obs in last.values():

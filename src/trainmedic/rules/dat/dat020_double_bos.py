@@ -9,7 +9,7 @@ it sends `DoubleBos`. Conversational rows are left out: TRL renders and tokenize
 `apply_chat_template(tokenize=True)`, which adds no second BOS. The guard
 (`trainmedic.llm.preference`, on TRL's `DPOTrainer`) counts, on checked batches, the pairs
 whose token ids as TRL built them begin with the BOS id twice, with the same served start, and
-sends them in `dat018.GUARD_CHECK`'s observation (`double_bos`, `served_bos`...): the same judge.
+sends them in `dat018.GUARD_OBSERVATION`'s observation (`double_bos`, `served_bos`...): the same judge.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from trainmedic.evidence.examples import Located
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
 from trainmedic.rules._helpers.finetune import BOS_TEMPLATE_TOKENIZER, FineTuneExample
-from trainmedic.rules.dat.dat018_identical_preference_pairs import GUARD_CHECK
+from trainmedic.rules.dat.dat018_identical_preference_pairs import GUARD_OBSERVATION
 
 # No share threshold: a row starts with two BOS tokens only when its text already holds the BOS
 # the tokenizer adds again, never by chance, and each such row trains on a context the served
@@ -131,7 +131,7 @@ def guard_rule(record: RunRecord) -> list[Finding]:
     with BOS twice."""
     last: dict[tuple[int, int | None], tuple[Mapping[str, Any], int | None]] = {}
     for obs in record.guard_observations:
-        if obs.check == GUARD_CHECK and "double_bos" in obs.data:
+        if obs.check == GUARD_OBSERVATION and "double_bos" in obs.data:
             last[(obs.pid, obs.rank)] = (obs.data, obs.step)
     found: list[Finding] = []
     for (pid, rank), (data, step) in last.items():

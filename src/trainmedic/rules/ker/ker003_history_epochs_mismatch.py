@@ -21,7 +21,7 @@ from trainmedic.rules._helpers.keras import epochs_after, fit_input, integer, ob
 from trainmedic.rules._helpers.short_logs import short_log
 
 #: The fit recorder's observation when fit returns.
-CHECK = "keras_fit_end"
+OBSERVATION = "keras_fit_end"
 
 
 def _example() -> list[Event]:
@@ -32,7 +32,7 @@ def _example() -> list[Event]:
         GuardObservation(
             t=3.0,
             pid=100,
-            check=CHECK,
+            check=OBSERVATION,
             data={"epochs_requested": 3, "epochs_run": 1, "completed": True, "steps_per_epoch": 10},
         ),
     ]
@@ -100,7 +100,7 @@ def message(evidence: Mapping[str, Any]) -> str:
 def history_epochs_mismatch(record: RunRecord) -> list[Finding]:
     found = []
     inputs = observations(record, KERAS_INPUT)
-    for end in observations(record, CHECK):
+    for end in observations(record, OBSERVATION):
         data = end.data
         requested, ran = integer(data, "epochs_requested"), integer(data, "epochs_run")
         initial = integer(data, "initial_epoch") or 0

@@ -17,7 +17,7 @@ from trainmedic.record import Rule, RunRecord
 from trainmedic.rules._helpers.keras import integer, observations
 
 #: The integration's observation of the built model's last layer.
-CHECK = "keras_output"
+OBSERVATION = "keras_output"
 
 
 def _example() -> list[Event]:
@@ -26,7 +26,7 @@ def _example() -> list[Event]:
         GuardObservation(
             t=1.0,
             pid=100,
-            check=CHECK,
+            check=OBSERVATION,
             data={
                 "layer": "dense_1",
                 "layer_class": "Dense",
@@ -84,7 +84,7 @@ def message(evidence: Mapping[str, Any]) -> str:
 def single_unit_softmax(record: RunRecord) -> list[Finding]:
     found = []
     seen: set[tuple[int, object]] = set()  # one finding per layer and process, however many fits
-    for obs in observations(record, CHECK):
+    for obs in observations(record, OBSERVATION):
         data = obs.data
         if not is_single_unit_softmax(data) or (obs.pid, data.get("layer")) in seen:
             continue

@@ -18,13 +18,13 @@ from trainmedic.record import Rule, RunRecord
 from trainmedic.rules._helpers.guard import observed, ranks_of, where
 
 #: The guard's observation this finding words.
-CHECK = "guard_check_failed"
+OBSERVATION = "guard_check_failed"
 
 
 def _example() -> list[Event]:
     """The gradient norms of a check failed on a tensor type the guard does not know."""
     return observed(
-        CHECK, part="grad_norms", error="NotImplementedError('no norm')", guard_off=False, step=40
+        OBSERVATION, part="grad_norms", error="NotImplementedError('no norm')", guard_off=False, step=40
     )
 
 
@@ -50,7 +50,7 @@ SPEC = FindingSpec(
 
 def guard_check_failed(record: RunRecord) -> list[Finding]:
     """One info for the run: every place that failed, the ranks, whether the guard stopped."""
-    seen: list[GuardObservation] = [o for o in record.guard_observations if o.check == CHECK]
+    seen: list[GuardObservation] = [o for o in record.guard_observations if o.check == OBSERVATION]
     if not seen:
         return []
     checks: dict[str, dict[str, Any]] = {}

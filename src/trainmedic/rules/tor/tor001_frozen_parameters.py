@@ -20,8 +20,8 @@ from trainmedic.rules._helpers.guard import names, observation_rule, observed
 from trainmedic.rules.tor import tor012_adapters_not_learning as tor012
 
 #: The guard's observations this finding words.
-NOT_IN_OPTIMIZER_CHECK = "params_not_in_optimizer"
-WITHOUT_GRAD_CHECK = "params_without_grad"
+NOT_IN_OPTIMIZER_OBSERVATION = "params_not_in_optimizer"
+WITHOUT_GRAD_OBSERVATION = "params_without_grad"
 
 # PEFT (LoRA, IA3, prompt tuning...) names its trainable tensors after the adapter:
 # `base_model.model.<module>.lora_A.<adapter>.weight`, `...ia3_l.<adapter>`, `modules_to_save.<adapter>`.
@@ -46,7 +46,7 @@ _PEFT_FIX = (
 def _example() -> list[Event]:
     """optimizer = SGD(model.head.parameters()): the backbone's tensors are in no optimizer."""
     return observed(
-        NOT_IN_OPTIMIZER_CHECK,
+        NOT_IN_OPTIMIZER_OBSERVATION,
         count=2,
         numel=4_718_592,
         params=["backbone.conv1.weight", "backbone.conv1.bias"],
@@ -118,7 +118,7 @@ def message_without_grad(evidence: Mapping[str, Any]) -> str:
     )
 
 
-_without_grad = observation_rule(SPEC, WITHOUT_GRAD_CHECK, message_without_grad)
+_without_grad = observation_rule(SPEC, WITHOUT_GRAD_OBSERVATION, message_without_grad)
 
 
 def without_grad(record: RunRecord) -> list[Finding]:
@@ -127,7 +127,7 @@ def without_grad(record: RunRecord) -> list[Finding]:
     explained = {
         name
         for o in record.guard_observations
-        if o.check == tor012.CHECK
+        if o.check == tor012.OBSERVATION
         for name in o.data.get("params", [])
     }
     found = _without_grad(record)
@@ -138,7 +138,11 @@ def without_grad(record: RunRecord) -> list[Finding]:
 
 RULES: tuple[Rule, ...] = (
     observation_rule(
-        SPEC, NOT_IN_OPTIMIZER_CHECK, message_not_in_optimizer, fix_not_in_optimizer, derived=peft_adapter
+        SPEC,
+        NOT_IN_OPTIMIZER_OBSERVATION,
+        message_not_in_optimizer,
+        fix_not_in_optimizer,
+        derived=peft_adapter,
     ),
     without_grad,
 )

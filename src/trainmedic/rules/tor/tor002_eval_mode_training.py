@@ -17,12 +17,12 @@ from trainmedic.record import Rule
 from trainmedic.rules._helpers.guard import names, observation_rule, observed
 
 #: The guard's observation this finding words.
-CHECK = "eval_mode_training"
+OBSERVATION = "eval_mode_training"
 
 
 def _example() -> list[Event]:
     """model.eval() before the loop and never model.train(): dropout off in every step."""
-    return observed(CHECK, modules=["dropout", "bn1"], checked_steps=[10, 20, 30])
+    return observed(OBSERVATION, modules=["dropout", "bn1"], checked_steps=[10, 20, 30])
 
 
 SPEC = FindingSpec(
@@ -46,4 +46,4 @@ def message(evidence: Mapping[str, Any]) -> str:
     )
 
 
-RULES: tuple[Rule, ...] = (observation_rule(SPEC, CHECK, message),)
+RULES: tuple[Rule, ...] = (observation_rule(SPEC, OBSERVATION, message),)

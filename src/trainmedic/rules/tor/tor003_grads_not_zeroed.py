@@ -18,12 +18,12 @@ from trainmedic.record import Rule
 from trainmedic.rules._helpers.guard import observation_rule, observed
 
 #: The guard's observation this finding words.
-CHECK = "grads_not_zeroed"
+OBSERVATION = "grads_not_zeroed"
 
 
 def _example() -> list[Event]:
     """No optimizer.zero_grad(): the gradient of fc.weight grows over 8 steps."""
-    return observed(CHECK, steps_without_zeroing=8, optimizer="SGD", parameter="fc.weight")
+    return observed(OBSERVATION, steps_without_zeroing=8, optimizer="SGD", parameter="fc.weight")
 
 
 SPEC = FindingSpec(
@@ -52,4 +52,4 @@ def message(evidence: Mapping[str, Any]) -> str:
     )
 
 
-RULES: tuple[Rule, ...] = (observation_rule(SPEC, CHECK, message),)
+RULES: tuple[Rule, ...] = (observation_rule(SPEC, OBSERVATION, message),)

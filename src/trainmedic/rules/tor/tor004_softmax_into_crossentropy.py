@@ -19,12 +19,12 @@ from trainmedic.record import Rule
 from trainmedic.rules._helpers.guard import observation_rule, observed
 
 #: The guard's observation this finding words.
-CHECK = "softmax_into_crossentropy"
+OBSERVATION = "softmax_into_crossentropy"
 
 
 def _example() -> list[Event]:
     """CrossEntropyLoss()(softmax(logits), y): every input row already sums to 1."""
-    return observed(CHECK, input_kind="probabilities", checked_steps=[10, 20, 30])
+    return observed(OBSERVATION, input_kind="probabilities", checked_steps=[10, 20, 30])
 
 
 SPEC = FindingSpec(
@@ -51,4 +51,4 @@ def message(evidence: Mapping[str, Any]) -> str:
     )
 
 
-RULES: tuple[Rule, ...] = (observation_rule(SPEC, CHECK, message),)
+RULES: tuple[Rule, ...] = (observation_rule(SPEC, OBSERVATION, message),)

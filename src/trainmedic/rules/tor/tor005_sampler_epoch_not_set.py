@@ -19,14 +19,14 @@ from trainmedic.record import Rule
 from trainmedic.rules._helpers.guard import observation_rule, observed
 
 #: The guard's observation this finding words.
-CHECK = "sampler_epoch_not_set"
+OBSERVATION = "sampler_epoch_not_set"
 #: Training passes over the sampler needed to see that its epoch stays the same.
 MIN_PASSES = 2
 
 
 def _example() -> list[Event]:
     """A DistributedSampler iterated for 5 epochs without set_epoch."""
-    return observed(CHECK, iterations=5, epoch=0)
+    return observed(OBSERVATION, iterations=5, epoch=0)
 
 
 SPEC = FindingSpec(
@@ -58,4 +58,4 @@ def message(evidence: Mapping[str, Any]) -> str:
     )
 
 
-RULES: tuple[Rule, ...] = (observation_rule(SPEC, CHECK, message),)
+RULES: tuple[Rule, ...] = (observation_rule(SPEC, OBSERVATION, message),)

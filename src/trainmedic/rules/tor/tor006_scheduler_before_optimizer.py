@@ -15,12 +15,12 @@ from trainmedic.record import Rule
 from trainmedic.rules._helpers.guard import observation_rule, observed
 
 #: The guard's observation this finding words.
-CHECK = "scheduler_before_optimizer"
+OBSERVATION = "scheduler_before_optimizer"
 
 
 def _example() -> list[Event]:
     """scheduler.step() before the first optimizer.step()."""
-    return observed(CHECK, scheduler="StepLR", optimizer="SGD")
+    return observed(OBSERVATION, scheduler="StepLR", optimizer="SGD")
 
 
 SPEC = FindingSpec(
@@ -48,4 +48,4 @@ def message(evidence: Mapping[str, Any]) -> str:
     )
 
 
-RULES: tuple[Rule, ...] = (observation_rule(SPEC, CHECK, message),)
+RULES: tuple[Rule, ...] = (observation_rule(SPEC, OBSERVATION, message),)

@@ -17,12 +17,12 @@ from trainmedic.record import Rule
 from trainmedic.rules._helpers.guard import names, observation_rule, observed
 
 #: The guard's observation this finding words.
-CHECK = "decay_on_norm_bias"
+OBSERVATION = "decay_on_norm_bias"
 
 
 def _example() -> list[Event]:
     """AdamW(model.parameters(), weight_decay=0.1): biases and LayerNorm weights decay too."""
-    return observed(CHECK, weight_decay=0.1, count=2, params=["ln.weight", "fc.bias"])
+    return observed(OBSERVATION, weight_decay=0.1, count=2, params=["ln.weight", "fc.bias"])
 
 
 SPEC = FindingSpec(
@@ -46,4 +46,4 @@ def message(evidence: Mapping[str, Any]) -> str:
     )
 
 
-RULES: tuple[Rule, ...] = (observation_rule(SPEC, CHECK, message),)
+RULES: tuple[Rule, ...] = (observation_rule(SPEC, OBSERVATION, message),)

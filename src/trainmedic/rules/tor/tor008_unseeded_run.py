@@ -16,14 +16,14 @@ from trainmedic.record import Rule
 from trainmedic.rules._helpers.guard import observation_rule, observed
 
 #: The guard's observation this finding words.
-CHECK = "unseeded"
+OBSERVATION = "unseeded"
 #: torch seeds itself with a random 64-bit value at start-up; seeds people pick are small.
 RANDOM_SEED_FROM = 2**32
 
 
 def _example() -> list[Event]:
     """No torch.manual_seed: the initial seed is the start-up value."""
-    return observed(CHECK, initial_seed=67280421310721)
+    return observed(OBSERVATION, initial_seed=67280421310721)
 
 
 SPEC = FindingSpec(
@@ -54,4 +54,4 @@ def message(evidence: Mapping[str, Any]) -> str:
     )
 
 
-RULES: tuple[Rule, ...] = (observation_rule(SPEC, CHECK, message),)
+RULES: tuple[Rule, ...] = (observation_rule(SPEC, OBSERVATION, message),)

@@ -17,12 +17,12 @@ from trainmedic.record import Rule
 from trainmedic.rules._helpers.guard import observation_rule, observed
 
 #: The guard's observation this finding words.
-CHECK = "single_class_softmax"
+OBSERVATION = "single_class_softmax"
 
 
 def _example() -> list[Event]:
     """A 1-unit output into cross-entropy: log_softmax over a dimension of size 1."""
-    return observed(CHECK, dim=1, shape=[32, 1], checked_steps=[10, 20, 30])
+    return observed(OBSERVATION, dim=1, shape=[32, 1], checked_steps=[10, 20, 30])
 
 
 SPEC = FindingSpec(
@@ -62,4 +62,4 @@ def message(evidence: Mapping[str, Any]) -> str:
     )
 
 
-RULES: tuple[Rule, ...] = (observation_rule(SPEC, CHECK, message),)
+RULES: tuple[Rule, ...] = (observation_rule(SPEC, OBSERVATION, message),)

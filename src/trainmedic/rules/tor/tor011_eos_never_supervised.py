@@ -19,7 +19,7 @@ from trainmedic.findings import FindingSpec, Severity
 from trainmedic.record import Rule
 from trainmedic.rules._helpers.guard import observation_rule, observed
 
-CHECK = "eos_never_supervised"
+OBSERVATION = "eos_never_supervised"
 
 # Fine-tuning data carries one EOS per example (the end of the completion or of the
 # assistant turn), so 16 supervised examples over 2 batches without a single supervised EOS
@@ -61,7 +61,7 @@ def settled(counts: Mapping[str, Any]) -> bool:
 def _example() -> list[Event]:
     """`pad_token = eos_token` with DataCollatorForLanguageModeling: every EOS label masked."""
     return observed(
-        CHECK, batches=8, rows=64, rows_unsupervised=0, supervised=2100, eos_supervised=0,
+        OBSERVATION, batches=8, rows=64, rows_unsupervised=0, supervised=2100, eos_supervised=0,
         eos_masked=64, masked_attended=64, eos_ids=[2], eos_tokens=["<|im_end|>"], pad_is_eos=True,
         first_step=0, last_step=7,
     )  # fmt: skip
@@ -142,4 +142,4 @@ def fix(evidence: Mapping[str, Any]) -> str | None:
     return None
 
 
-RULES: tuple[Rule, ...] = (observation_rule(SPEC, CHECK, message, fix),)
+RULES: tuple[Rule, ...] = (observation_rule(SPEC, OBSERVATION, message, fix),)

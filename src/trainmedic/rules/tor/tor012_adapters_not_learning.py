@@ -23,7 +23,7 @@ from trainmedic.record import Rule
 from trainmedic.rules._helpers.guard import names, observation_rule, observed
 
 #: The guard's observation this finding words.
-CHECK = "adapters_not_learning"
+OBSERVATION = "adapters_not_learning"
 
 # Judged only after this many optimizer steps since the first checked step. A LoRA adapter
 # starts with lora_B = 0, so lora_A's gradient is exactly zero, and lora_A unchanged, until lora_B
@@ -49,7 +49,7 @@ def _example() -> list[Event]:
         for ab in "AB"
     ]
     return observed(
-        CHECK,
+        OBSERVATION,
         count=8,
         adapter_tensors=8,
         params=params,
@@ -121,4 +121,4 @@ def message(evidence: Mapping[str, Any]) -> str:
     return text
 
 
-RULES: tuple[Rule, ...] = (observation_rule(SPEC, CHECK, message),)
+RULES: tuple[Rule, ...] = (observation_rule(SPEC, OBSERVATION, message),)

@@ -18,7 +18,7 @@ from trainmedic.findings import FindingSpec, Severity
 from trainmedic.record import Rule
 from trainmedic.rules._helpers.guard import observation_rule, observed
 
-CHECK = "labels_double_shifted"
+OBSERVATION = "labels_double_shifted"
 
 # In text a token equals its successor rarely, while labels copied from the inputs equal
 # them at every supervised position. Shifted labels agree with the next input everywhere;
@@ -52,7 +52,7 @@ def settled(counts: Mapping[str, Any]) -> bool:
 def _example() -> list[Event]:
     """`model(input_ids=x[:, :-1], labels=x[:, 1:])` into LlamaForCausalLM."""
     return observed(
-        CHECK, batches=10, shift_compared=1270, shift_agree=1270, same_agree=3,
+        OBSERVATION, batches=10, shift_compared=1270, shift_agree=1270, same_agree=3,
         model_class="LlamaForCausalLM", first_step=0, last_step=9,
     )  # fmt: skip
 
@@ -95,4 +95,4 @@ def message(evidence: Mapping[str, Any]) -> str:
     )
 
 
-RULES: tuple[Rule, ...] = (observation_rule(SPEC, CHECK, message),)
+RULES: tuple[Rule, ...] = (observation_rule(SPEC, OBSERVATION, message),)

@@ -24,7 +24,7 @@ from trainmedic.record import Rule
 from trainmedic.rules._helpers.guard import names, observation_rule, observed
 
 #: The guard's observation this finding words.
-CHECK = "new_tokens_untrained"
+OBSERVATION = "new_tokens_untrained"
 
 # Judged only after this many optimizer steps since the first checked step: a warm-up that
 # starts at a learning rate of 0 (transformers' schedules) changes nothing in its first step; past
@@ -36,7 +36,7 @@ MIN_UPDATES = 10
 def _example() -> list[Event]:
     """tokenizer.add_special_tokens(...); model.resize_token_embeddings(len(tokenizer)); LoRA only."""
     return observed(
-        CHECK,
+        OBSERVATION,
         added_rows=[400, 402],
         tokens_seen=[400, 401],
         tokens_seen_count=2,
@@ -129,4 +129,4 @@ def message(evidence: Mapping[str, Any]) -> str:
     )
 
 
-RULES: tuple[Rule, ...] = (observation_rule(SPEC, CHECK, message),)
+RULES: tuple[Rule, ...] = (observation_rule(SPEC, OBSERVATION, message),)

@@ -34,10 +34,10 @@ from trainmedic.record import Rule
 from trainmedic.rules._helpers.guard import names, observation_rule, observed
 
 #: The guard's observation this finding words.
-CHECK = "load_keys_mismatch"
+OBSERVATION = "load_keys_mismatch"
 
 #: The save checks' observation (`trainmedic.torch._saves`) and its kinds.
-RELOAD_CHECK = "saved_reload_differs"
+RELOAD_OBSERVATION = "saved_reload_differs"
 OUTPUTS_DIFFER, MERGE_DRIFT, RELOAD_FAILED = "outputs-differ", "merge-drift", "reload-failed"
 NONFINITE, EMPTY = "nonfinite", "empty"
 TOKENIZER_MISSING, TEMPLATE_DIFFERS = "tokenizer-missing", "template-differs"
@@ -79,7 +79,7 @@ def _example() -> list[Event]:
     """plain.load_state_dict(ddp_model.state_dict(), strict=False): every key has `module.`."""
     keys = ["body.0.weight", "body.0.bias", "head.weight", "head.bias"]
     return observed(
-        CHECK,
+        OBSERVATION,
         reason=PREFIX,
         model="MLP",
         where="finetune.py:41",
@@ -320,6 +320,6 @@ def reload_fix(evidence: Mapping[str, Any]) -> str | None:
 
 
 RULES: tuple[Rule, ...] = (
-    observation_rule(SPEC, CHECK, message, fix),
-    observation_rule(SPEC, RELOAD_CHECK, reload_message, reload_fix),
+    observation_rule(SPEC, OBSERVATION, message, fix),
+    observation_rule(SPEC, RELOAD_OBSERVATION, reload_message, reload_fix),
 )

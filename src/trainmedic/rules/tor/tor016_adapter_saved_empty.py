@@ -21,7 +21,7 @@ from trainmedic.record import Rule
 from trainmedic.rules._helpers.guard import names, observation_rule, observed
 
 #: The guard's observation this finding words.
-CHECK = "saved_adapter_empty"
+OBSERVATION = "saved_adapter_empty"
 
 #: The two reasons `judge` gives.
 EMPTY, UNTRAINED = "empty", "untrained"
@@ -37,7 +37,7 @@ MIN_TRAINED_STEPS = 1
 def _example() -> list[Event]:
     """An adapter saved under ZeRO-3 without gathering: every tensor written with 0 elements."""
     return observed(
-        CHECK,
+        OBSERVATION,
         reason=EMPTY,
         path="/runs/sft/final",
         where="train.py:88",
@@ -126,4 +126,4 @@ def fix(evidence: Mapping[str, Any]) -> str | None:
     return None
 
 
-RULES: tuple[Rule, ...] = (observation_rule(SPEC, CHECK, message, fix),)
+RULES: tuple[Rule, ...] = (observation_rule(SPEC, OBSERVATION, message, fix),)

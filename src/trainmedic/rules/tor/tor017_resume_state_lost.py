@@ -37,7 +37,7 @@ from trainmedic.record import Rule
 from trainmedic.rules._helpers.guard import observation_rule, observed
 
 #: The guard's observation this finding words.
-CHECK = "resume_state_lost"
+OBSERVATION = "resume_state_lost"
 
 #: The parts of the training state a resume can lose, in the order they are named.
 OPTIMIZER, SCHEDULER, SCALER, STEP, DATA = "optimizer", "scheduler", "scaler", "step", "data"
@@ -57,7 +57,7 @@ OPTIMIZER, SCHEDULER, SCALER, STEP, DATA = "optimizer", "scheduler", "scaler", "
 def _example() -> list[Event]:
     """The tutorial's checkpoint loaded for its weights only; a fresh optimizer and warm-up."""
     return observed(
-        CHECK,
+        OBSERVATION,
         framework="torch",
         checkpoint="checkpoint.pt",
         where="resume.py:52",
@@ -220,4 +220,4 @@ def fix(evidence: Mapping[str, Any]) -> str | None:
     )
 
 
-RULES: tuple[Rule, ...] = (observation_rule(SPEC, CHECK, message, fix),)
+RULES: tuple[Rule, ...] = (observation_rule(SPEC, OBSERVATION, message, fix),)

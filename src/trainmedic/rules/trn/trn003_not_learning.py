@@ -4,12 +4,12 @@ Collectors: whatever sends the training loss as `Epoch`/`Step`/`Metric` events (
 history, the guards' sampled steps, a TensorBoard or HF log read by `diagnose`);
 `evidence/curves.py` picks the curve. Flat: the loss never got below its start by more than
 noise. At chance: a classifier's loss stays at ln K, the loss of predicting the same
-distribution for every input; K comes from a `loss_function` observation (`LOSS_FUNCTION_CHECK`,
+distribution for every input; K comes from a `loss_function` observation (`LOSS_FUNCTION_OBSERVATION`,
 sent by the Keras instrumentation and the PyTorch guard's forward hook with the classes and
 where they came from), or is inferred where it cannot be a coincidence. At the mean: a
 regression's loss stays at (or above) the loss of predicting its targets' mean, measured by the
 PyTorch guard beside the loss itself on the sampled steps of a mean squared error
-(`MEAN_PREDICTION_CHECK`, `torch/_losses.py`): over the second half of the run, the batches'
+(`MEAN_PREDICTION_OBSERVATION`, `torch/_losses.py`): over the second half of the run, the batches'
 squared error sums to at least (1 - MEAN_REL) x what their targets' variance sums to, and the
 loss no longer falls. A model that has not even learned the mean has learned nothing either.
 
@@ -74,11 +74,11 @@ CHANCE_REL = 0.05
 CHANCE_INFER_MAX_CLASSES = 10
 CHANCE_INFER_TOL = 0.005
 #: The observation that states the classes of the training loss: {"classes": K, "source": ...}.
-LOSS_FUNCTION_CHECK = "loss_function"
+LOSS_FUNCTION_OBSERVATION = "loss_function"
 #: The observation that gives a squared-error loss its yardstick, one per block of sampled steps:
 #: {"loss": "mse", "first_step", "last_step", "batches", "rows", "loss_sum",
 #: "mean_prediction_sum"}: the batches' squared errors and their targets' variances, summed.
-MEAN_PREDICTION_CHECK = "mean_prediction"
+MEAN_PREDICTION_OBSERVATION = "mean_prediction"
 #: TRN003, at the mean: over the blocks of the second half of the run (at least MEAN_MIN_BATCHES
 #: batches), the squared error is at least (1 - MEAN_REL) x the loss of predicting the targets'
 #: mean: the model explains at most 5 % of their variance (R^2 <= 0.05), as chance level's
@@ -422,7 +422,7 @@ class Chance:
 def _mean_prediction(record: RunRecord) -> MeanPrediction | None:
     """The `mean_prediction` blocks ending in the second half of their steps, every rank's summed,
     when the loss there is no more than MEAN_REL below the mean's loss."""
-    blocks = [o.data for o in record.guard_observations if o.check == MEAN_PREDICTION_CHECK]
+    blocks = [o.data for o in record.guard_observations if o.check == MEAN_PREDICTION_OBSERVATION]
     ends = [b.get("last_step") for b in blocks]
     if not blocks or not all(isinstance(e, int) for e in ends):
         return None
@@ -472,7 +472,7 @@ def classes_stated(record: RunRecord) -> tuple[int, str] | None:
     layer); other integrations send the same check with `classes` and `source`.
     """
     for obs in reversed(record.guard_observations):
-        if obs.check != LOSS_FUNCTION_CHECK:
+        if obs.check != LOSS_FUNCTION_OBSERVATION:
             continue
         classes = obs.data.get("classes")
         if isinstance(classes, int) and not isinstance(classes, bool) and classes >= 2:

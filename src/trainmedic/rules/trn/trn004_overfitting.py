@@ -35,7 +35,7 @@ OVERFIT_REL = 0.10
 OVERFIT_NOISE = 3.0
 TRAIN_FALL_REL = 0.01
 #: The boosters' observation at the end of training: the validation metric's best and last round.
-ROUNDS_CHECK = "boosting_rounds"
+ROUNDS_OBSERVATION = "boosting_rounds"
 #: Boosting without early stopping: enough rounds, the best one early enough (at most
 #: BEST_BEFORE_SHARE of the rounds, MIN_WASTED_ROUNDS before the last), the last one worse by
 #: MIN_RELATIVE_WORSENING of the best value.
@@ -187,7 +187,7 @@ def overfitting_without_early_stopping(record: RunRecord) -> list[Finding]:
         (f.pid, f.evidence.get("call"), f.evidence.get("eval_name")) for f in trn009.eval_set_is_train(record)
     }
     for obs in record.guard_observations:
-        if obs.check != ROUNDS_CHECK:
+        if obs.check != ROUNDS_OBSERVATION:
             continue
         pid, data = obs.pid, obs.data
         if data.get("early_stopping") or (pid, data.get("call"), data.get("eval_name")) in leaky:

@@ -1,7 +1,7 @@
 """TRN006 `cannot-overfit-batch`: the tiny-batch overfit test failed.
 
 Collector: `trainmedic.torch.overfit_batch` trains a copy of the model on one fixed batch and
-sends an `overfit_batch` observation (`CHECK`) with the first and final loss, the steps, the
+sends an `overfit_batch` observation (`OBSERVATION`) with the first and final loss, the steps, the
 learning rate and the batch size; it calls `judge` for the finding it returns, and `failed`
 for its verdict. `cannot_overfit_batch` judges the observations a run sent.
 """
@@ -17,7 +17,7 @@ from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
 
 #: The observation the overfit test sends.
-CHECK = "overfit_batch"
+OBSERVATION = "overfit_batch"
 # -- thresholds (documented in docs/torch.md) ---------------------------------------------------
 # The test passes when the final loss is this small (absolute, or vs the first).
 OVERFIT_ABS = 1e-2
@@ -27,7 +27,7 @@ OVERFIT_REL = 0.05
 def _example() -> list[Event]:
     """The tiny-batch test: the loss on a fixed batch of 8 stays at 2.2 after 200 steps."""
     result = {"batch_size": 8, "initial_loss": 2.31, "final_loss": 2.2, "steps": 200}
-    return [GuardObservation(t=1.0, pid=100, check=CHECK, data=result)]
+    return [GuardObservation(t=1.0, pid=100, check=OBSERVATION, data=result)]
 
 
 SPEC = FindingSpec(
@@ -70,7 +70,7 @@ def judge(data: Mapping[str, Any], *, rank: int | None = None) -> Finding | None
 
 def cannot_overfit_batch(record: RunRecord) -> list[Finding]:
     """TRN006: the tiny-batch overfit test did not drive the loss near zero."""
-    judged = (judge(obs.data, rank=obs.rank) for obs in record.guard_observations if obs.check == CHECK)
+    judged = (judge(obs.data, rank=obs.rank) for obs in record.guard_observations if obs.check == OBSERVATION)
     return [f for f in judged if f is not None]
 
 

@@ -26,7 +26,7 @@ from trainmedic.rules._helpers.sampling import per_rank, sampling
 from trainmedic.rules.trn.trn001_nonfinite_loss import caused_by_inputs
 
 #: The PyTorch guard's observation of an explosion between two sampled steps.
-CHECK = "update_explosion"
+OBSERVATION = "update_explosion"
 # -- thresholds (documented in docs/torch.md) ---------------------------------------------------
 # A gradient norm this many times the median of the ones before it is an explosion.
 EXPLODE_FACTOR = 100.0
@@ -72,7 +72,7 @@ def exploding_gradients(record: RunRecord) -> list[Finding]:
     between two samples from the window's losses and the parameter norm.
     """
     logged = [s for s in record.curve_steps if "grad_norm" in s.metrics]
-    explosions = [o for o in record.guard_observations if o.check == CHECK]
+    explosions = [o for o in record.guard_observations if o.check == OBSERVATION]
     ranks = set(per_rank(logged)) | set(per_rank(explosions))
     found: list[Finding] = []
     for rank in sorted(ranks, key=lambda r: -1 if r is None else r):

@@ -1,7 +1,7 @@
 """TRN008 `vanishing-gradients`: the gradient norm of some layers stays near zero.
 
 Collector: the PyTorch guard (`trainmedic.torch._checks`) measures every parameter's gradient
-norm on sampled steps and sends a `grad_norms` observation (`CHECK`) with the smallest and
+norm on sampled steps and sends a `grad_norms` observation (`OBSERVATION`) with the smallest and
 the largest, and the parameters they belong to. `vanishing_gradients` judges each rank.
 """
 
@@ -15,7 +15,7 @@ from trainmedic.record import Rule, RunRecord, median
 from trainmedic.rules._helpers.sampling import per_rank, sampling
 
 #: The guard's per-parameter gradient norms of a sampled step.
-CHECK = "grad_norms"
+OBSERVATION = "grad_norms"
 # -- thresholds (documented in docs/torch.md) ---------------------------------------------------
 # A weight whose gradient norm stays this far below the largest one, in most checks.
 VANISH_RATIO = 1e-7
@@ -27,7 +27,7 @@ def _example() -> list[Event]:
     """A 20-layer sigmoid MLP: the first layer's gradient norm is 1e-9 of the last layer's."""
     norms = {"min": 1e-9, "min_param": "layers.0.weight", "max": 1.5, "max_param": "layers.19.weight"}
     return [
-        GuardObservation(t=float(step), pid=100, check=CHECK, data=norms, step=step)
+        GuardObservation(t=float(step), pid=100, check=OBSERVATION, data=norms, step=step)
         for step in (100, 200, 300, 400, 500)
     ]
 
@@ -48,7 +48,7 @@ SPEC = FindingSpec(
 
 def vanishing_gradients(record: RunRecord) -> list[Finding]:
     """TRN008: a weight's gradient norm stays near zero next to the largest one."""
-    norms = [o for o in record.guard_observations if o.check == CHECK]
+    norms = [o for o in record.guard_observations if o.check == OBSERVATION]
     found: list[Finding] = []
     for rank, observations in per_rank(norms).items():
         steady = observations[1:]

@@ -3,7 +3,7 @@
 Collectors:
 - the boosters (`trainmedic._boosting`: XGBoost, LightGBM, CatBoost) compare each eval set's
   rows with the training rows before training and send a `boosting_eval_overlap` observation
-  (`EVAL_OVERLAP_CHECK`: shared and total rows, same object or not, early stopping, and
+  (`EVAL_OVERLAP_OBSERVATION`: shared and total rows, same object or not, early stopping, and
   whether that set decides the stopping round or the score);
 - the HF Trainer's callback (`trainmedic.hf`) sends the same observation when the Trainer
   evaluates on its own training dataset, or (`by_content`) on examples that are training
@@ -20,12 +20,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainmedic.events import Event, GuardObservation
-from trainmedic.evidence.mllib import EVALUATE_CHECK, FIT_CHECK, FITTED_MODEL_ROLES, FRAMEWORK, by_pid, plan
+from trainmedic.evidence.mllib import (
+    EVALUATE_OBSERVATION,
+    FIT_OBSERVATION,
+    FITTED_MODEL_ROLES,
+    FRAMEWORK,
+    by_pid,
+    plan,
+)
 from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
 
 #: The observation of an eval set's rows against the training rows (boosters, HF Trainer).
-EVAL_OVERLAP_CHECK = "boosting_eval_overlap"
+EVAL_OVERLAP_OBSERVATION = "boosting_eval_overlap"
 # An eval set sharing at least this share of its rows with the training data is not held out.
 OVERLAP_SHARE = 0.01
 # The same for whole text examples (the HF Trainer's, by content): instruction and chat data
@@ -45,7 +52,7 @@ def _example() -> list[Event]:
         "eval_rows": 1000,
         "early_stopping": True,
     }
-    return [GuardObservation(t=1.0, pid=100, check=EVAL_OVERLAP_CHECK, data=overlap)]
+    return [GuardObservation(t=1.0, pid=100, check=EVAL_OVERLAP_OBSERVATION, data=overlap)]
 
 
 SPEC = FindingSpec(
@@ -85,7 +92,7 @@ def eval_set_is_train(record: RunRecord) -> list[Finding]:
     """TRN009: the eval set that stops or scores the model is, or overlaps, the training data."""
     found: list[Finding] = []
     for observation in record.guard_observations:
-        if observation.check != EVAL_OVERLAP_CHECK:
+        if observation.check != EVAL_OVERLAP_OBSERVATION:
             continue
         pid, obs = observation.pid, observation.data
         shared, rows = int(obs.get("shared_rows") or 0), int(obs.get("eval_rows") or 0)
@@ -141,9 +148,9 @@ def mllib_eval_set_is_train(record: RunRecord) -> list[Finding]:
     train-versus-test report, not a validation on training data: only a process that scored
     nothing held out is reported.
     """
-    fits = by_pid(record, FIT_CHECK)
+    fits = by_pid(record, FIT_OBSERVATION)
     found: list[Finding] = []
-    for pid, evaluations in by_pid(record, EVALUATE_CHECK).items():
+    for pid, evaluations in by_pid(record, EVALUATE_OBSERVATION).items():
         models = [f for f in fits.get(pid, []) if f.get("role") in FITTED_MODEL_ROLES and not f.get("within")]
         on_training = [(e, m) for e in evaluations for m in models if plan(e).derives_from(plan(m))]
         scored = {id(e) for e, _ in on_training}

@@ -1,7 +1,7 @@
 """TRN010 `clipping-saturated`: gradient clipping engages on nearly every step by a large factor.
 
 Collector: the PyTorch guard (`trainmedic.torch._clipping`) counts the calls of
-`clip_grad_norm_`/`clip_grad_value_` and sends a `clipping` observation (`CHECK`) at every
+`clip_grad_norm_`/`clip_grad_value_` and sends a `clipping` observation (`OBSERVATION`) at every
 read: how many clipping calls there were since the last one, how many engaged, the median
 factor by which clipping shrank the gradient's norm, and the pre-clip norms.
 
@@ -50,7 +50,7 @@ from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord, median, weighted_median
 
 #: The guard's clipping counters, read every few steps.
-CHECK = "clipping"
+OBSERVATION = "clipping"
 CLIP_WARMUP_SHARE = 0.2
 CLIP_MIN_CALLS = 10
 CLIP_ENGAGED_SHARE = 0.9
@@ -71,7 +71,9 @@ def _example() -> list[Event]:
         reads.append(
             Step(t=float(last), pid=100, step=last + 1, metrics={"loss": min(9.0, 2.3 + 0.9 * last)})
         )
-        reads.append(GuardObservation(t=float(last), pid=100, check=CHECK, data=counters | norms, step=last))
+        reads.append(
+            GuardObservation(t=float(last), pid=100, check=OBSERVATION, data=counters | norms, step=last)
+        )
     return reads
 
 
@@ -128,7 +130,7 @@ def clipping_saturated(record: RunRecord) -> list[Finding]:
     found: list[Finding] = []
     by_rank: dict[int | None, list[GuardObservation]] = {}
     for obs in record.guard_observations:
-        if obs.check == CHECK and int(obs.data.get("calls", 0)) > 0:
+        if obs.check == OBSERVATION and int(obs.data.get("calls", 0)) > 0:
             by_rank.setdefault(obs.rank, []).append(obs)
     for rank, observations in sorted(by_rank.items(), key=lambda item: -1 if item[0] is None else item[0]):
         judged = _after_warmup(observations)

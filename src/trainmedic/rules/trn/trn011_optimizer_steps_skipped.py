@@ -2,7 +2,7 @@
 
 Collector: the PyTorch guard (`trainmedic.torch._scaler`) counts the calls of
 `GradScaler.unscale_` (one an iteration) and the optimizer steps taken; every `every`
-iterations it sends a `grad_scaler` observation (`CHECK`): the iterations since the last
+iterations it sends a `grad_scaler` observation (`OBSERVATION`): the iterations since the last
 read, how many of them stepped no optimizer (skipped: inf/NaN gradients), the scale, and,
 once found, the first parameter whose gradient was not finite.
 
@@ -29,7 +29,7 @@ from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord
 
 #: The guard's reads of the gradient scaler, every few iterations.
-CHECK = "grad_scaler"
+OBSERVATION = "grad_scaler"
 SETTLE_ITERATIONS = 32
 MIN_SKIPPED = 32
 MIN_JUDGED = 20
@@ -46,7 +46,7 @@ def _example() -> list[Event]:
         data: dict[str, object] = {"iterations": 10, "skipped": 9, "scale": scale, "init_scale": 65536.0}
         if read >= 1:
             data["first_nonfinite_param"] = "weight"
-        reads.append(GuardObservation(t=float(read), pid=100, check=CHECK, data=data, step=read + 1))
+        reads.append(GuardObservation(t=float(read), pid=100, check=OBSERVATION, data=data, step=read + 1))
     return reads
 
 
@@ -93,7 +93,7 @@ def optimizer_steps_skipped(record: RunRecord) -> list[Finding]:
     """TRN011: per rank, most iterations under a gradient scaler skipped after it settled."""
     by_rank: dict[int | None, list[GuardObservation]] = {}
     for obs in record.guard_observations:
-        if obs.check == CHECK:
+        if obs.check == OBSERVATION:
             by_rank.setdefault(obs.rank, []).append(obs)
     found: list[Finding] = []
     for rank, reads in sorted(by_rank.items(), key=lambda item: -1 if item[0] is None else item[0]):

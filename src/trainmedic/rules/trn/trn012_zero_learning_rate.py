@@ -3,7 +3,7 @@
 Collectors: the PyTorch guard's loss curve (`trainmedic.torch._curve`) reads the learning
 rate (`param_groups[0]["lr"]`) where each 10-step window ends and sends it in the window's
 `Step` event (`lr`), a read it made anyway; the first step of a scheduler of each kind
-sends an `lr_schedule` observation (`CHECK`): the scheduler's class and the optimizer's base
+sends an `lr_schedule` observation (`OBSERVATION`): the scheduler's class and the optimizer's base
 learning rate (`initial_lr`, which every `LRScheduler` but `ReduceLROnPlateau` sets).
 
 Why these thresholds, on general grounds:
@@ -34,7 +34,7 @@ from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord
 
 #: The guard's note of each kind of scheduler stepping an optimizer, at its first step.
-CHECK = "lr_schedule"
+OBSERVATION = "lr_schedule"
 NEGLIGIBLE_FACTOR = 0.005
 ZERO_SHARE = 0.25
 MIN_STEPS = 20
@@ -45,7 +45,9 @@ def _example() -> list[Event]:
     """A linear schedule with warm-up whose total is one epoch (100 steps) in a 4-epoch run:
     the learning rate is 0 from step 100 to the end (step 400)."""
     events: list[Event] = [
-        GuardObservation(t=0.0, pid=100, check=CHECK, data={"scheduler": "LambdaLR", "base_lr": 1e-3}, step=1)
+        GuardObservation(
+            t=0.0, pid=100, check=OBSERVATION, data={"scheduler": "LambdaLR", "base_lr": 1e-3}, step=1
+        )
     ]
     for step in [1, *range(10, 401, 10)]:
         lr = 1e-3 * min(step / 10, max(0.0, (100 - step) / 90))
@@ -94,7 +96,7 @@ def zero_learning_rate(record: RunRecord) -> list[Finding]:
     base: dict[int | None, float] = {}
     plateau: set[int | None] = set()
     for obs in record.guard_observations:
-        if obs.check == CHECK:
+        if obs.check == OBSERVATION:
             if obs.data.get("scheduler") == PLATEAU:
                 plateau.add(obs.rank)
             value = obs.data.get("base_lr")

@@ -3,7 +3,7 @@
 Collector: the PyTorch guard (`trainmedic.torch._precision`) copies a sample of every
 bf16/fp16 parameter on a checked step, with the elements whose gradient is non-zero, and
 compares it at the next checked step, `every` updates later; each comparison is a
-`weight_updates` observation (`CHECK`): the elements with a gradient, how many of them did
+`weight_updates` observation (`OBSERVATION`): the elements with a gradient, how many of them did
 not change at all, the learning rate, the weights' median magnitude and the dtype's
 resolution (half its machine epsilon: 2^-8 for bf16, 2^-11 for fp16; a weight's own
 half-unit in the last place is 1 to 2 times smaller, relative to it).
@@ -29,7 +29,7 @@ from trainmedic.findings import Finding, FindingSpec, Severity, epoch_number
 from trainmedic.record import Rule, RunRecord, median
 
 #: The guard's comparisons of low-precision weights between two checked steps.
-CHECK = "weight_updates"
+OBSERVATION = "weight_updates"
 STUCK_SHARE = 0.5
 MIN_READS = 2
 MIN_ELEMENTS = 100
@@ -42,7 +42,7 @@ def _example() -> list[Event]:
         GuardObservation(
             t=float(step),
             pid=100,
-            check=CHECK,
+            check=OBSERVATION,
             data={
                 "dtype": "bfloat16",
                 "resolution": 2.0**-9,
@@ -106,7 +106,7 @@ def updates_below_precision(record: RunRecord) -> list[Finding]:
     """TRN013: per rank, most sampled low-precision elements with a gradient never change."""
     by_rank: dict[int | None, list[GuardObservation]] = {}
     for obs in record.guard_observations:
-        if obs.check == CHECK and int(obs.data.get("moving", 0)) >= MIN_ELEMENTS:
+        if obs.check == OBSERVATION and int(obs.data.get("moving", 0)) >= MIN_ELEMENTS:
             by_rank.setdefault(obs.rank, []).append(obs)
     found: list[Finding] = []
     for rank, reads in sorted(by_rank.items(), key=lambda item: -1 if item[0] is None else item[0]):

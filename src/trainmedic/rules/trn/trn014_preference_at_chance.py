@@ -1,13 +1,13 @@
 """TRN014 `preference-at-chance`: a DPO-family loss sits at its chance value for the whole run.
 
 Collector: `trainmedic.llm.preference`, on TRL's `DPOTrainer` (under `trainmedic run` and
-`trainmedic.hf.Guard`). It sends, once per trainer, its setup (`SETUP_CHECK`: `beta`, the
+`trainmedic.hf.Guard`). It sends, once per trainer, its setup (`SETUP_OBSERVATION`: `beta`, the
 loss types and their weights, `label_smoothing`, WPO weighting, and what the reference model
 is: a separate model, one sharing the policy's parameters, the policy with its adapters
 disabled, log-probabilities computed before training, a copy synchronised into the policy);
-at every log, the metrics TRL computes anyway (`LOG_CHECK`: `loss`, `rewards/margins`,
+at every log, the metrics TRL computes anyway (`LOG_OBSERVATION`: `loss`, `rewards/margins`,
 `rewards/chosen`, `rewards/rejected`, `rewards/accuracies`); and on checked steps, the pairs
-of the batches it built whose chosen and rejected token ids are the same (`PAIRS_CHECK`).
+of the batches it built whose chosen and rejected token ids are the same (`PAIRS_OBSERVATION`).
 
 The chance value is the loss at zero margin, read from TRL's loss code (`DPOTrainer._compute_loss`,
 trl 1.16) where the margin `beta x (chosen log-ratio - rejected log-ratio)` is 0:
@@ -51,11 +51,11 @@ from trainmedic.findings import Finding, FindingSpec, Severity
 from trainmedic.record import Rule, RunRecord
 
 #: The trainer's setup, once per trainer.
-SETUP_CHECK = "preference_setup"
+SETUP_OBSERVATION = "preference_setup"
 #: The metrics TRL logs, at every log.
-LOG_CHECK = "preference_log"
+LOG_OBSERVATION = "preference_log"
 #: The pairs of the checked batches (shared with DAT018 and DAT020 from the guard).
-PAIRS_CHECK = "preference_pairs"
+PAIRS_OBSERVATION = "preference_pairs"
 
 MIN_POINTS = 5
 LOGRATIO_TOL = 0.01
@@ -106,15 +106,15 @@ def _example() -> list[Event]:
     0 at every log of 100 steps; the checked batches hold 64 pairs, all identical."""
     events: list[Event] = [
         GuardObservation(
-            t=0.0, pid=100, check=SETUP_CHECK, step=1,
+            t=0.0, pid=100, check=SETUP_OBSERVATION, step=1,
             data={"trainer": "DPOTrainer", "beta": 0.1, "loss_type": ["sigmoid"], "reference": SEPARATE},
         )
     ]  # fmt: skip
     for step in range(10, 101, 10):
         data = {"loss": 0.6931, "margins": 0.0, "chosen": 0.0003, "rejected": 0.0003, "accuracies": 0.0}
-        events.append(GuardObservation(t=float(step), pid=100, check=LOG_CHECK, data=data, step=step))
+        events.append(GuardObservation(t=float(step), pid=100, check=LOG_OBSERVATION, data=data, step=step))
     pairs = {"pairs": 64, "identical": 64, "identical_steps": [1, 2, 3, 4, 5, 6, 7, 8], "batches": 8}
-    events.append(GuardObservation(t=9.0, pid=100, check=PAIRS_CHECK, data=pairs, step=8))
+    events.append(GuardObservation(t=9.0, pid=100, check=PAIRS_OBSERVATION, data=pairs, step=8))
     return events
 
 
@@ -165,10 +165,10 @@ def preference_at_chance(record: RunRecord) -> list[Finding]:
     observations = record.guard_observations
     rank = _first_rank(observations)
     mine = [o for o in observations if o.rank == rank]
-    points = [o for o in mine if o.check == LOG_CHECK and _number(o.data.get("loss")) is not None]
+    points = [o for o in mine if o.check == LOG_OBSERVATION and _number(o.data.get("loss")) is not None]
     if len(points) < MIN_POINTS:
         return []
-    setups = [o.data for o in mine if o.check == SETUP_CHECK]
+    setups = [o.data for o in mine if o.check == SETUP_OBSERVATION]
     setup: Mapping[str, Any] = setups[-1] if setups else {}
     chance = chance_level(setup)
     if chance is None:
@@ -180,7 +180,7 @@ def preference_at_chance(record: RunRecord) -> list[Finding]:
         return []
     if beta > 0 and any(m is None or abs(m) / beta > LOGRATIO_TOL for m in margins):
         return []
-    pairs = [o.data for o in mine if o.check == PAIRS_CHECK]
+    pairs = [o.data for o in mine if o.check == PAIRS_OBSERVATION]
     cause, fix, cause_evidence = _cause(setup, pairs[-1] if pairs else {}, points, beta)
     steps = [int(o.step) for o in points if o.step is not None]
     span = f"steps {steps[0]}-{steps[-1]}" if steps else "every log"
@@ -280,7 +280,7 @@ def _cause(
 
 
 def _first_rank(observations: Sequence[GuardObservation]) -> int | None:
-    ranks = {o.rank for o in observations if o.check == LOG_CHECK}
+    ranks = {o.rank for o in observations if o.check == LOG_OBSERVATION}
     known = sorted(r for r in ranks if r is not None)
     return known[0] if known else None
 
