@@ -30,7 +30,7 @@ PUBLIC = [
     ("trainmedic.report.bounded", "ReportSkipped", Exception),
 ]
 # raised and caught inside one module as control flow; never reach a caller
-PRIVATE = {"_ArgumentsRejected"}
+PRIVATE = {"_ArgumentsRejected", "_NotCopied"}
 
 
 @pytest.mark.parametrize(("module", "name", "builtin"), PUBLIC, ids=[p[1] for p in PUBLIC])

@@ -66,7 +66,7 @@ def freeze(model: Any) -> Any:
 
 
 class _NotCopied(Exception):
-    pass
+    """A module whose `forward` was replaced on the instance: it is probed in the save call."""
 
 
 def _copy_module(module: nn.Module, clones: dict[int, Any], done: dict[int, nn.Module]) -> nn.Module:
