@@ -22,7 +22,9 @@ Near-duplicates (DAT002) are rows equal once normalised (floats rounded to the d
 later row is written with, or to ~6 significant digits; text folded) but not exactly. Their
 chance is, per row, the probability of a match in the normalised feature space less that of
 an exact match: rounding an age of 28.5 to 28 merges two values, and different people then
-share every rounded attribute as often as the coarser space says.
+share every rounded attribute as often as the coarser space says. A measured column's
+values, unique as frequencies, still meet in one rounding bin as often as their density
+near the value times the bin's width says (`rounding_collision`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,14 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from trainmedic.data._hashing import ROUND_DECIMALS, column_hash, normalise, row_decimals, row_hashes
+from trainmedic.data._hashing import (
+    NEAR_SIGNIFICANT_BITS,
+    ROUND_DECIMALS,
+    column_hash,
+    normalise,
+    row_decimals,
+    row_hashes,
+)
 from trainmedic.evidence.chance import Chance
 
 REFERENCE_SAMPLE = 20_000
@@ -43,6 +52,10 @@ COARSE_LEVELS = 64  # a column with at most this many (repeating) values is a ba
 # (ages in years over a few hundred people): a measurement at its recording precision repeats
 # less, and its one other occurrence is then the copy under test.
 BAND_REPEATS = 3
+# Neighbours of a measured value used to estimate how densely the reference holds values
+# near it (a k-nearest-neighbour density estimate: a few neighbours, so the estimate is
+# local, yet not one, whose distance alone is too noisy).
+DENSITY_NEIGHBOURS = 8
 _SEED = 0
 
 
@@ -103,6 +116,11 @@ def chance_near(
         # A value is a band or a measurement as the rounded space sees it, on both sides: an
         # age of 28 is one band of ages in years whether or not some rows say 28.5.
         coarse = coarse_columns(rounded, columns)
+        floors = {
+            column: rounding_collision(ref[column], mine.loc[chosen, column], precision)
+            for column in floats
+            if column not in coarse
+        }
         near[chosen], space = _match_probability(
             rounded,
             normalised_frame(mine[chosen], columns, precision),
@@ -110,6 +128,7 @@ def chance_near(
             reference_size,
             leave_one_out=False,
             coarse=coarse,
+            floors=floors,
         )
         exact[chosen], _ = _match_probability(
             ref, mine[chosen], columns, reference_size, leave_one_out=False, coarse=coarse
@@ -117,6 +136,39 @@ def chance_near(
         if int(chosen.sum()) > most:  # the space most rows are compared in
             combinations, most = space, int(chosen.sum())
     return measured(observed, float(np.maximum(near - exact, 0.0).mean() * rows_size), combinations)
+
+
+def rounding_collision(
+    reference: pd.Series, rows: pd.Series, decimals: int | None
+) -> npt.NDArray[np.float64]:
+    """Per value of `rows`, the probability that one reference value of a measured float column
+    rounds to the same value by chance: the reference's density near it (k nearest neighbours)
+    times the width of the rounding bin (10^-decimals, or the 2^-20 relative step of ~6
+    significant digits). A measured value seen once counts 0 in the frequencies, yet two
+    different people's measurements do share 6 significant digits now and then: two draws of a
+    standard normal near 0.5 do so about once in 6 million pairs, so one table in a hundred
+    with 300 x 100 rows across two splits and that one column holds such a pair.
+    """
+    values = rows.to_numpy(dtype=np.float64, na_value=np.nan)
+    known = np.sort(reference.to_numpy(dtype=np.float64, na_value=np.nan))
+    known = known[np.isfinite(known)]
+    out = np.zeros(len(values))
+    k = min(DENSITY_NEIGHBOURS, len(known))
+    finite = np.isfinite(values)
+    if k == 0 or not finite.any():
+        return out
+    if decimals is None:
+        _, exponent = np.frexp(values[finite])
+        width = np.ldexp(1.0, exponent - NEAR_SIGNIFICANT_BITS)
+    else:
+        width = np.full(int(finite.sum()), 10.0**-decimals)
+    # the k-th nearest reference value lies among the k on each side of the insertion point
+    at = np.searchsorted(known, values[finite])
+    window = np.clip(at[:, None] + np.arange(-k, k)[None, :], 0, len(known) - 1)
+    distances = np.sort(np.abs(known[window] - values[finite][:, None]), axis=1)[:, k - 1]
+    density = k / (len(known) * 2.0 * np.maximum(distances, width / 2))
+    out[finite] = np.minimum(density * width, 1.0)
+    return out
 
 
 def normalised_frame(frame: pd.DataFrame, columns: Sequence[str], decimals: int | None) -> pd.DataFrame:
@@ -154,9 +206,12 @@ def _match_probability(
     *,
     leave_one_out: bool,
     coarse: frozenset[str] | None = None,
+    floors: dict[str, npt.NDArray[np.float64]] | None = None,
 ) -> tuple[npt.NDArray[np.float64], float]:
     """Per row of `rows`, the probability that one of `size` reference rows equals it.
-    `coarse`: the band columns (by default those `coarse_columns` finds in `reference`)."""
+    `coarse`: the band columns (by default those `coarse_columns` finds in `reference`).
+    `floors`: per measured column, the per-row chance of a match by rounding alone
+    (`rounding_collision`), used where the frequencies say less."""
     m = len(reference) - (1 if leave_one_out else 0)
     if m <= 0 or size <= 0:
         return np.zeros(len(rows)), float("inf")
@@ -170,8 +225,11 @@ def _match_probability(
         # A measured value's one other occurrence is the copy under test, not evidence that
         # the value is common: it counts 0 (besides the row itself within a split).
         hits = counts[row_codes] - (1 if leave_one_out else 0) - (0 if is_coarse else 1)
+        share = np.maximum(hits, 0) / m
+        if floors and column in floors:
+            share = np.maximum(share, floors[column])
         with np.errstate(divide="ignore"):
-            log_q += np.log(np.maximum(hits, 0) / m)
+            log_q += np.log(share)
         collision = float(np.sum(counts * (counts - 1)) / max(len(reference) * (len(reference) - 1), 1))
         independent_collision *= collision
     rho = _correlation(reference, [c for c in columns if c in bands])
