@@ -98,21 +98,24 @@ SPEC = FindingSpec(
     what=(
         "A resumed run restored the model's weights but not all of the training state that was "
         "saved beside them: the optimizer's moments, the learning-rate scheduler, the AMP "
-        "scaler or the step counter start again from their initial values. What the checkpoint "
-        "held, what the resumed run has instead (learning rate, moments, step) and the loss at "
-        "the save are given."
+        "scaler, the step counter or the random generators start again from their initial "
+        "values, or a checkpoint saved within an epoch is resumed from the epoch's first batch. "
+        "What the checkpoint held, what the resumed run has instead (learning rate, moments, "
+        "step, generators, position in the epoch) and the loss at the save are given."
     ),
     why=(
         "A resume that loads only the weights is a different run: Adam starts with empty "
         "moments (its first steps are full-size sign steps), the scheduler restarts its warm-up "
         "or its decay at step 0 (the learning rate jumps back up), a fresh GradScaler starts at "
-        "2**16 and skips steps while it finds its scale again, and a Trainer restarted at step 0 "
-        "replays the data from the start of the epoch. The loss jumps after the resume and the "
-        "run does not match the one that was interrupted. trainmedic notes each checkpoint that "
-        "holds an optimizer's state and whose weights a model loads, and at the first optimizer "
-        "step after it compares what was saved with what the optimizer, the scheduler and the "
-        "scaler hold. It stays quiet on a full resume, and on a checkpoint loaded to train "
-        "something new (other parameters, another output folder)."
+        "2**16 and skips steps while it finds its scale again, fresh random generators draw "
+        "other dropout masks, augmentations and shuffles, and a loop that starts the "
+        "interrupted epoch again trains its first batches twice. The loss jumps after the "
+        "resume and the run does not match the one that was interrupted. trainmedic notes each "
+        "checkpoint that holds an optimizer's state and whose weights a model loads (and each "
+        "Accelerator.load_state), and at the first optimizer step after it compares what was "
+        "saved with what the optimizer, the scheduler, the scaler and the generators hold and "
+        "where in its epoch the step's batch is. It stays quiet on a full resume, and on a "
+        "checkpoint loaded to train something new (other parameters, another output folder)."
     ),
     example=(
         "checkpoint = torch.load('checkpoint.pt'); "
@@ -121,9 +124,13 @@ SPEC = FindingSpec(
     ),
     fix=(
         "Restore the whole state the checkpoint holds: optimizer.load_state_dict(...), "
-        "scheduler.load_state_dict(...), scaler.load_state_dict(...) and the step and epoch "
-        "counters; with the Hugging Face Trainer, Trainer.train(resume_from_checkpoint=True or "
-        "the checkpoint folder); with Lightning, Trainer.fit(model, ckpt_path=...)."
+        "scheduler.load_state_dict(...), scaler.load_state_dict(...), torch.set_rng_state(...) "
+        "(and NumPy's and Python's), the step and epoch counters, and skip the batches of the "
+        "interrupted epoch already trained; with the Hugging Face Trainer, "
+        "Trainer.train(resume_from_checkpoint=True or the checkpoint folder); with Lightning, "
+        "Trainer.fit(model, ckpt_path=...); with Accelerate, every stateful object passed to "
+        "prepare or register_for_checkpointing, and accelerator.skip_first_batches(...) after "
+        "load_state."
     ),
     decided_in=("run events", "torch guard"),
     example_input=_example,
