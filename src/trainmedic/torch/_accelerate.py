@@ -79,7 +79,9 @@ def _begin(accelerator: Any, where: str) -> None:
 def _loaded(accelerator: Any, input_dir: Any) -> None:
     optimizers = [getattr(o, "optimizer", o) for o in accelerator._optimizers]
     if not optimizers or input_dir is None:
-        return  # nothing to compare with, or a folder picked by automatic naming (not followed)
+        # nothing to compare with, or a folder picked by automatic naming (not followed)
+        _resumes.restored_from(None)
+        return
     folder = Path(input_dir)
     parts = {part: any(folder.glob(pattern)) for part, pattern in PART_FILES.items()}
     rng = SAVED_GENERATORS if parts[tor017.RNG] else []

@@ -195,11 +195,17 @@ def watch(saved: Saved, where: str, active: Active, draw_ahead: set[int] | None 
         _state.hook = register_optimizer_step_pre_hook(lambda opt, args, kwargs: _first_step(opt, active))
 
 
-def restored_from(saved: Saved) -> None:
+def restored_from(saved: Saved | None) -> None:
     """What the watched resume restored, read once its load has run (Accelerate's folder): the
-    restores counted since `watch` stay counted."""
-    if _state.resumed is not None:
-        _state.resumed = saved
+    restores counted since `watch` stay counted. None: nothing to compare, the watch ends."""
+    if _state.resumed is None:
+        return
+    _state.resumed = saved
+    if saved is None:
+        _state.loaders_before = ()
+        if _state.hook is not None:
+            _state.hook.remove()
+            _state.hook = None
 
 
 def _first_step(optimizer: Any, active: Active) -> None:
@@ -212,8 +218,8 @@ def _first_step(optimizer: Any, active: Active) -> None:
         _state.hook.remove()
         _state.hook = None
     monitor = active()
-    if saved is None or monitor is None or monitor.broken:
-        return
+    if saved is None or not saved.checkpoint or monitor is None or monitor.broken:
+        return  # (no checkpoint name: a folder's load that never said what it restored)
     before, _state.loaders_before = _state.loaders_before, ()
     contained(monitor, "resume check", _compare, monitor, optimizer, saved, loaded, line=where, before=before)
 
