@@ -3,8 +3,9 @@
 Before each case it sends a marker event and gives the auto-installed monitor a fresh start
 (as `run_loads.py` does), so a test can cut the events file into one record per case.
 argv: CASE ... (see CASES). Every case trains for real: the PyTorch recipe's checkpoint
-(examples/torch/resume_state_lost.py), a Lightning checkpoint, a Hugging Face Trainer
-checkpoint folder of the tiny Llama (examples/llm/tinylm.py). Nothing is synthetic but the data.
+(examples/torch/resume_state_lost.py, and its --mid-epoch form), a Lightning checkpoint, a
+Hugging Face Trainer checkpoint folder of the tiny Llama (examples/llm/tinylm.py), Accelerate's
+`save_state` folder. Nothing is synthetic but the data.
 """
 
 import contextlib
@@ -26,6 +27,13 @@ WORK = Path(tempfile.mkdtemp(prefix="run-resumes-"))
 
 def example(fixed):
     main = runpy.run_path(str(EXAMPLES / "resume_state_lost.py"), run_name="example")["main"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        main(fixed)
+
+
+def mid_epoch(fixed):
+    """The --mid-epoch checkpoint (step 40 of 16-batch epochs, with the generators' states)."""
+    main = runpy.run_path(str(EXAMPLES / "resume_state_lost.py"), run_name="example")["main_mid_epoch"]
     with contextlib.redirect_stdout(io.StringIO()):
         main(fixed)
 
@@ -157,6 +165,55 @@ def lightning_ckpt_path():
         trainer(4).fit(regressor(), loader, ckpt_path=path)
 
 
+# -- Accelerate --------------------------------------------------------------------------------
+
+
+def accelerate(prepare_scheduler, skip):
+    """AdamW under a warm-up schedule, one CPU process; `save_state` after 12 steps (4 batches
+    into the second epoch of 8), then a new Accelerator, `load_state`, and 2 steps: the
+    scheduler passed to `prepare` or not, the interrupted epoch resumed through
+    `skip_first_batches` or from its first batch."""
+    from accelerate import Accelerator
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.manual_seed(0)
+    x = torch.randn(64, 8)
+    y = x.sum(1, keepdim=True)
+
+    def build():
+        accelerator = Accelerator(cpu=True)
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 8))
+        loader = DataLoader(TensorDataset(x, y), batch_size=8, shuffle=True)
+        if prepare_scheduler:
+            model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+        else:
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        return accelerator, model, optimizer, scheduler, loader
+
+    def steps(built, loader, count):
+        accelerator, model, optimizer, scheduler, _ = built
+        while True:
+            for xb, yb in loader:
+                accelerator.backward(nn.functional.mse_loss(model(xb), yb))
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+                count -= 1
+                if count == 0:
+                    return
+
+    built = build()
+    steps(built, built[-1], 12)
+    folder = Path(tempfile.mkdtemp(dir=WORK)) / "state"
+    built[0].save_state(folder)
+    built = build()
+    built[0].load_state(folder)
+    loader = built[0].skip_first_batches(built[-1], 12 % 8) if skip else built[-1]
+    steps(built, loader, 2)
+
+
 # -- Hugging Face Trainer ----------------------------------------------------------------------
 
 
@@ -212,6 +269,11 @@ CASES = {
     "amp:scaler-loaded": lambda: amp(True),
     "lightning:ckpt_path": lightning_ckpt_path,
     "lightning:weights-only": lightning_weights_only,
+    "mid-epoch": lambda: mid_epoch(False),
+    "mid-epoch:fixed": lambda: mid_epoch(True),
+    "accelerate:full": lambda: accelerate(prepare_scheduler=True, skip=True),
+    "accelerate:scheduler-unregistered": lambda: accelerate(prepare_scheduler=False, skip=True),
+    "accelerate:no-skip": lambda: accelerate(prepare_scheduler=True, skip=False),
     "hf:resume": hf_resume,
     "hf:from_pretrained": hf_from_pretrained,
 }

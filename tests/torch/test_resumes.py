@@ -12,20 +12,29 @@ One child under the boot module (as `trainmedic run` runs a script) runs every c
 - fp16 autocast under a GradScaler: the model and optimizer loaded, the scaler's state not,
   against all three loaded;
 - a checkpoint with Adam's state loaded into a larger model under a new optimizer (a
-  fine-tune, not a resume): quiet.
+  fine-tune, not a resume): quiet;
+- the recipe's --mid-epoch checkpoint (step 40 of 16-batch epochs, with torch's, NumPy's and
+  Python's generator states): resumed without restoring the generators and from the epoch's
+  first batch, against the generators restored and the 8 trained batches skipped;
+- Accelerate's `save_state`/`load_state` (one CPU process): a scheduler not passed to
+  `prepare`, a mid-epoch resume without `skip_first_batches`, against both done.
 """
 
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import torch
 from trainmedic.findings import Finding, Severity
 from trainmedic.registry import run_rules
 from trainmedic.rules.tor import tor017_resume_state_lost as tor017
 from trainmedic.torch._resumes import same_parameters
+from trainmedic.torch._rng import kinds_in
 
 from ..helpers import InstrumentedRun, records_by_case, run_instrumented
 from .conftest import SINGLE_THREAD
@@ -41,6 +50,11 @@ CASES = [
     "amp:scaler-loaded",
     "lightning:ckpt_path",
     "lightning:weights-only",
+    "mid-epoch",
+    "mid-epoch:fixed",
+    "accelerate:full",
+    "accelerate:scheduler-unregistered",
+    "accelerate:no-skip",
     "hf:resume",
     "hf:from_pretrained",
 ]
@@ -99,7 +113,16 @@ def test_a_gradscaler_left_out_of_the_resume_is_named_with_its_saved_scale(per_c
 
 
 @pytest.mark.parametrize(
-    "case", ["example:fixed", "new-head", "amp:scaler-loaded", "lightning:ckpt_path", "hf:resume"]
+    "case",
+    [
+        "example:fixed",
+        "new-head",
+        "amp:scaler-loaded",
+        "lightning:ckpt_path",
+        "hf:resume",
+        "mid-epoch:fixed",
+        "accelerate:full",
+    ],
 )
 def test_full_resumes_and_fine_tunes_are_quiet(per_case, case: str) -> None:
     assert "TOR017" not in {f.code for f in per_case[case]}
@@ -135,11 +158,50 @@ def test_hf_from_pretrained_on_a_checkpoint_folder_restarts_the_schedule(per_cas
     evidence = finding.evidence
     assert evidence["framework"] == "transformers"
     assert Path(evidence["checkpoint"]).name == "checkpoint-2"
-    assert evidence["lost"] == [tor017.OPTIMIZER, tor017.SCHEDULER, tor017.STEP, tor017.DATA]
+    # checkpoint-2 of 4 batches an epoch: epoch 0.5, saved within the epoch
+    assert evidence["lost"] == [tor017.OPTIMIZER, tor017.SCHEDULER, tor017.STEP, tor017.RNG, tor017.DATA]
     assert (evidence["saved_step"], evidence["resumed_step"]) == (2, 0)
     assert evidence["resumed_lr"] == 0.0  # the warm-up starts again at 0
     assert evidence["saved_lr"] > 0
     assert "resume_from_checkpoint=" in finding.fix
+
+
+def test_a_mid_epoch_resume_that_restores_no_generator_and_replays_the_epoch(per_case) -> None:
+    finding = tor017_of(per_case["mid-epoch"])
+    evidence = finding.evidence
+    assert evidence["lost"] == [tor017.RNG, tor017.DATA]
+    assert (evidence["saved_rng"], evidence["restored_rng"]) == (["torch", "numpy", "python"], [])
+    # 40 steps of one batch each: 8 batches into the third epoch of 16
+    assert (evidence["saved_position"], evidence["epoch_batches"]) == (8, 16)
+    assert "saved 8 batches into an epoch of 16, resumed at the epoch's first batch" in finding.message
+    assert "torch.set_rng_state" in finding.fix
+    assert "numpy.random.set_state" in finding.fix
+    assert "random.setstate" in finding.fix
+    assert "itertools.islice(loader, 8, None)" in finding.fix
+
+
+def test_accelerate_restores_no_scheduler_it_was_not_given(per_case) -> None:
+    finding = tor017_of(per_case["accelerate:scheduler-unregistered"])
+    evidence = finding.evidence
+    assert evidence["framework"] == "accelerate"
+    assert evidence["lost"] == [tor017.SCHEDULER]
+    # the optimizer comes back at step 12 with the warmed-up lr; the fresh schedule is at step 0
+    assert (evidence["saved_step"], evidence["resumed_step"], evidence["scheduler_step"]) == (12, 12, 0)
+    assert evidence["saved_lr"] == pytest.approx(1e-2)
+    assert evidence["resumed_lr"] == pytest.approx(1e-2 / 8)
+    assert evidence["where"].startswith("run_resumes.py:")
+    assert "through Accelerator.load_state" in finding.message
+    assert "accelerator.prepare" in finding.fix
+    assert "register_for_checkpointing" in finding.fix
+
+
+def test_accelerate_load_state_within_an_epoch_without_skip_first_batches(per_case) -> None:
+    finding = tor017_of(per_case["accelerate:no-skip"])
+    evidence = finding.evidence
+    assert evidence["lost"] == [tor017.DATA]
+    # 12 steps of 8-batch epochs, through a loader that draws one batch ahead
+    assert (evidence["saved_position"], evidence["epoch_batches"]) == (4, 8)
+    assert "accelerator.skip_first_batches(train_dataloader, 4)" in finding.fix
 
 
 # -- the pure parts ----------------------------------------------------------------------------
@@ -158,6 +220,43 @@ def test_judge_names_each_part_saved_and_not_loaded() -> None:
     )
     assert (
         tor017.judge(saved=saved, loaded=loaded, same_parameters=False, saved_step=10, resumed_step=0) == []
+    )
+
+
+def test_judge_names_generators_and_data_position_after_the_step() -> None:
+    saved = {tor017.OPTIMIZER: True, tor017.RNG: True, tor017.DATA: True}
+    loaded = {tor017.OPTIMIZER: True, tor017.RNG: False, tor017.DATA: False}
+    lost = tor017.judge(saved=saved, loaded=loaded, same_parameters=True, saved_step=40, resumed_step=0)
+    assert lost == [tor017.STEP, tor017.RNG, tor017.DATA]
+    assert (
+        tor017.judge(
+            saved=saved,
+            loaded=dict.fromkeys(saved, True),
+            same_parameters=True,
+            saved_step=40,
+            resumed_step=40,
+        )
+        == []
+    )
+
+
+def test_generator_states_are_recognised_under_the_recipes_names() -> None:
+    cpu, py, npy = torch.get_rng_state(), random.getstate(), np.random.get_state()
+    cuda = [torch.zeros(16, dtype=torch.uint8)]
+    # HF's rng_state.pth, Accelerate's random_states_0.pkl, flat keys of hand-written recipes
+    assert kinds_in({"rng_state": {"python": py, "numpy": npy, "cpu": cpu, "cuda": cuda}}) == [
+        "torch",
+        "cuda",
+        "numpy",
+        "python",
+    ]
+    accelerate = {"step": 3, "random_state": py, "numpy_random_seed": npy, "torch_manual_seed": cpu}
+    assert kinds_in(accelerate) == ["torch", "numpy", "python"]
+    assert kinds_in({"cpu_rng_state": cpu, "np_rng": np.random.get_state(legacy=False)}) == ["torch", "numpy"]
+    # a model's weights, a uint8 buffer of another size, a CPU machine's empty CUDA list: none
+    assert (
+        kinds_in({"model": {"w": torch.zeros(3)}, "mask": torch.zeros(16, dtype=torch.uint8), "cuda_rng": []})
+        == []
     )
 
 

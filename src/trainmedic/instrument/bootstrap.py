@@ -39,6 +39,8 @@ FRAMEWORK_HOOKS: dict[str, str] = {
     "trl.trainer.sft_trainer": "trainmedic.llm.sft:install",
     # DPO: the setup and the pairs DPOTrainer builds (TRN014, DAT018, DAT020)
     "trl.trainer.dpo_trainer": "trainmedic.llm.preference:install",
+    # Accelerate's `load_state` is a resume (TOR017): what it restored, and what it could not
+    "accelerate.accelerator": "trainmedic.torch._accelerate:install",
     "sklearn.model_selection": "trainmedic.sklearn:install",
     "xgboost": "trainmedic.xgboost:install",
     "lightgbm": "trainmedic.lightgbm:install",

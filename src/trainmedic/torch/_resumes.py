@@ -6,9 +6,24 @@ a checkpoint that holds an optimizer's state dict (the tutorial's
 `optimizer_states`), and a model then loads its weights from that very object
 (`model.load_state_dict(checkpoint["model_state_dict"])`). From then on, until the first
 optimizer step, the `load_state_dict` calls of optimizers, LR schedulers and GradScalers are
-counted; at that step (a one-off optimizer pre-hook, removed when it has run) the optimizer that
-steps is compared with what the checkpoint held, and
-`trainmedic.rules.tor.tor017_resume_state_lost` judges it.
+counted, and so are the calls that restore the random generators' states (`_rng`); at that
+step (a one-off optimizer pre-hook, removed when it has run) the optimizer that steps is
+compared with what the checkpoint held, and `trainmedic.rules.tor.tor017_resume_state_lost`
+judges it.
+
+The data position is read at the same step, from what the guard already keeps: the DataLoader
+iterators it follows (`_batches.BatchLog`, made when an epoch starts). When exactly one
+iterator was started since the resume, is still going, draws from PyTorch's own samplers (which
+always begin an epoch at its start) and has yielded one batch for this step (one more for a
+loader that draws one ahead, as Accelerate's do), the step trains on the epoch's first batch;
+the checkpoint was saved `saved.step % len(batch sampler)` batches into its epoch. The saved
+optimizer step counts the batches only where each step is one batch and every step was taken:
+a loop that accumulates gradients is not judged (it yields several batches before its first
+step), nor a checkpoint with a GradScaler (its skipped steps are not counted).
+
+Accelerate's `load_state` (`_accelerate`) starts the same watch with `watch_folder`; LR
+schedulers are followed from their creation (a weak set) so that one which drives the restored
+optimizer and was not restored is seen.
 
 Cost: `torch.load` and the `load_state_dict` calls are rare and off the training step. A load
 reads the top-level entries of what it returns (and the lists among them) once; the step
@@ -28,10 +43,12 @@ from typing import TYPE_CHECKING, Any
 
 from torch.optim import lr_scheduler
 from torch.optim.optimizer import Optimizer, register_optimizer_step_pre_hook
+from torch.utils.data import BatchSampler, DistributedSampler, RandomSampler, SequentialSampler
 
 import torch
 from torch import nn
 from trainmedic.rules.tor import tor017_resume_state_lost as tor017
+from trainmedic.torch import _rng
 from trainmedic.torch._safety import contained
 
 if TYPE_CHECKING:
@@ -45,6 +62,8 @@ MAX_NOTES = 4  # checkpoints remembered until a model loads from one of them
 #: Top-level entries of a checkpoint that count steps or epochs (kept as evidence).
 COUNTERS = ("epoch", "step", "global_step", "iteration", "iter_num")
 _OWN = str(Path(__file__).parent.parent)  # the trainmedic package's folder
+#: Samplers that begin every epoch at its first index: a fresh iterator's first batch is the epoch's.
+EPOCH_START_SAMPLERS = (RandomSampler, SequentialSampler, DistributedSampler)
 
 
 @dataclass(slots=True)
@@ -64,6 +83,7 @@ class Saved:
     counters: dict[str, int] = field(default_factory=dict)
     loss: float | None = None
     scale: float | None = None
+    rng: list[str] = field(default_factory=list)  # the generators whose states it holds
 
     def holds(self, state_dict: Any) -> bool:
         """Whether `state_dict` is one of the model state dicts this checkpoint held."""
@@ -77,7 +97,11 @@ class _State:
     resumed: Saved | None = None
     where: str = ""
     loaded: set[str] = field(default_factory=set)
+    rng_restored: set[str] = field(default_factory=set)
     hook: Any = None
+    loaders_before: tuple[Any, ...] = ()  # the loader iterators' logs at the resume
+    draw_ahead: set[int] = field(default_factory=set)  # ids of batch samplers whose loader draws one ahead
+    schedulers: weakref.WeakSet[Any] = field(default_factory=weakref.WeakSet)
 
 
 _state = _State()
@@ -89,6 +113,8 @@ def install(wrap: Wrap, active: Active) -> None:
     wrap(nn.Module, "load_state_dict", lambda original: _model_load(original, active))
     wrap(Optimizer, "load_state_dict", lambda original: _part_load(original, tor017.OPTIMIZER))
     wrap(torch.amp.GradScaler, "load_state_dict", lambda original: _part_load(original, tor017.SCALER))
+    _rng.install(wrap, _rng_restored)
+    wrap(lr_scheduler.LRScheduler, "_initial_step", _scheduler_made)
     schedulers = (lr_scheduler.LRScheduler, lr_scheduler.ReduceLROnPlateau)
     for cls in vars(lr_scheduler).values():
         # The module also holds what it imports (Optimizer): its own schedulers only.
@@ -136,34 +162,90 @@ def _part_load(original: Any, part: str) -> Any:
     return load_state_dict
 
 
+def _rng_restored(kind: str) -> None:
+    if _state.resumed is not None:
+        _state.rng_restored.add(kind)
+
+
+def _scheduler_made(original: Any) -> Any:
+    """Follow every LR scheduler (weakly) from its creation: its first, initial step."""
+
+    def _initial_step(self: Any) -> None:
+        _state.schedulers.add(self)
+        original(self)
+
+    return _initial_step
+
+
 def _resume(saved: Saved, caller: FrameType, active: Active) -> None:
     """A model loaded its weights from `saved`: watch the state until the next optimizer step."""
     _state.notes = [n for n in _state.notes if n is not saved]
-    _state.resumed, _state.loaded, _state.where = saved, set(), _user_line(caller)
+    watch(saved, user_line(caller), active)
+
+
+def watch(saved: Saved, where: str, active: Active, draw_ahead: set[int] | None = None) -> None:
+    """Watch what is restored from `saved` until the next optimizer step, where it is compared
+    (`draw_ahead`: the batch samplers whose loaders pull one batch before the one in hand)."""
+    monitor = active()
+    _state.resumed, _state.loaded, _state.where = saved, set(), where
+    _state.rng_restored = set()
+    _state.loaders_before = tuple(monitor.batches.logs) if monitor is not None else ()
+    _state.draw_ahead = draw_ahead or set()
     if _state.hook is None:
         _state.hook = register_optimizer_step_pre_hook(lambda opt, args, kwargs: _first_step(opt, active))
+
+
+def restored_from(saved: Saved | None) -> None:
+    """What the watched resume restored, read once its load has run (Accelerate's folder): the
+    restores counted since `watch` stay counted. None: nothing to compare, the watch ends."""
+    if _state.resumed is None:
+        return
+    _state.resumed = saved
+    if saved is None:
+        _state.loaders_before = ()
+        if _state.hook is not None:
+            _state.hook.remove()
+            _state.hook = None
 
 
 def _first_step(optimizer: Any, active: Active) -> None:
     """The first optimizer step after a resume: compare, then stop watching."""
     saved, loaded, where = _state.resumed, set(_state.loaded), _state.where
+    if saved is not None and saved.rng and set(saved.rng) <= _state.rng_restored:
+        loaded.add(tor017.RNG)
     _state.resumed = None
     if _state.hook is not None:
         _state.hook.remove()
         _state.hook = None
     monitor = active()
-    if saved is None or monitor is None or monitor.broken:
-        return
-    contained(monitor, "resume check", _compare, monitor, optimizer, saved, loaded, where)
+    if saved is None or not saved.checkpoint or monitor is None or monitor.broken:
+        return  # (no checkpoint name: a folder's load that never said what it restored)
+    before, _state.loaders_before = _state.loaders_before, ()
+    contained(monitor, "resume check", _compare, monitor, optimizer, saved, loaded, line=where, before=before)
 
 
-def _compare(monitor: MonitorLike, optimizer: Any, saved: Saved, loaded: set[str], where: str) -> None:
+def _compare(
+    monitor: MonitorLike,
+    optimizer: Any,
+    saved: Saved,
+    loaded: set[str],
+    *,
+    line: str,
+    before: tuple[Any, ...],
+) -> None:
     params = [p for group in optimizer.param_groups for p in group["params"]]
     states = [optimizer.state.get(p) for p in params]
     resumed_step = max((_int(s.get("step")) or 0 for s in states if s), default=0)
+    parts = dict(saved.parts)
+    position = _position(monitor, saved, before)
+    if position is not None:
+        parts[tor017.DATA] = position[0] > 0
+    fresh = _fresh_schedulers(optimizer, loaded) if saved.framework == "accelerate" else []
+    if fresh:
+        parts[tor017.SCHEDULER] = True
     lost = tor017.judge(
-        saved=saved.parts,
-        loaded={part: part in loaded for part in saved.parts},
+        saved=parts,
+        loaded={part: part in loaded for part in parts},
         same_parameters=same_parameters(saved.shapes, [tuple(p.shape) for p in params]),
         saved_step=saved.step,
         resumed_step=resumed_step if saved.step is not None else None,
@@ -173,7 +255,7 @@ def _compare(monitor: MonitorLike, optimizer: Any, saved: Saved, loaded: set[str
     evidence: dict[str, Any] = {
         "framework": saved.framework,
         "checkpoint": saved.checkpoint,
-        "where": where,
+        "where": line,
         "lost": lost,
         "saved_moments": saved.moments,
         "resumed_moments": sum(1 for s in states if s),
@@ -186,10 +268,66 @@ def _compare(monitor: MonitorLike, optimizer: Any, saved: Saved, loaded: set[str
     }
     if tor017.SCALER in lost:
         evidence["saved_scale"] = saved.scale
+    if tor017.RNG in lost:
+        evidence["saved_rng"] = saved.rng
+        evidence["restored_rng"] = [kind for kind in _rng.KINDS if kind in _state.rng_restored]
+    if tor017.DATA in lost and position is not None:
+        evidence["saved_position"], evidence["epoch_batches"] = position
+    if tor017.SCHEDULER in lost and fresh:
+        evidence["resumed_lr"] = _float(fresh[0].get_last_lr()[0])
+        evidence["scheduler_step"] = fresh[0].last_epoch
     losses = monitor.losses
     if losses:
         evidence["resumed_loss"] = _float(losses[-1])
     monitor.observe(tor017.OBSERVATION, evidence, step=monitor.step or None)
+
+
+def _position(monitor: MonitorLike, saved: Saved, before: tuple[Any, ...]) -> tuple[int, int] | None:
+    """(batches into its epoch at the save, the epoch's batches) when the step about to run trains
+    on the first batch of an epoch begun since the resume; None when that is not known."""
+    if saved.step is None or saved.parts.get(tor017.SCALER):
+        return None
+    started = [log for log in monitor.batches.logs if not log.done and not any(log is old for old in before)]
+    if len(started) != 1:
+        return None
+    log = started[0]
+    index = getattr(log.iterator(), "_index_sampler", None)
+    if type(index) is not BatchSampler or type(index.sampler) not in EPOCH_START_SAMPLERS:
+        return None
+    lead = 1 if id(index) in _state.draw_ahead else 0
+    if not log.at_start or len(log) - lead != 1:
+        return None  # several batches a step (accumulation), or batches skipped by the loop
+    batches = len(index)
+    return (saved.step % batches, batches) if batches else None
+
+
+def _fresh_schedulers(optimizer: Any, loaded: set[str]) -> list[Any]:
+    """The LR schedulers that drive `optimizer` and were not restored since the resume."""
+    if tor017.SCHEDULER in loaded:
+        return []
+    # A scheduler made on Accelerate's wrapper drives the optimizer inside it.
+    drives = [(s, getattr(s, "optimizer", None)) for s in list(_state.schedulers)]
+    return [
+        s for s, driven in drives if optimizer is driven or optimizer is getattr(driven, "optimizer", None)
+    ]
+
+
+def read_folder(folder: str, framework: str, optimizer: Any, parts: dict[str, bool], rng: list[str]) -> Saved:
+    """What a checkpoint folder restored into `optimizer` (Accelerate's `load_state`), read
+    right after the load: its moments, learning rate and step are the saved ones."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    moments = [s for p in params if (s := optimizer.state.get(p))]
+    return Saved(
+        checkpoint=folder,
+        framework=framework,
+        models={},
+        parts=parts,
+        moments=len(moments),
+        lr=_float(optimizer.param_groups[0].get("lr")) if optimizer.param_groups else None,
+        step=_int(moments[0].get("step")) if moments else None,
+        shapes=[tuple(p.shape) for p in params],
+        rng=rng,
+    )
 
 
 def read_checkpoint(checkpoint: Mapping[str, Any], name: str) -> Saved | None:
@@ -215,6 +353,8 @@ def read_checkpoint(checkpoint: Mapping[str, Any], name: str) -> Saved | None:
     step = _int(moments[0].get("step")) if moments else None
     parts[tor017.OPTIMIZER] = bool(moments)
     groups = first["param_groups"]
+    rng = _rng.kinds_in(checkpoint)
+    parts[tor017.RNG] = bool(rng)
     return Saved(
         checkpoint=name,
         framework="lightning" if "pytorch-lightning_version" in checkpoint else "torch",
@@ -227,6 +367,7 @@ def read_checkpoint(checkpoint: Mapping[str, Any], name: str) -> Saved | None:
         counters={k: v for k in COUNTERS if isinstance(v := checkpoint.get(k), int)},
         loss=_float(checkpoint.get("loss")),
         scale=scale,
+        rng=rng,
     )
 
 
@@ -289,7 +430,7 @@ def _name(f: Any) -> str:
     return Path(f).name if isinstance(f, (str, Path)) else type(f).__name__
 
 
-def _user_line(frame: FrameType | None) -> str:
+def user_line(frame: FrameType | None) -> str:
     """file:line of the first caller outside trainmedic and the installed packages."""
     while frame is not None:
         filename = frame.f_code.co_filename

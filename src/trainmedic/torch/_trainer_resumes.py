@@ -4,7 +4,8 @@
 `scheduler.pt`, `scaler.pt`, the RNG states (`rng_state.pth`) and `trainer_state.json`, whose
 global step also makes it skip the batches already trained on. A script that instead loads the
 model with `from_pretrained("out/checkpoint-500")` and calls `train()` starts from global step 0:
-a new warm-up, empty optimizer moments, the data from the start. `check_start` runs at
+a new warm-up, empty optimizer moments, fresh random generators, and, when the checkpoint was
+saved within an epoch (a fractional `epoch`), that epoch's first batches trained again. `check_start` runs at
 `on_train_begin` (`trainmedic.hf.Guard`), when the Trainer has already restored whatever it
 restores: a model loaded from a `checkpoint-N` folder of the run's own `output_dir`, with the
 Trainer at step 0, is such a restart. `trainmedic.rules.tor.tor017_resume_state_lost` judges it.
@@ -28,7 +29,7 @@ PART_FILES = {
     tor017.OPTIMIZER: ("optimizer.pt",),
     tor017.SCHEDULER: ("scheduler.pt",),
     tor017.SCALER: ("scaler.pt",),
-    tor017.DATA: ("rng_state.pth",),
+    tor017.RNG: ("rng_state.pth",),
 }
 
 
@@ -41,6 +42,10 @@ def check_start(model: Any, args: Any, state: Any, kwargs: Mapping[str, Any]) ->
     same_run = output_dir is not None and folder.parent.resolve() == Path(output_dir).resolve()
     saved_state = json.loads((folder / STATE_FILE).read_text())
     saved = {part: _has(folder, names) for part, names in PART_FILES.items()}
+    # A fractional epoch is a save within an epoch: a Trainer restarted at step 0 trains the
+    # epoch's first batches again (resume_from_checkpoint skips them).
+    epoch = saved_state.get("epoch")
+    saved[tor017.DATA] = isinstance(epoch, (int, float)) and epoch != int(epoch)
     saved_step = int(saved_state.get("global_step") or 0)
     lost = tor017.judge(
         saved=saved,
