@@ -13,7 +13,9 @@ weights that overflow to inf, a tokenizer and its chat template not saved beside
   loader (`<ModelClass>.from_pretrained(folder)`; for an adapter, the base loaded with the
   script's config, then `PeftModel.from_pretrained(base, folder)`) and run on the probe;
 - `merge_and_unload`: the merged model's outputs on the probe against the adapter model's,
-  compared in the process (both are in memory then);
+  compared in the process (both are in memory then), and the share of the adapter's weight
+  change that the merged weights hold (a 16-bit base rounds a small change away:
+  `_merge_weights`);
 - Lightning's `Trainer.save_checkpoint` (`ModelCheckpoint`'s): the checkpoint's `state_dict` read
   back, each tensor's bytes compared with the module's at the save (copied in the call).
 
@@ -244,7 +246,8 @@ def _merge_and_unload(original: Any, active: Active) -> Any:
         monitor = active()
         before = None
         if monitor is not None and not monitor.broken:
-            before = contained(monitor, "merge_and_unload", save_probe.merge_probe, self, _pause)
+            names = kwargs.get("adapter_names", args[2] if len(args) > 2 else None)
+            before = contained(monitor, "merge_and_unload", save_probe.merge_probe, self, _pause, names)
         merged = original(self, *args, **kwargs)
         if before is not None and monitor is not None and not monitor.broken:
             contained(
