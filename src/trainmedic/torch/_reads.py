@@ -28,7 +28,7 @@ def readable(tensor: Any) -> Any:
         tensor = tensor.to_local()
     if tensor.is_meta or tensor.is_quantized:
         return None
-    if tensor.numel() and tensor.layout is torch.strided and not tensor.untyped_storage().nbytes():
+    if tensor.numel() and tensor.layout is torch.strided and _freed(tensor):
         return None
     dtype = tensor.dtype
     if not (dtype.is_floating_point or dtype.is_complex):
@@ -41,6 +41,14 @@ def readable(tensor: Any) -> Any:
     elif layout is not torch.strided:
         return None
     return tensor.float() if dtype.itemsize == 1 else tensor
+
+
+def _freed(tensor: Any) -> bool:
+    """Whether a strided tensor's storage holds no bytes (a wrapper without storage: not freed)."""
+    try:
+        return not tensor.untyped_storage().nbytes()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return False
 
 
 def _is_dtensor(tensor: Any) -> bool:
