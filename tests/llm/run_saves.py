@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from peft import LoraConfig, get_peft_model
+from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
 import torch
@@ -74,6 +74,22 @@ tokenizer.save_pretrained(OUT / "with-tokenizer")
 keys = [k for k in lm.state_dict() if "lora_" in k]
 # A merge of a float32 adapter onto its float32 base: the same function.
 merged = lm.merge_and_unload()
+
+# An adapter trained at the learning rate of TRL's DPO and GRPO (1e-6): its weight change is
+# below bfloat16's resolution of the base weights. Merged onto the base loaded in bfloat16, W + BA
+# rounds back to W; onto the float32 base, it is all there. The adapter trained above at a
+# large rate, merged onto the bfloat16 base, keeps its change (a few % rounded): quiet.
+slow = get_peft_model(AutoModelForCausalLM.from_pretrained(TINYLM), LoraConfig(**LORA))
+train(slow, steps=30, optimizer=torch.optim.AdamW([p for p in slow.parameters() if p.requires_grad], lr=1e-6))
+slow.save_pretrained(OUT / "dpo-rate")
+tokenizer.save_pretrained(OUT / "dpo-rate")
+for adapter, dtype in (
+    ("dpo-rate", torch.bfloat16),
+    ("dpo-rate", torch.float32),
+    ("with-tokenizer", torch.bfloat16),
+):
+    base = AutoModelForCausalLM.from_pretrained(TINYLM, dtype=dtype)
+    PeftModel.from_pretrained(base, OUT / adapter).merge_and_unload()  # merge: adapter onto base
 
 # A plain state dict of a model of the user's own: right, quiet.
 mlp = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))

@@ -76,18 +76,37 @@ def test_a_head_outside_modules_to_save_reloads_at_random(by_path, findings) -> 
     assert (data["kind"], data["saved"]) == (tor015.OUTPUTS_DIFFER, "peft")
     assert data["max_abs_diff"] > tor015.OUTPUT_TOLERANCE["float32"] * data["output_scale"]
     assert data["where"].startswith("run_saves.py:")
-    finding = findings["TOR015"]  # the first save check's observation is the finding's
-    assert "head-lost" in finding.message
-    assert "reloaded with its framework's loader" in finding.message
-    assert "modules_to_save" in (finding.fix or "")
+    message = tor015.reload_message(data)  # the finding words its first observation: the merge's
+    assert "head-lost" in message
+    assert "reloaded with its framework's loader" in message
+    assert "modules_to_save" in (tor015.reload_fix(data) or "")
 
 
 def test_healthy_saves_reload_as_they_were(by_path) -> None:
     # the head in modules_to_save, a plain state dict, a chat model saved with its tokenizer, a
     # merge, a model trained on the moment its save returned
-    for quiet in ("head-saved", "mlp.pt", "with-tokenizer", "trained-on"):
+    for quiet in ("head-saved", "mlp.pt", "with-tokenizer", "trained-on", "dpo-rate"):
         assert quiet not in by_path, by_path.get(quiet)
     assert not [o for obs in by_path.values() for o in obs if o.data.get("kind") == tor015.MERGE_DRIFT]
+
+
+def test_a_merge_onto_a_bfloat16_base_rounds_a_small_adapter_away(by_path, findings) -> None:
+    # Three merges in run_saves.py's loop, one line: the DPO-rate adapter onto bfloat16 (lost),
+    # onto float32 (quiet), the fast-trained adapter onto bfloat16 (quiet: a few % rounded).
+    (merge,) = [o for o in by_path.get("", []) if o.data["kind"] == tor015.MERGE_ROUNDED]
+    data = merge.data
+    line = next(
+        i for i, text in enumerate((HERE / "run_saves.py").read_text().splitlines(), 1) if "# merge:" in text
+    )
+    assert data["where"] == f"run_saves.py:{line}"
+    assert (data["merged_dtype"], data["layers"]) == ("bfloat16", 4)
+    assert data["weight_lost"] > tor015.MERGE_LOST_SHARE
+    # the probe: the merged model's outputs stay within bfloat16's rounding of the adapter model's
+    assert data["max_abs_diff"] <= tor015.HALF_TOLERANCE * data["output_scale"]
+    assert data["adapter_effect"] > 0
+    finding = findings["TOR015"]  # observed at the merge, before the saves' checks end
+    assert "lost to rounding" in finding.message
+    assert "float32" in (finding.fix or "")
 
 
 def test_the_probe_runs_off_the_training_thread_on_the_model_as_saved(child, by_path) -> None:
@@ -126,6 +145,7 @@ def test_scratch_stays_out_of_the_users_folder(child) -> None:
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [
             "before-training",
+            "dpo-rate",
             "head-lost",
             "head-saved",
             "mlp.pt",
@@ -149,6 +169,13 @@ def test_output_tolerance_is_rounding_not_a_lost_tensor() -> None:
     assert judge("bfloat16", 0.2) is None
     assert judge("bfloat16", 2.0) == tor015.OUTPUTS_DIFFER
     assert judge("float32", float("nan")) == tor015.OUTPUTS_DIFFER
+
+
+def test_merge_judge_is_half_the_adapters_change() -> None:
+    assert tor015.judge_merge(weight_lost=1e-6) is None  # a float32 merge
+    assert tor015.judge_merge(weight_lost=0.05) is None  # a 16-bit merge of an adapter that trained
+    assert tor015.judge_merge(weight_lost=0.9) == tor015.MERGE_ROUNDED
+    assert tor015.judge_merge(weight_lost=float("nan")) == tor015.MERGE_ROUNDED
 
 
 def test_tor016_judge() -> None:

@@ -171,3 +171,15 @@ def test_a_keras_model_in_a_torch_loop_is_guarded_to_the_end(tmp_path: Path) -> 
     assert max((e["step"] for e in steps), default=0) >= 40  # 48 steps, a point every 10
     assert any("grad_norm" in e.get("metrics", {}) for e in steps)
     assert not any(e.get("check") == "guard_check_failed" for e in events)
+
+
+def test_a_parameter_whose_storage_was_freed_is_not_read() -> None:
+    # What FSDP2 does to an unsharded parameter after its forward and backward (the module keeps
+    # the tensor, its storage resized to 0 bytes): a norm of it crashed the process. The real
+    # two-rank job: tests/llm/test_fsdp_saves.py.
+    from trainmedic.torch._reads import readable
+
+    weight = torch.nn.Parameter(torch.randn(4, 4))
+    assert readable(weight) is weight
+    weight.untyped_storage().resize_(0)
+    assert readable(weight) is None

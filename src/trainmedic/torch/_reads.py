@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from operator import itemgetter
 from typing import Any
 
@@ -16,9 +17,18 @@ def readable(tensor: Any) -> Any:
     `Embedding(sparse=True)` makes, coalesced first: its duplicate indices add up); a 1-byte
     float (float8) as a float32 copy, which norm kernels take. Integer, bool and quantized
     tensors (a seed generator's state, a step counter, a quantized weight) are not trained by
-    gradients, and a meta tensor holds no values: no norm reads them. Sampled checks only.
+    gradients, and a meta tensor holds no values: no norm reads them. A DTensor (FSDP2's
+    sharded parameters and gradients) as its local shard: the norms are then this rank's part,
+    read without a collective (one here would have to be matched on every rank). A tensor whose
+    storage was freed (FSDP frees an unsharded parameter's storage after its forward and
+    backward, and the module keeps the tensor: reading it crashes the process) holds no values.
+    Sampled checks only.
     """
+    if _is_dtensor(tensor):
+        tensor = tensor.to_local()
     if tensor.is_meta or tensor.is_quantized:
+        return None
+    if tensor.numel() and tensor.layout is torch.strided and _freed(tensor):
         return None
     dtype = tensor.dtype
     if not (dtype.is_floating_point or dtype.is_complex):
@@ -31,6 +41,21 @@ def readable(tensor: Any) -> Any:
     elif layout is not torch.strided:
         return None
     return tensor.float() if dtype.itemsize == 1 else tensor
+
+
+def _freed(tensor: Any) -> bool:
+    """Whether a strided tensor's storage holds no bytes (a wrapper without storage: not freed)."""
+    try:
+        return not tensor.untyped_storage().nbytes()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return False
+
+
+def _is_dtensor(tensor: Any) -> bool:
+    """A `torch.distributed.tensor.DTensor` (never imported here: none exists until it is)."""
+    module = sys.modules.get("torch.distributed.tensor")
+    dtensor = getattr(module, "DTensor", None)
+    return dtensor is not None and isinstance(tensor, dtensor)
 
 
 _SPARSE_COMPRESSED = (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)

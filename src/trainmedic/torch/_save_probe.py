@@ -6,19 +6,22 @@ no_grad in eval mode (every module's training flag restored after), with the gua
 paused so that the probe is not counted as a training forward (`pause`: the guard's
 `_patches.paused`, handed down by `_saves`; this module never imports the patches). The saves
 hand the probe and its outputs to the worker; `merge_and_unload` compares the merged model's
-outputs with the adapter model's here.
+outputs with the adapter model's here, and its weights with the adapter's change
+(`_merge_weights`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import torch
 from trainmedic.rules.tor import tor015_saved_model_differs as tor015
+from trainmedic.torch import _merge_weights as merge_weights
 from trainmedic.torch._save_worker import output_of
 
 if TYPE_CHECKING:
@@ -91,43 +94,89 @@ def outputs(model: Any, inputs: dict[str, Any], pause: Pause) -> Any:
             module.training = mode
 
 
-def merge_probe(tuner: Any, pause: Pause) -> tuple[dict[str, Any], Any, str] | None:
-    config = getattr(getattr(tuner, "model", None), "config", None)
-    if config is None or not getattr(config, "vocab_size", None):
+@dataclass
+class BeforeMerge:
+    """What `merge_and_unload` is compared with: the adapter model's outputs on the probe (and the
+    base's, with the adapter disabled), and the sampled rows of the LoRA layers' weights."""
+
+    inputs: dict[str, Any] | None
+    expected: Any  # the adapter model's outputs (None: no probe)
+    base: Any  # the base's outputs, adapters disabled (None: not measured)
+    dtype: str
+    layers: list[merge_weights.Layer]
+
+
+def merge_probe(tuner: Any, pause: Pause, adapter_names: list[str] | None = None) -> BeforeMerge | None:
+    """Before the merge: the probe's outputs with the adapter and without it (two forwards of
+    `PROBE_TOKENS` tokens), and the LoRA layers' sampled rows (`_merge_weights.before`)."""
+    model = getattr(tuner, "model", None)
+    if model is None:
         return None
-    ids = torch.randint(
-        0, int(config.vocab_size), (1, PROBE_TOKENS), generator=torch.Generator().manual_seed(0)
-    )
-    param = next(tuner.model.parameters())
+    layers = merge_weights.before(tuner, adapter_names)
+    param = next(model.parameters())
+    dtype = str(layers[0].base.weight.dtype if layers else param.dtype).removeprefix("torch.")
+    before = BeforeMerge(None, None, None, dtype, layers)
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    if not isinstance(vocab, int) or vocab < 1:
+        return before
+    ids = torch.randint(0, vocab, (1, PROBE_TOKENS), generator=torch.Generator().manual_seed(0))
     inputs = {"input_ids": ids.to(param.device)}
     try:
-        expected = outputs(tuner.model, inputs, pause)
+        expected = outputs(model, inputs, pause)
+        with _adapters_disabled(model):
+            base = outputs(model, inputs, pause)
     except (TypeError, ValueError, RuntimeError):  # the forward asks for more than input_ids
-        return None
-    return inputs, expected, str(param.dtype).removeprefix("torch.")
+        return before
+    before.inputs, before.expected, before.base = inputs, expected, base
+    return before
+
+
+@contextmanager
+def _adapters_disabled(model: Any) -> Iterator[None]:
+    """PEFT's layers run as the base (what `PeftModel.disable_adapter()` does), their flags set
+    back after: PEFT's own toggle (`enable_adapters`) also sets the adapters' requires_grad."""
+    flags = [(m, m._disable_adapters) for m in model.modules() if hasattr(m, "_disable_adapters")]
+    try:
+        for module, _ in flags:
+            module._disable_adapters = True
+        yield
+    finally:
+        for module, flag in flags:
+            module._disable_adapters = flag
 
 
 def after_merge(
     monitor: MonitorLike,
     merged: Any,
-    before: tuple[dict[str, Any], Any, str],
+    before: BeforeMerge,
     caller: FrameType,
     pause: Pause,
 ) -> None:
-    inputs, expected, dtype = before
-    got = outputs(merged, inputs, pause)
-    if got is None or expected is None:
-        return
-    measure = distance(got, expected)
-    reason = tor015.judge_outputs(dtype=dtype, **measure)
-    if reason is None:
+    """The merged model against the adapter model: its outputs on the probe (TOR015 `merge-drift`),
+    then the share of the adapter's weight change its weights hold (`merge-rounded`)."""
+    measure: dict[str, Any] = {}
+    kind = None
+    if before.inputs is not None and before.expected is not None:
+        got = outputs(merged, before.inputs, pause)
+        if got is not None:
+            measure = distance(got, before.expected)
+            if tor015.judge_outputs(dtype=before.dtype, **measure) is not None:
+                kind = tor015.MERGE_DRIFT
+            if before.base is not None and before.base.shape == before.expected.shape:
+                measure["adapter_effect"] = float((before.expected - before.base).abs().max())
+    weights = merge_weights.lost(before.layers)
+    if weights is not None:
+        measure.update(weights)
+        if kind is None and tor015.judge_merge(weight_lost=weights["weight_lost"]) is not None:
+            kind = tor015.MERGE_ROUNDED
+    if kind is None:
         return
     evidence = {
-        "kind": tor015.MERGE_DRIFT,
+        "kind": kind,
         "path": "",
         "where": where(caller),
         "model": type(merged).__name__,
-        "dtype": dtype,
+        "dtype": before.dtype,
         **measure,
     }
     monitor.observe(tor015.RELOAD_OBSERVATION, evidence, once=False, step=monitor.step or None)

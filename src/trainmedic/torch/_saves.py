@@ -7,13 +7,16 @@ weights that overflow to inf, a tokenizer and its chat template not saved beside
 `install` wraps the saves (always calling the original unchanged):
 
 - `torch.save(state_dict, path)` of a mapping of tensors: the file's tensors are read back (by
-  the worker when one runs, else at the end, in this process: no second start of torch);
+  the worker when one runs, else at the end, in this process: no second start of torch), and
+  the dict's FSDP2 shards (DTensors not gathered) are counted in the call (`_save_shards`);
 - `PreTrainedModel.save_pretrained` and `PeftModel.save_pretrained` (what `Trainer.save_model`
   calls): the folder's tensors are read back, and the model is reloaded with the framework's
   loader (`<ModelClass>.from_pretrained(folder)`; for an adapter, the base loaded with the
   script's config, then `PeftModel.from_pretrained(base, folder)`) and run on the probe;
 - `merge_and_unload`: the merged model's outputs on the probe against the adapter model's,
-  compared in the process (both are in memory then);
+  compared in the process (both are in memory then), and the share of the adapter's weight
+  change that the merged weights hold (a 16-bit base rounds a small change away:
+  `_merge_weights`);
 - Lightning's `Trainer.save_checkpoint` (`ModelCheckpoint`'s): the checkpoint's `state_dict` read
   back, each tensor's bytes compared with the module's at the save (copied in the call).
 
@@ -59,6 +62,7 @@ from trainmedic.instrument import channel, hooks
 from trainmedic.torch import _save_copy as save_copy
 from trainmedic.torch import _save_probe as save_probe
 from trainmedic.torch import _save_results as save_results
+from trainmedic.torch import _save_shards as save_shards
 from trainmedic.torch import _save_worker as save_worker
 from trainmedic.torch._safety import contained
 
@@ -107,6 +111,7 @@ class SaveChecks:
     probes: list[threading.Event] = field(default_factory=list)  # set when a copy's probe is done
     held: list[threading.Event] = field(default_factory=list)  # set when the save call returns
     notes: set[str] = field(default_factory=set)
+    sharded_paths: set[str] = field(default_factory=set)  # saves of FSDP shards observed
 
 
 _state = SaveChecks()
@@ -184,7 +189,10 @@ def _torch_save(original: Any, active: Active) -> Any:
             and isinstance(f, (str, os.PathLike))
             and _is_state_dict(obj)
         ):
-            contained(monitor, "torch.save", after_save, monitor, "state_dict", None, f, sys._getframe(1))
+            caller = sys._getframe(1)
+            shards = _state.sharded_paths
+            contained(monitor, "torch.save", save_shards.observe, monitor, obj, f, caller, shards)
+            contained(monitor, "torch.save", after_save, monitor, "state_dict", None, f, caller)
         return result
 
     return save
@@ -244,7 +252,8 @@ def _merge_and_unload(original: Any, active: Active) -> Any:
         monitor = active()
         before = None
         if monitor is not None and not monitor.broken:
-            before = contained(monitor, "merge_and_unload", save_probe.merge_probe, self, _pause)
+            names = kwargs.get("adapter_names", args[2] if len(args) > 2 else None)
+            before = contained(monitor, "merge_and_unload", save_probe.merge_probe, self, _pause, names)
         merged = original(self, *args, **kwargs)
         if before is not None and monitor is not None and not monitor.broken:
             contained(
@@ -290,6 +299,8 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
         _exit_registered = True
         atexit.register(_finish_at_exit)
     path = str(Path(os.fspath(target)).resolve())
+    if path in _state.sharded_paths:
+        return  # shards (observed in the call): reading them back would need the process group
     if kind != "state_dict":
         _state.folders.setdefault(path, set()).update(_templates())
     now = time.monotonic()

@@ -18,6 +18,11 @@ Second collector: `trainmedic.torch._saves` (saves, reloaded in a separate proce
 `outputs-differ` (the model reloaded with the framework's loader answers the probe otherwise than
 the model in memory did: `max_abs_diff`, `output_scale`, `argmax_agree`, `dtype`, `saved` for the
 save's kind), `merge-drift` (the same for `merge_and_unload`'s model against the adapter model),
+`merge-rounded` (the merged weights hold less than half of the adapter's weight change:
+`weight_lost`, `merged_dtype`, `layers`, with the probe's `adapter_effect`, the largest move of the
+outputs the adapter makes against the base with the adapter disabled; `judge_merge` decides),
+`sharded` (a state dict saved with sharded tensors, FSDP's DTensor shards, not gathered:
+`sharded`, `sharded_examples`, `shapes`),
 `reload-failed` (`error`), `nonfinite` or `empty` tensors written (counts and a few names),
 `tokenizer-missing` / `template-differs` (a model folder saved without the chat template that
 training rendered). `judge_outputs` decides the outputs' cases.
@@ -39,7 +44,8 @@ OBSERVATION = "load_keys_mismatch"
 #: The save checks' observation (`trainmedic.torch._saves`) and its kinds.
 RELOAD_OBSERVATION = "saved_reload_differs"
 OUTPUTS_DIFFER, MERGE_DRIFT, RELOAD_FAILED = "outputs-differ", "merge-drift", "reload-failed"
-NONFINITE, EMPTY = "nonfinite", "empty"
+MERGE_ROUNDED = "merge-rounded"
+NONFINITE, EMPTY, SHARDED = "nonfinite", "empty", "sharded"
 TOKENIZER_MISSING, TEMPLATE_DIFFERS = "tokenizer-missing", "template-differs"
 
 # The reloaded (or merged) model's outputs on the probe may differ from the ones in memory by
@@ -51,6 +57,19 @@ TOKENIZER_MISSING, TEMPLATE_DIFFERS = "tokenizer-missing", "template-differs"
 # magnitude, 10x above rounding for each width, and 10x below a lost tensor's effect.
 OUTPUT_TOLERANCE = {"float32": 0.01, "float64": 0.01}
 HALF_TOLERANCE = 0.05
+
+# A merge writes W + ΔW into the base weight's dtype. In float32 the sum is exact to float32's
+# rounding (2^-24 of |W|): the share of ΔW the merged weights miss is ~1e-6 for any adapter that
+# trained. In a 16-bit dtype each merged weight is within half a unit in the last place of W
+# (bfloat16: 2^-9 to 2^-8 of |W|, 8 significant bits; float16: 2^-12 to 2^-11, 11 bits), and the
+# base's values are representable there: a change below that rounds back to W and is dropped
+# whole. The share lost is then about min(1, resolution x |W| / |ΔW|): an adapter trained at
+# the usual LoRA rates (1e-4 to 2e-4) changes its weights by several units in the last place
+# and loses a few percent to a bfloat16 merge (the rounding any 16-bit model carries); one
+# trained at the rates of preference and RL fine-tuning (TRL's DPO and GRPO default to 1e-6)
+# changes them by less than one, and its merge keeps little of it. Above half, the merged model
+# carries less of the adapter than it misses: it is no longer base + adapter.
+MERGE_LOST_SHARE = 0.5
 
 #: The two reasons `judge` gives.
 PREFIX, MOSTLY_UNLOADED = "prefix", "mostly-unloaded"
@@ -172,6 +191,14 @@ def judge_outputs(*, dtype: str, max_abs_diff: float, output_scale: float, argma
     return None
 
 
+def judge_merge(*, weight_lost: float) -> str | None:
+    """`MERGE_ROUNDED` when the merged weights miss more than `MERGE_LOST_SHARE` of the
+    adapter's weight change (a NaN misses it)."""
+    if not weight_lost <= MERGE_LOST_SHARE:
+        return MERGE_ROUNDED
+    return None
+
+
 def _wrapper_only(prefix: str) -> bool:
     """Whether a prefix is made of wrappers' prefixes only ("" included): `module._orig_mod.`."""
     return all(part in WRAPPER_PARTS for part in prefix.split(".")[:-1])
@@ -259,6 +286,20 @@ def reload_message(evidence: Mapping[str, Any]) -> str:
             f"{evidence.get('max_abs_diff', 0):.3g} (largest output {evidence.get('output_scale', 0):.3g}, "
             f"{evidence.get('dtype')}); the top choice agrees on {100 * evidence.get('argmax_agree', 0):.0f}% of positions"
         )
+    if kind == MERGE_ROUNDED:
+        return (
+            f"merge_and_unload{where} wrote {100 * (1 - min(1.0, evidence.get('weight_lost', 0))):.0f}% of the "
+            f"adapter's weight change into the {evidence.get('merged_dtype')} base "
+            f"({100 * evidence.get('weight_lost', 0):.0f}% lost to rounding, {evidence.get('layers')} LoRA layers): "
+            "the change is below the base weights' resolution, and W + BA rounds back to W"
+            + _effect(evidence)
+        )
+    if kind == SHARDED:
+        return (
+            f"the save to {path}{where} wrote {evidence.get('sharded')} of its {evidence.get('total')} tensors "
+            f"as shards of this process, not the whole parameters ({_shapes(evidence)}): "
+            "the other processes' parts are not in the file"
+        )
     if kind == RELOAD_FAILED:
         return f"the model saved to {path}{where} does not reload with its framework's loader: {evidence.get('error')}"
     if kind in (NONFINITE, EMPTY):
@@ -283,6 +324,24 @@ def reload_message(evidence: Mapping[str, Any]) -> str:
     )
 
 
+def _effect(evidence: Mapping[str, Any]) -> str:
+    """The probe's outputs, when measured: the adapter's own effect and the merge's drift."""
+    if evidence.get("adapter_effect") is None:
+        return ""
+    return (
+        f"; on a probe the adapter moves the outputs by up to {evidence['adapter_effect']:.3g} and the merged "
+        f"model differs from the adapter model by up to {evidence.get('max_abs_diff', 0):.3g} "
+        f"(largest output {evidence.get('output_scale', 0):.3g})"
+    )
+
+
+def _shapes(evidence: Mapping[str, Any]) -> str:
+    shapes = evidence.get("shapes") or {}
+    return "; ".join(
+        f"{name} {local} of {whole}" for name, (local, whole) in list(shapes.items())[:2]
+    ) or names(evidence.get("sharded_examples"), 3)
+
+
 def reload_fix(evidence: Mapping[str, Any]) -> str | None:
     kind = evidence.get("kind")
     if kind == OUTPUTS_DIFFER and evidence.get("saved") == "peft":
@@ -300,6 +359,21 @@ def reload_fix(evidence: Mapping[str, Any]) -> str | None:
         return (
             "Merge onto a base of the adapter's training dtype, not a quantized one: reload the base in "
             "float32/bfloat16 (no load_in_4bit/8bit), PeftModel.from_pretrained(base, adapter), then merge_and_unload()."
+        )
+    if kind == MERGE_ROUNDED:
+        return (
+            "Keep the merged model in float32: load the base with torch_dtype=torch.float32 before "
+            "PeftModel.from_pretrained(base, adapter).merge_and_unload() and save it so (a 16-bit cast of the "
+            "merged weights drops the change again); or serve base + adapter unmerged (PeftModel without "
+            "merge_and_unload, or a server's LoRA support), where the adapter's output is added in the forward."
+        )
+    if kind == SHARDED:
+        return (
+            "Gather the full state dict before saving, on every rank, and save it on rank 0: "
+            "torch.distributed.checkpoint.state_dict.get_model_state_dict(model, "
+            "options=StateDictOptions(full_state_dict=True, cpu_offload=True)) under FSDP2 (fully_shard), "
+            "FullStateDictConfig(offload_to_cpu=True, rank0_only=True) under FSDP1; "
+            "or save the shards with torch.distributed.checkpoint (dcp.save) and load them with dcp.load."
         )
     if kind == RELOAD_FAILED:
         return (

@@ -7,7 +7,10 @@ Collector: `trainmedic.torch._saves` (the PyTorch guard, under `trainmedic run` 
 the end of the run it calls `judge` with the counts (`total` tensors, `empty` ones, `lora_b`
 matrices and `lora_b_zero` of them all zero) and the optimizer steps the run took
 (`trained_steps`), and observes `saved_adapter_empty` with the `reason`, the `path`, the step
-of the save (`saved_at_step`), the caller's line (`where`) and a few names.
+of the save (`saved_at_step`), the caller's line (`where`) and a few names. A `torch.save` of
+an adapter's state dict whose tensors are FSDP2 shards (DTensors, not gathered) is observed in
+the save call with reason `sharded` (`sharded` of `total`, `sharded_examples`, `shapes`: local
+and whole), by `trainmedic.torch._save_shards`.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ from trainmedic.rules._helpers.guard import names, observation_rule, observed
 #: The guard's observation this finding words.
 OBSERVATION = "saved_adapter_empty"
 
-#: The two reasons `judge` gives.
-EMPTY, UNTRAINED = "empty", "untrained"
+#: The reasons: two `judge` gives, and `SHARDED`, observed by the save call itself
+#: (`trainmedic.torch._save_shards`: FSDP2's DTensor shards in the dict torch.save wrote).
+EMPTY, UNTRAINED, SHARDED = "empty", "untrained", "sharded"
 
 # PEFT initialises every LoRA B matrix to exactly zero (the adapter starts as the identity);
 # one optimizer step with a non-zero gradient makes it non-zero, and nothing but a reset puts
@@ -103,6 +107,14 @@ def judge(*, adapter: bool, empty: int, lora_b: int, lora_b_zero: int, trained_s
 def message(evidence: Mapping[str, Any]) -> str:
     where = f" at {evidence['where']}" if evidence.get("where") else ""
     path = evidence.get("path")
+    if evidence.get("reason") == SHARDED:
+        shapes = evidence.get("shapes") or {}
+        shown = "; ".join(f"{name} {local} of {whole}" for name, (local, whole) in list(shapes.items())[:2])
+        return (
+            f"the adapter saved to {path}{where} holds {evidence.get('sharded')} of its {evidence.get('total')} "
+            f"tensors as this process's shards, not the whole parameters ({shown}): FSDP parameters "
+            "written without gathering, the other ranks' parts are not in the file"
+        )
     if evidence.get("reason") == EMPTY:
         return (
             f"the adapter saved to {path}{where} holds {evidence.get('empty')} of its {evidence.get('total')} "
@@ -117,6 +129,14 @@ def message(evidence: Mapping[str, Any]) -> str:
 
 
 def fix(evidence: Mapping[str, Any]) -> str | None:
+    if evidence.get("reason") == SHARDED:
+        return (
+            "Gather on every rank, save on rank 0: full = get_model_state_dict(model, "
+            "options=StateDictOptions(full_state_dict=True, cpu_offload=True)) "
+            "(torch.distributed.checkpoint.state_dict), then torch.save(get_peft_model_state_dict(model, "
+            "state_dict=full), path) on rank 0; under FSDP1, FullStateDictConfig(offload_to_cpu=True, "
+            "rank0_only=True); with accelerate, accelerator.get_state_dict(model)."
+        )
     if evidence.get("reason") == UNTRAINED:
         return (
             "Save the adapter after training, from the model that trained (trainer.save_model() or "
