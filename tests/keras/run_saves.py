@@ -18,10 +18,13 @@ file goes into OUT (argv[1]).
 - `float16.keras`: a model under the "float16" dtype policy whose BatchNormalization
   moving_variance overflowed to inf in training: TOR015 nonfinite; `mixed16.keras`, the same
   under "mixed_float16" (float32 variables): healthy.
+- `custom_layer_not_registered/model.keras` and `..._fixed/model.keras`: the example and its
+  fix (`examples/keras/`), `ModelCheckpoint` each epoch: TOR015 reload-failed, then nothing.
 - `off.keras`: an unregistered layer saved with TRAINMEDIC_SAVE_CHECKS=0: not checked.
 """
 
 import os
+import runpy
 import sys
 from pathlib import Path
 
@@ -123,6 +126,11 @@ for policy, name in (("float16", "float16.keras"), ("mixed_float16", "mixed16.ke
     model.fit(LOUD, LOUD_Y, batch_size=32, epochs=3, verbose=0)
     print(policy, "moving_variance", model.layers[0].moving_variance.numpy().tolist())
     model.save(OUT / name)
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "keras"
+for example in ("custom_layer_not_registered", "custom_layer_not_registered_fixed"):
+    sys.argv = [str(EXAMPLES / f"{example}.py"), "--out", str(OUT / example)]
+    runpy.run_path(sys.argv[0], run_name="__main__")
 
 os.environ["TRAINMEDIC_SAVE_CHECKS"] = "0"
 fitted(Scale(2)).save(OUT / "off.keras")

@@ -55,7 +55,7 @@ def by_name(child: tuple[InstrumentedRun, Path]) -> dict[str, list[dict[str, Any
     found: dict[str, list[dict[str, Any]]] = {}
     for event in child[0].record.events:
         if isinstance(event, GuardObservation) and event.check == tor015.RELOAD_OBSERVATION:
-            found.setdefault(Path(event.data["path"]).name, []).append(event.data)
+            found.setdefault(_name(event.data["path"]), []).append(event.data)
     return found
 
 
@@ -65,7 +65,7 @@ def results(child: tuple[InstrumentedRun, Path]) -> dict[str, list[dict[str, Any
     found: dict[str, list[dict[str, Any]]] = {}
     for result in sorted((child[1] / "save-checks").glob("keras-*/*/result.json")):
         job = json.loads((result.parent / "job.claimed.json").read_text())
-        found.setdefault(Path(job["path"]).name, []).append({**job, **json.loads(result.read_text())})
+        found.setdefault(_name(job["path"]), []).append({**job, **json.loads(result.read_text())})
     return found
 
 
@@ -73,6 +73,12 @@ def results(child: tuple[InstrumentedRun, Path]) -> dict[str, list[dict[str, Any
 def finding(child: tuple[InstrumentedRun, Path]) -> Finding:
     (found,) = [f for f in run_rules(RunRecord.of(child[0].record.events)) if f.code == "TOR015"]
     return found
+
+
+def _name(path: str) -> str:
+    """A saved file's name, under its example's folder for the examples' files."""
+    saved = Path(path)
+    return saved.name if saved.parent.name == "out" else f"{saved.parent.name}/{saved.name}"
 
 
 def only(observations: list[dict[str, Any]]) -> dict[str, Any]:
@@ -150,6 +156,17 @@ def test_a_class_registered_in_the_script_is_not_judged(by_name, results) -> Non
     (result,) = results["main-registered.keras"]
     assert result["skipped"] == "Shift is registered in the script itself"
     assert result["tensors"]["nonfinite"] == 0  # still read back
+
+
+def test_the_example_and_its_fix(by_name, results) -> None:
+    data = only(by_name["custom_layer_not_registered/model.keras"])
+    assert (data["kind"], data["missing_class"]) == (tor015.RELOAD_FAILED, "Gate")
+    assert data["where"].startswith(
+        "custom_layer_not_registered.py:"
+    )  # the fit that ModelCheckpoint saved in
+    # saved each epoch: the saves the worker had not started yet were replaced by the next
+    assert len(results["custom_layer_not_registered/model.keras"]) < 3
+    assert "custom_layer_not_registered_fixed/model.keras" not in by_name
 
 
 def test_the_checks_turn_off(by_name, results) -> None:
