@@ -213,13 +213,13 @@ def after_save(model: Any, saved: str, target: Any, caller: FrameType) -> None:
             return
     if len(_state.jobs) >= MAX_CHECKS or not getattr(model, "built", False):
         return
-    trainable, non_trainable = _snapshot(model)
-    size = sum(a.nbytes for a in trainable + non_trainable)
+    size = _size(model)  # before any copy
     if size > MAX_BYTES:
         _note(
             f"the model saved to {path} ({size / 2**30:.1f} GiB) is not reloaded: over {MAX_BYTES >> 30} GiB"
         )
         return
+    trainable, non_trainable = _snapshot(model)
     if not _exit_registered:  # after the channel's own: atexit runs it before the channel closes
         _exit_registered = True
         atexit.register(_finish_at_exit)
@@ -236,6 +236,19 @@ def after_save(model: Any, saved: str, target: Any, caller: FrameType) -> None:
         daemon=True,
     )
     thread.start()
+
+
+def _size(model: Any) -> int:
+    """The bytes of the model's variables, from their shapes and dtypes (before any copy)."""
+    import numpy as np
+
+    def itemsize(dtype: Any) -> int:
+        try:
+            return np.dtype(str(dtype)).itemsize
+        except TypeError:  # bfloat16 and kin, unknown to numpy by name
+            return 2 if "16" in str(dtype) else 4
+
+    return sum(int(np.prod(v.shape)) * itemsize(v.dtype) for v in model.variables)
 
 
 def _snapshot(model: Any) -> tuple[list[Any], list[Any]]:
