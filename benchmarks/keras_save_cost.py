@@ -51,6 +51,7 @@ def main() -> None:
 
     import keras
     from trainmedic.keras import _auto, _saves
+    from trainmedic.keras import _save_results as save_results
 
     _auto.install(keras, sink=lambda event: None)  # fit keeps its first rows; saves wrapped
     rng = np.random.default_rng(0)
@@ -91,7 +92,9 @@ def main() -> None:
         for job in jobs
         if (job.scratch / "result.json").exists() and (job.scratch / "job.claimed.json").exists()
     ]
-    judged = sum(1 for job in jobs if _saves.observations(job, job.result() or {}))
+    judged = sum(
+        1 for job in jobs if save_results.observations(job.saved, job.path, job.where, job.result() or {})
+    )
     _saves.finish()
     print(f"load average after {os.getloadavg()}")
     print("| save | bare ms | checked / bare | CPU checked / bare | next step checked / bare |")

@@ -49,10 +49,10 @@ from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
 
-from trainmedic.events import Event, GuardObservation
+from trainmedic.events import Event
 from trainmedic.instrument import channel
+from trainmedic.keras import _save_results as save_results
 from trainmedic.keras import _save_worker as save_worker
-from trainmedic.rules.tor import tor015_saved_model_differs as tor015
 
 OFF_ENV = "TRAINMEDIC_SAVE_CHECKS"
 PATCHED = "_trainmedic_saves_patched"
@@ -70,10 +70,6 @@ TEMP_PREFIX = "trainmedic-keras-saves-"
 # ModelCheckpoint).
 LIBRARIES = ("keras", "tensorflow", "trainmedic", "tf_keras", "absl", "contextlib", "torch", "jax")
 SAVED = {"save": "keras-model", "save_weights": "keras-weights"}
-LOADERS = {
-    "keras-model": "keras.models.load_model",
-    "keras-weights": "load_weights into the architecture rebuilt from model.to_json()",
-}
 
 
 def enabled() -> bool:
@@ -457,47 +453,9 @@ def finish(wait: float = WAIT_AT_EXIT) -> None:
     for job in _state.jobs:
         result = job.result()
         if result is not None:
-            for observation in observations(job, result):
+            for observation in save_results.observations(job.saved, job.path, job.where, result):
                 _sink(observation)
     _state = SaveChecks()
     if _scratch_root is not None and _scratch_root.name.startswith(TEMP_PREFIX):
         shutil.rmtree(_scratch_root, ignore_errors=True)
         _scratch_root = None
-
-
-def observations(job: Job, result: Mapping[str, Any]) -> list[GuardObservation]:
-    """What one save's result shows, for TOR015 (none when the file is gone or was overwritten
-    before the worker read it, or could not be rebuilt here for reasons not the save's)."""
-    if result.get("gone") or result.get("superseded") or result.get("skipped"):
-        return []
-    base = {"path": job.path, "where": job.where, "saved": job.saved, "loader": LOADERS[job.saved]}
-    tensors = result.get("tensors") or {}
-    if int(tensors.get("nonfinite", 0)) or int(tensors.get("empty", 0)):
-        kind = tor015.NONFINITE if int(tensors.get("nonfinite", 0)) else tor015.EMPTY
-        keys = ("total", "empty", "empty_examples", "nonfinite", "nonfinite_examples", "files")
-        return [_observed({**base, "kind": kind, **{k: tensors.get(k) for k in keys}})]
-    if result.get("reload_error"):
-        evidence = {**base, "kind": tor015.RELOAD_FAILED, "error": result["reload_error"]}
-        if result.get("missing_class"):
-            evidence["missing_class"] = result["missing_class"]
-        return [_observed(evidence)]
-    if "max_abs_diff" in result:
-        measure = {k: float(result[k]) for k in ("max_abs_diff", "output_scale", "argmax_agree")}
-        dtype = str(result.get("dtype") or "float32")
-        if tor015.judge_outputs(dtype=dtype, **measure) is not None:
-            return [
-                _observed(
-                    {
-                        **base,
-                        "kind": tor015.OUTPUTS_DIFFER,
-                        "dtype": dtype,
-                        "probe": result.get("probe"),
-                        **measure,
-                    }
-                )
-            ]
-    return []
-
-
-def _observed(evidence: dict[str, Any]) -> GuardObservation:
-    return GuardObservation(check=tor015.RELOAD_OBSERVATION, data=evidence)
