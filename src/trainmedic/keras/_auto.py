@@ -8,10 +8,12 @@ on the TensorFlow or torch backend) or `tf_keras` (legacy Keras 2, what
    its compiled loss and its output layer (`keras_output`: activation and width,
    for KER004), and stops the run before the adapter allocates when the sequence
    length is huge (KER002), since the alternative is an OOM;
-2. adds a head and a tail callback (see `trainmedic.keras._recorder`) that emit
+2. keeps the first rows of `x` when it is held in memory: the probe of the model's saves
+   (Keras 3: `Model.save` and `save_weights` are checked, see `trainmedic.keras._saves`);
+3. adds a head and a tail callback (see `trainmedic.keras._recorder`) that emit
    the training plan, phases, epochs with their real batch counts, sampled
    steps and the final history;
-3. calls the real `fit` with the user's arguments, unchanged otherwise.
+4. calls the real `fit` with the user's arguments, unchanged otherwise.
 
 `evaluate` and `predict` called by the user are bracketed as `eval` / `predict`
 phases (fit's own validation is bracketed by the head callback). Any failure of
@@ -67,6 +69,10 @@ def install(module: ModuleType, sink: Callable[[Event], None] = channel.emit) ->
     model_cls.evaluate = _patched_phase(model_cls.evaluate, "eval", sink)
     model_cls.predict = _patched_phase(model_cls.predict, "predict", sink)
     setattr(model_cls, PATCHED, True)
+    if line.startswith("keras3"):  # what Model.save / save_weights write, reloaded (TOR015)
+        from trainmedic.keras import _saves
+
+        _saves.install(module, sink)
 
 
 class _ArgumentsRejected(Exception):
@@ -148,6 +154,10 @@ def _prepare_fit(
         initial_epoch=arg("initial_epoch") or 0,
         validation_split=arg("validation_split") or 0.0,
     )
+    if line.startswith("keras3"):
+        from trainmedic.keras import _saves
+
+        _saves.remember_inputs(model, arg("x"))  # the probe of the model's saves
     observation = GuardObservation(check=KERAS_INPUT, data={**info, "framework": line})
     sink(observation)
     stop_if_huge(observation)

@@ -26,6 +26,13 @@ outputs the adapter makes against the base with the adapter disabled; `judge_mer
 `reload-failed` (`error`), `nonfinite` or `empty` tensors written (counts and a few names),
 `tokenizer-missing` / `template-differs` (a model folder saved without the chat template that
 training rendered). `judge_outputs` decides the outputs' cases.
+
+Third collector: `trainmedic.keras._saves` (Keras 3's `Model.save` and `Model.save_weights`,
+hence `ModelCheckpoint`, reloaded by `trainmedic.keras._save_worker`). It observes the same
+`saved_reload_differs` with `saved` = `keras-model` or `keras-weights` and `loader` (how the file
+was reloaded): `reload-failed` (`error`, and `missing_class` when Keras could not locate a class
+that was not registered), `nonfinite` / `empty` weights written, `outputs-differ` (`probe`: fit's
+first rows or inputs drawn in the shape of the model's inputs).
 """
 
 from __future__ import annotations
@@ -127,8 +134,9 @@ SPEC = FindingSpec(
         "the model kept its initial values; the keys not loaded, the prefix that explains them "
         "and the share of the model left unloaded are given. Or a saved model, reloaded as a user "
         "loads it, answers a probe otherwise than the model in memory (a head outside the "
-        "adapter's modules_to_save, non-finite or empty tensors, a merge that drifts), or its "
-        "folder lacks the chat template training used."
+        "adapter's modules_to_save, non-finite or empty tensors, a merge that drifts, a Keras "
+        "custom layer that does not reload or reloads with another config), or its folder lacks "
+        "the chat template training used."
     ),
     why=(
         "With strict=False, load_state_dict returns the missing and unexpected keys and raises "
@@ -273,10 +281,11 @@ def reload_message(evidence: Mapping[str, Any]) -> str:
     kind, path = evidence.get("kind"), evidence.get("path")
     where = f" at {evidence['where']}" if evidence.get("where") else ""
     if kind in (OUTPUTS_DIFFER, MERGE_DRIFT):
+        loader = evidence.get("loader") or "its framework's loader"
         what = (
             f"the model merge_and_unload returned{where}"
             if kind == MERGE_DRIFT
-            else f"the model saved to {path}{where}, reloaded with its framework's loader,"
+            else f"the model saved to {path}{where}, reloaded with {loader},"
         )
         against = (
             "the adapter model before the merge" if kind == MERGE_DRIFT else "the model in memory at the save"
@@ -301,7 +310,8 @@ def reload_message(evidence: Mapping[str, Any]) -> str:
             "the other processes' parts are not in the file"
         )
     if kind == RELOAD_FAILED:
-        return f"the model saved to {path}{where} does not reload with its framework's loader: {evidence.get('error')}"
+        loader = evidence.get("loader") or "its framework's loader"
+        return f"the model saved to {path}{where} does not reload with {loader}: {evidence.get('error')}"
     if kind in (NONFINITE, EMPTY):
         count, examples = (
             (evidence.get("nonfinite"), evidence.get("nonfinite_examples"))
@@ -344,6 +354,8 @@ def _shapes(evidence: Mapping[str, Any]) -> str:
 
 def reload_fix(evidence: Mapping[str, Any]) -> str | None:
     kind = evidence.get("kind")
+    if str(evidence.get("saved", "")).startswith("keras"):
+        return _keras_fix(evidence)
     if kind == OUTPUTS_DIFFER and evidence.get("saved") == "peft":
         return (
             "A part trained outside the adapter was not saved with it: list the task head and any resized "
@@ -391,6 +403,37 @@ def reload_fix(evidence: Mapping[str, Any]) -> str | None:
             "zero3_save_16bit_model / GatheredParameters under DeepSpeed ZeRO-3."
         )
     return "Save the tokenizer beside the model: tokenizer.save_pretrained(output_dir) (Trainer(processing_class=tokenizer) does it in save_model)."
+
+
+def _keras_fix(evidence: Mapping[str, Any]) -> str | None:
+    """The fix of a Keras save, in Keras's terms."""
+    kind, missing = evidence.get("kind"), evidence.get("missing_class")
+    if kind == RELOAD_FAILED and missing:
+        return (
+            f"Register {missing} so that keras.models.load_model can rebuild it: decorate the class with "
+            "@keras.saving.register_keras_serializable() and import its module before loading (or pass "
+            f"custom_objects={{{missing!r}: {missing}}} to load_model)."
+        )
+    if kind == RELOAD_FAILED:
+        return (
+            "Make the model rebuildable from its config: every custom layer and model registered with "
+            "@keras.saving.register_keras_serializable(), its get_config() returning the arguments of "
+            "its __init__, and its weights created in build()."
+        )
+    if kind == OUTPUTS_DIFFER:
+        return (
+            "A custom layer reloads with another config or other weights: make its get_config() return "
+            "every argument of its __init__ (the ones left out are rebuilt with their defaults), and "
+            "create its weights in build() so that the file restores them."
+        )
+    if kind == NONFINITE:
+        return (
+            "A float16 variable overflowed (beyond 65504) in training, e.g. BatchNormalization's "
+            "moving_variance under the 'float16' dtype policy: train with "
+            "keras.mixed_precision.set_global_policy('mixed_float16'), which keeps the variables in "
+            "float32, or normalise the inputs."
+        )
+    return None
 
 
 RULES: tuple[Rule, ...] = (
