@@ -11,7 +11,7 @@ from trainmedic.events import Event, GuardObservation
 from trainmedic.evidence.observations import KERAS_INPUT
 from trainmedic.findings import Finding
 from trainmedic.keras._inspect import describe_input, describe_loss, describe_output
-from trainmedic.keras._recorder import FitRecorder, stopper_of
+from trainmedic.keras._recorder import FitRecorder, keras_own_train_step, stopper_of
 from trainmedic.record import RunRecord
 from trainmedic.rules.ker.ker004_single_unit_softmax import OBSERVATION as OUTPUT_OBSERVATION
 from trainmedic.rules.trn.trn003_not_learning import LOSS_FUNCTION_OBSERVATION
@@ -111,6 +111,7 @@ def _guard_class(base: type, module: ModuleType) -> type:
             self._recorder = FitRecorder(
                 self._sink, framework=keras_line(module), plan=info, user_callbacks=self._callbacks
             )
+            self._recorder.loss_is_running_mean = keras_own_train_step(self.model)
             self._recorder.train_begin(self.params)
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:

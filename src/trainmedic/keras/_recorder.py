@@ -11,6 +11,15 @@ clock; a `Step` event (with the step time averaged over the window) is written
 at most once per `STEP_INTERVAL_S`. Logs stay as the framework made them until
 a sampled step converts them. Nothing here touches the data or a random
 generator.
+
+Every batch's loss is in the curve without a read per batch: Keras' own `train_step`
+logs the loss as the running mean of the epoch so far (its loss tracker, reset at each
+epoch), so two readings, of n and m batches, give the exact mean of the batches between
+them, (m x mean_m - n x mean_n) / (m - n). Each `Step` carries that window's mean and
+`window` (its first step and its number of batches), as the PyTorch guard's do; a spike
+between two readings lifts its window's mean. A model with its own `train_step` logs
+whatever it returns (a running mean or the last batch's value): its readings are kept
+as they are.
 """
 
 from __future__ import annotations
@@ -94,6 +103,9 @@ class FitRecorder:
         self._window_start = 0.0
         self._window_steps = 0
         self._next_step_at = 0.0
+        # Keras' own train_step logs the loss as the epoch's running mean (see the docstring).
+        self.loss_is_running_mean = False
+        self._last_reading: tuple[int, float] | None = None  # (batches, running mean) this epoch
         # Describes a model fit had to build (see keras._auto): tried at train begin and at
         # the first epoch end (Keras 3 on TensorFlow builds it in the first step); True once done.
         self.when_built: Callable[[Any], bool] | None = None
@@ -139,6 +151,7 @@ class FitRecorder:
     def epoch_begin(self, epoch: int) -> None:
         self.epoch = epoch
         self.epoch_last_batch = -1
+        self._last_reading = None
         self._start("train", epoch)
 
     def batch_end(self, batch: int, logs: Mapping[str, Any] | None) -> None:
@@ -153,16 +166,32 @@ class FitRecorder:
     @_safe
     def _emit_step(self, batch: int, logs: Mapping[str, Any] | None, now: float) -> None:
         steps = max(self._window_steps, 1)
+        metrics = to_floats(logs)
+        window = self._loss_window(batch + 1, metrics)
         self.sink(
             Step(
                 step=self.global_step + batch + 1,
                 epoch=self.epoch,
-                metrics=to_floats(logs),
+                metrics=metrics,
                 duration_s=(now - self._window_start) / steps,
+                window=window,
             )
         )
         self._window_start, self._window_steps = now, 0
         self._next_step_at = now + STEP_INTERVAL_S
+
+    def _loss_window(self, batches: int, metrics: dict[str, float]) -> dict[str, int] | None:
+        """Turn the running mean in `metrics["loss"]` into the mean of the batches since the
+        last reading of this epoch (see the module docstring); the window, or None."""
+        running = metrics.get("loss")
+        if not self.loss_is_running_mean or running is None:
+            return None
+        last, self._last_reading = self._last_reading, (batches, running)
+        before, before_mean = last if last is not None else (0, 0.0)
+        if batches <= before or not (math.isfinite(running) and math.isfinite(before_mean)):
+            return None  # a non-finite mean stays as read: the window holds a NaN/Inf batch
+        metrics["loss"] = (batches * running - before * before_mean) / (batches - before)
+        return {"first_step": self.global_step + before + 1, "n": batches - before}
 
     @_safe
     def test_begin(self) -> None:
@@ -242,6 +271,13 @@ def _floats(values: Any) -> list[float | None]:
     return out
 
 
+def keras_own_train_step(model: Any) -> bool:
+    """Whether `model` trains with Keras' own `train_step` (Keras 3 or tf-keras), whose logged
+    loss is its loss tracker's running mean; a subclass's own `train_step` returns what it likes."""
+    step = getattr(type(model), "train_step", None)
+    return getattr(step, "__module__", "").startswith(("keras.", "tf_keras."))
+
+
 def callback_pair(keras_module: Any, recorder: FitRecorder) -> tuple[Any, Any]:
     """The head and tail callbacks of one fit, subclasses of that Keras line's Callback."""
     head_cls, tail_cls = _classes(keras_module)
@@ -274,6 +310,7 @@ def _build_classes(base: type) -> tuple[type, type]:
 
         def on_train_begin(self, logs: Any = None) -> None:
             self._tm.model_built(self.model)
+            self._tm.loss_is_running_mean = keras_own_train_step(self.model)
             self._tm.train_begin(self.params)
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
