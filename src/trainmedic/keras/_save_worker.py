@@ -71,31 +71,17 @@ def _claim_next(queue: Path) -> Path | None:
 
 
 def launch(root: Path) -> subprocess.Popen[bytes]:
-    """This module started as the worker of the saves queued under `root`: no boot module, the
-    training process's Keras backend, one thread, no accelerator, trainmedic importable as it is
-    in the training process."""
-    from trainmedic.instrument import channel
+    """This module started as the worker of the saves queued under `root`: the training
+    process's Keras backend, no accelerator, the new Keras line."""
+    from trainmedic.instrument.save_scratch import start_worker
 
-    env = dict(os.environ)
-    env[channel.INSTRUMENT_ENV] = "0"
-    env.pop(channel.EVENTS_ENV, None)
+    env = {"CUDA_VISIBLE_DEVICES": "", "TF_USE_LEGACY_KERAS": "0"}
     with contextlib.suppress(Exception):
         import keras
 
         env["KERAS_BACKEND"] = keras.backend.backend()
-    env.update(OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="", TF_USE_LEGACY_KERAS="0")
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    here = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
-    with (root / "worker.stderr").open("ab") as stderr:
-        return subprocess.Popen(
-            [sys.executable, "-m", "trainmedic.keras._save_worker", str(root)],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            close_fds=True,
-        )
+    env["TF_CPP_MIN_LOG_LEVEL"] = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")
+    return start_worker("trainmedic.keras._save_worker", root, env)
 
 
 def run_job(claimed: Path) -> None:

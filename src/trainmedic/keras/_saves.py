@@ -37,9 +37,7 @@ import inspect
 import json
 import os
 import pickle
-import shutil
 import sys
-import tempfile
 import threading
 import time
 import weakref
@@ -51,6 +49,7 @@ from typing import Any
 
 from trainmedic.events import Event
 from trainmedic.instrument import channel
+from trainmedic.instrument.save_scratch import ScratchFolders
 from trainmedic.keras import _save_results as save_results
 from trainmedic.keras import _save_worker as save_worker
 
@@ -116,8 +115,7 @@ _state = SaveChecks()
 _lock = threading.Lock()  # a job written by its thread / withdrawn by a later save / the worker started
 _inputs: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # model -> fit's first rows
 _sink: Callable[[Event], None] = channel.emit
-_scratch_root: Path | None = None
-_made = 0
+_scratch = ScratchFolders("keras-", TEMP_PREFIX)
 _exit_registered = False
 
 
@@ -220,7 +218,7 @@ def after_save(model: Any, saved: str, target: Any, caller: FrameType) -> None:
         _exit_registered = True
         atexit.register(_finish_at_exit)
     stat = Path(path).stat()
-    job = Job(saved, path, user_line(caller), _scratch(), now)
+    job = Job(saved, path, user_line(caller), _scratch.next(), now)
     spec: dict[str, Any] = {"saved": saved, "path": path, "stamp": [stat.st_mtime_ns, stat.st_size]}
     _state.jobs.append(job)
     _state.latest[path] = job
@@ -396,22 +394,6 @@ def _waiting(job: Job) -> bool:
     return job.written and not (job.scratch / "result.json").exists()
 
 
-def _scratch() -> Path:
-    """A fresh folder of trainmedic's own, numbered in the order of the saves."""
-    global _scratch_root, _made
-    if _scratch_root is None:
-        events = channel.events_path()
-        if events:
-            _scratch_root = Path(events).parent / "save-checks" / f"keras-{os.getpid()}"
-            _scratch_root.mkdir(parents=True, exist_ok=True)
-        else:
-            _scratch_root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
-    _made += 1
-    folder = _scratch_root / f"{_made:04d}"
-    folder.mkdir()
-    return folder
-
-
 def _note(text: str) -> None:
     if text not in _state.notes:
         _state.notes.add(text)
@@ -430,7 +412,7 @@ def _finish_at_exit() -> None:
 
 def finish(wait: float = WAIT_AT_EXIT) -> None:
     """Wait for the worker, observe what it found, and start afresh."""
-    global _state, _scratch_root
+    global _state
     if not _state.jobs:
         return
     deadline = time.monotonic() + wait
@@ -456,6 +438,4 @@ def finish(wait: float = WAIT_AT_EXIT) -> None:
             for observation in save_results.observations(job.saved, job.path, job.where, result):
                 _sink(observation)
     _state = SaveChecks()
-    if _scratch_root is not None and _scratch_root.name.startswith(TEMP_PREFIX):
-        shutil.rmtree(_scratch_root, ignore_errors=True)
-        _scratch_root = None
+    _scratch.drop_temporary()

@@ -53,26 +53,12 @@ def main(argv: list[str]) -> int:
 
 
 def launch(root: Path) -> subprocess.Popen[bytes]:
-    """This module started as the worker of the save checks queued under `root`: no boot module
-    (it is trainmedic's own process, not the user's), offline, one thread, and trainmedic
-    importable as it is in the training process (a checkout run from its source)."""
-    from trainmedic.instrument import channel
+    """This module started as the worker of the save checks queued under `root`, offline."""
+    from trainmedic.instrument.save_scratch import start_worker
 
-    env = dict(os.environ)
-    env[channel.INSTRUMENT_ENV] = "0"
-    env.pop(channel.EVENTS_ENV, None)
-    env.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
-    here = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
-    with (root / "worker.stderr").open("ab") as stderr:
-        return subprocess.Popen(
-            [sys.executable, "-m", "trainmedic.torch._save_worker", str(root)],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            close_fds=True,
-        )
+    return start_worker(
+        "trainmedic.torch._save_worker", root, {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    )
 
 
 def run_job(job_path: Path) -> None:

@@ -43,10 +43,8 @@ import atexit
 import contextlib
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
@@ -58,7 +56,8 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import torch
-from trainmedic.instrument import channel, hooks
+from trainmedic.instrument import hooks
+from trainmedic.instrument.save_scratch import ScratchFolders
 from trainmedic.torch import _save_copy as save_copy
 from trainmedic.torch import _save_probe as save_probe
 from trainmedic.torch import _save_results as save_results
@@ -116,12 +115,11 @@ class SaveChecks:
 
 _state = SaveChecks()
 _pumping = threading.Lock()
-_scratch_root: Path | None = None
+# under the run folder's save-checks/, one queue per process (each has its own worker)
+_scratch = ScratchFolders("", TEMP_PREFIX)
 _active: Active | None = None
 _pause: save_probe.Pause = contextlib.nullcontext  # the guard's `_patches.paused`, given at install
 _exit_registered = False
-_scratch_pid = 0
-_made = 0
 
 
 def enabled() -> bool:
@@ -307,7 +305,7 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
     if len(_state.jobs) >= MAX_CHECKS or now - _state.last.get(path, -MIN_INTERVAL) < MIN_INTERVAL:
         return
     job = Job(
-        kind, path, f"{Path(caller.f_code.co_filename).name}:{caller.f_lineno}", monitor.step, _scratch()
+        kind, path, f"{Path(caller.f_code.co_filename).name}:{caller.f_lineno}", monitor.step, _scratch.next()
     )
     spec: dict[str, Any] = {"kind": kind, "path": path}
     if model is not None:
@@ -408,25 +406,6 @@ def _templates() -> set[str]:
     return {template for template in found if isinstance(template, str)}
 
 
-def _scratch() -> Path:
-    """A fresh folder of trainmedic's own, numbered in the order of the saves: under the run
-    folder when supervised (one queue per process: each process has its own worker), else in a
-    temp dir."""
-    global _scratch_root, _scratch_pid, _made
-    if _scratch_root is None or _scratch_pid != os.getpid():
-        events = channel.events_path()
-        if events:
-            _scratch_root = Path(events).parent / "save-checks" / str(os.getpid())
-            _scratch_root.mkdir(parents=True, exist_ok=True)
-        else:
-            _scratch_root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
-        _scratch_pid, _made = os.getpid(), 0
-    _made += 1
-    folder = _scratch_root / f"{_made:04d}"
-    folder.mkdir()
-    return folder
-
-
 def _note(text: str) -> None:
     if text not in _state.notes:
         _state.notes.add(text)
@@ -469,11 +448,8 @@ def finish(monitor: MonitorLike, wait: float = WAIT_AT_EXIT) -> None:
 
 
 def _drop_temp_scratch() -> None:
-    """Remove the scratch folder when it is a temp dir (it stays in a run folder, beside the events)."""
-    global _scratch_root
-    if _scratch_root is not None and _scratch_root.name.startswith(TEMP_PREFIX):
-        shutil.rmtree(_scratch_root, ignore_errors=True)
-        _scratch_root = None
+    """A temporary scratch root goes when its checks end; a run folder's stays."""
+    _scratch.drop_temporary()
 
 
 def _all_done(*, reloads_only: bool = False) -> bool:
