@@ -17,7 +17,9 @@ Second collector: `trainmedic.torch._saves` (saves, reloaded in a separate proce
 `trainmedic.torch._save_worker`). It observes `saved_reload_differs` with a `kind`:
 `outputs-differ` (the model reloaded with the framework's loader answers the probe otherwise than
 the model in memory did: `max_abs_diff`, `output_scale`, `argmax_agree`, `dtype`, `saved` for the
-save's kind), `merge-drift` (the same for `merge_and_unload`'s model against the adapter model),
+save's kind; and when the model's tied parameters are not tied alike in the reload, `ties_lost`
+and `ties_added`, groups of names that were one tensor on one side only, `not_saved`, the names
+of a lost tie the weight files lack, and the saved config's `tie_word_embeddings`), `merge-drift` (the same for `merge_and_unload`'s model against the adapter model),
 `merge-rounded` (the merged weights hold less than half of the adapter's weight change:
 `weight_lost`, `merged_dtype`, `layers`, with the probe's `adapter_effect`, the largest move of the
 outputs the adapter makes against the base with the adapter disabled; `judge_merge` decides),
