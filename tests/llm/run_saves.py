@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from peft import LoraConfig, PeftModel, get_peft_model
-from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
 import torch
 from torch import nn
@@ -97,6 +97,18 @@ torch.save(mlp.state_dict(), OUT / "mlp.pt")
 # SYNTHETIC: the file a ZeRO-3 / FSDP save without gathering writes (each parameter an empty
 # placeholder); DeepSpeed and FSDP do not run on this CPU-only machine.
 torch.save({k: torch.empty(0) for k in keys}, OUT / "zero3-adapter.pt")
+# Tied embeddings: a causal LM trained from its config with tie_word_embeddings=True, its
+# lm_head.weight the very tensor of model.embed_tokens.weight. The script sets the config's flag to
+# False to train the head apart, but the two names are still one tensor: save_pretrained writes it
+# once (as model.embed_tokens.weight), and from_pretrained, told not to tie, initializes
+# lm_head.weight at random. Its twin keeps the flag: reloaded tied, quiet.
+for case, keep_tied in (("untied-by-config", False), ("tied", True)):
+    tied = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(TINYLM, tie_word_embeddings=True))
+    tied.config.tie_word_embeddings = keep_tied
+    train(tied)
+    tied.save_pretrained(OUT / case)
+    tokenizer.save_pretrained(OUT / case)  # a chat template was rendered above
+
 deadline = time.monotonic() + 120
 while all(t == threading.get_ident() for t in calls) and time.monotonic() < deadline:
     time.sleep(0.05)  # until the probe ran

@@ -7,7 +7,9 @@ One child under the boot module (as `trainmedic run` runs a script) runs `run_sa
 LoRA classifier whose head is outside the adapter (the head reloads at random) and its twin with
 `modules_to_save=["score"]`; an adapter saved before training; a chat-trained model saved
 without its tokenizer, and with it; an adapter trained on the moment its save returned; a
-float32 merge_and_unload; a plain `torch.save` of a state dict; and a SYNTHETIC adapter file
+float32 merge_and_unload; a plain `torch.save` of a state dict; a causal LM trained with tied
+embeddings whose config flag was turned off (saved once, reloaded untied: a random head), and
+its twin that keeps the flag; and a SYNTHETIC adapter file
 with empty tensors, as a ZeRO-3/FSDP save without gathering writes it (neither runs on a
 CPU-only machine: the file is written by hand).
 """
@@ -82,10 +84,25 @@ def test_a_head_outside_modules_to_save_reloads_at_random(by_path, findings) -> 
     assert "modules_to_save" in (tor015.reload_fix(data) or "")
 
 
+def test_tied_embeddings_saved_once_and_reloaded_apart(by_path) -> None:
+    # tied in memory, tie_word_embeddings=False in the config: the save writes the tensor once, as
+    # the embedding, and the reload initializes lm_head.weight at random
+    data = only(by_path["untied-by-config"])
+    assert (data["kind"], data["saved"]) == (tor015.OUTPUTS_DIFFER, "transformers")
+    assert data["max_abs_diff"] > tor015.OUTPUT_TOLERANCE["float32"] * data["output_scale"]
+    assert data["ties_lost"] == [["lm_head.weight", "model.embed_tokens.weight"]]
+    assert (data["not_saved"], data["ties_added"]) == (["lm_head.weight"], [])
+    assert data["tie_word_embeddings"] is False
+    message = tor015.reload_message(data)
+    assert "as `model.embed_tokens.weight`" in message
+    assert "`lm_head.weight` was initialized at random" in message
+    assert "tie_word_embeddings = True" in (tor015.reload_fix(data) or "")
+
+
 def test_healthy_saves_reload_as_they_were(by_path) -> None:
     # the head in modules_to_save, a plain state dict, a chat model saved with its tokenizer, a
-    # merge, a model trained on the moment its save returned
-    for quiet in ("head-saved", "mlp.pt", "with-tokenizer", "trained-on", "dpo-rate"):
+    # merge, a model trained on the moment its save returned, a model trained with tied embeddings
+    for quiet in ("head-saved", "mlp.pt", "with-tokenizer", "trained-on", "dpo-rate", "tied"):
         assert quiet not in by_path, by_path.get(quiet)
     assert not [o for obs in by_path.values() for o in obs if o.data.get("kind") == tor015.MERGE_DRIFT]
 
@@ -150,7 +167,9 @@ def test_scratch_stays_out_of_the_users_folder(child) -> None:
             "head-saved",
             "mlp.pt",
             "no-tokenizer",
+            "tied",
             "trained-on",
+            "untied-by-config",
             "with-tokenizer",
             "zero3-adapter.pt",
         ]
@@ -176,6 +195,32 @@ def test_merge_judge_is_half_the_adapters_change() -> None:
     assert tor015.judge_merge(weight_lost=0.05) is None  # a 16-bit merge of an adapter that trained
     assert tor015.judge_merge(weight_lost=0.9) == tor015.MERGE_ROUNDED
     assert tor015.judge_merge(weight_lost=float("nan")) == tor015.MERGE_ROUNDED
+
+
+def test_ties_lost_and_added(tmp_path: Path) -> None:
+    from safetensors.torch import save_file
+
+    import torch
+    from torch import nn
+    from trainmedic.torch._save_worker import tie_changes, tied_groups
+
+    tied, apart = (
+        nn.Sequential(nn.Embedding(4, 2), nn.Linear(2, 4)),
+        nn.Sequential(nn.Embedding(4, 2), nn.Linear(2, 4)),
+    )
+    tied[1].weight = tied[0].weight  # an LM head that is its input embedding, as tie_weights() does
+    assert tied_groups(tied) == [["0.weight", "1.weight"]]
+    assert tied_groups(apart) == []
+    assert tie_changes(tied_groups(tied), tied_groups(tied), tied, tmp_path) == {}
+    save_file({"0.weight": torch.zeros(4, 2)}, str(tmp_path / "model.safetensors"))  # saved once
+    lost = tie_changes(tied_groups(tied), [], apart, tmp_path)
+    assert (lost["ties_lost"], lost["not_saved"], lost["ties_added"]) == (
+        [["0.weight", "1.weight"]],
+        ["1.weight"],
+        [],
+    )
+    added = tie_changes([], tied_groups(tied), tied, tmp_path)
+    assert (added["ties_lost"], added["ties_added"]) == ([], [["0.weight", "1.weight"]])
 
 
 def test_tor016_judge() -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from trainmedic.rules.tor import tor015_saved_model_differs as tor015
 from trainmedic.torch import _merge_weights as merge_weights
-from trainmedic.torch._save_worker import output_of
+from trainmedic.torch._save_worker import output_of, tied_groups
 
 if TYPE_CHECKING:
     from trainmedic.torch._interface import MonitorLike
@@ -74,6 +74,7 @@ def snapshot(model: Any, kind: str, scratch: Path, pause: Pause) -> dict[str, An
     spec: dict[str, Any] = {
         "dtype": str(param.dtype).removeprefix("torch."),
         "model_class": f"{type(base).__module__}:{type(base).__qualname__}",
+        "tied": tied_groups(base),  # the copy keeps the model's ties (`_save_copy`)
     }
     if kind == "peft":
         adapter = model.peft_config[model.active_adapter]

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 # A Trainer's intermediate checkpoints are for resuming, not serving: no tokenizer is asked of them.
 CHECKPOINT_DIR = re.compile(r"checkpoint-\d+$")
+# What the worker tells of tied weights the reload did not tie as memory had them (`tie_changes`).
+TIE_EVIDENCE = ("ties_lost", "ties_added", "not_saved", "tie_word_embeddings")
 
 
 def observe(monitor: MonitorLike, job: Job, result: Mapping[str, Any]) -> None:
@@ -69,6 +71,7 @@ def observe(monitor: MonitorLike, job: Job, result: Mapping[str, Any]) -> None:
                 "saved": job.kind,
                 "dtype": spec.get("dtype"),
                 **measure,
+                **{k: result[k] for k in TIE_EVIDENCE if k in result},
             }
             monitor.observe(tor015.RELOAD_OBSERVATION, evidence, once=False, step=job.step or None)
 

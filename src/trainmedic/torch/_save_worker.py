@@ -224,10 +224,52 @@ def reload_outputs(job: dict[str, Any], scratch: Path) -> dict[str, Any]:
         return {"reload_error": f"the reloaded model's output has shape {shape}, not {list(expected.shape)}"}
     diff = (got - expected).abs()
     scale = float(expected.abs().max())
-    return {
+    result = {
         "max_abs_diff": float(diff.max()),
         "output_scale": scale,
         "argmax_agree": float((got.argmax(-1) == expected.argmax(-1)).float().mean()),
+    }
+    if "tied" in job:
+        base_model = model.get_base_model() if job["kind"] == "peft" else model
+        result.update(tie_changes(job["tied"], tied_groups(base_model), base_model, Path(job["path"])))
+    return result
+
+
+def tied_groups(model: Any) -> list[list[str]]:
+    """The names of the parameters that are one tensor (tied: an LM head that is its input
+    embedding), a group per tensor shared by several names."""
+    by_tensor: dict[int, list[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        by_tensor.setdefault(id(param), []).append(name)
+    return sorted(sorted(names) for names in by_tensor.values() if len(names) > 1)
+
+
+def tie_changes(before: list[list[str]], after: list[list[str]], reloaded: Any, path: Path) -> dict[str, Any]:
+    """The ties of the model in memory that the reload did not restore (each such group of
+    names, and those of its names the weight files lack: a tied tensor is saved once, under one
+    of its names), and the reload's ties that memory did not have; with the reloaded config's
+    `tie_word_embeddings`, which decides whether `from_pretrained` ties them again."""
+
+    def broken(groups: list[list[str]], other: list[list[str]]) -> list[list[str]]:
+        owner = {name: i for i, group in enumerate(other) for name in group}
+        return [g for g in groups if len({owner.get(name, name) for name in g}) > 1][:MAX_NAMES]
+
+    lost, added = broken(before, after), broken(after, before)
+    if not lost and not added:
+        return {}
+    keys = {key for file in weight_files(path) for key in load_tensors(file)} if lost else set()
+    not_saved = [
+        name
+        for group in lost
+        for name in group
+        if not any(key == name or key.endswith("." + name) for key in keys)
+    ]
+    flag = getattr(getattr(reloaded, "config", None), "tie_word_embeddings", None)
+    return {
+        "ties_lost": lost,
+        "ties_added": added,
+        "not_saved": not_saved[:MAX_NAMES],
+        "tie_word_embeddings": flag,
     }
 
 

@@ -17,7 +17,9 @@ Second collector: `trainmedic.torch._saves` (saves, reloaded in a separate proce
 `trainmedic.torch._save_worker`). It observes `saved_reload_differs` with a `kind`:
 `outputs-differ` (the model reloaded with the framework's loader answers the probe otherwise than
 the model in memory did: `max_abs_diff`, `output_scale`, `argmax_agree`, `dtype`, `saved` for the
-save's kind), `merge-drift` (the same for `merge_and_unload`'s model against the adapter model),
+save's kind; and when the model's tied parameters are not tied alike in the reload, `ties_lost`
+and `ties_added`, groups of names that were one tensor on one side only, `not_saved`, the names
+of a lost tie the weight files lack, and the saved config's `tie_word_embeddings`), `merge-drift` (the same for `merge_and_unload`'s model against the adapter model),
 `merge-rounded` (the merged weights hold less than half of the adapter's weight change:
 `weight_lost`, `merged_dtype`, `layers`, with the probe's `adapter_effect`, the largest move of the
 outputs the adapter makes against the base with the adapter disabled; `judge_merge` decides),
@@ -294,6 +296,7 @@ def reload_message(evidence: Mapping[str, Any]) -> str:
             f"{what} answers a probe otherwise than {against}: outputs differ by up to "
             f"{evidence.get('max_abs_diff', 0):.3g} (largest output {evidence.get('output_scale', 0):.3g}, "
             f"{evidence.get('dtype')}); the top choice agrees on {100 * evidence.get('argmax_agree', 0):.0f}% of positions"
+            + _ties(evidence)
         )
     if kind == MERGE_ROUNDED:
         return (
@@ -334,6 +337,33 @@ def reload_message(evidence: Mapping[str, Any]) -> str:
     )
 
 
+def _ties(evidence: Mapping[str, Any]) -> str:
+    """Tied weights the reload did not tie again (or tied where memory had them apart): the
+    save writes a tied tensor once, under one name, and `from_pretrained` ties the other name to
+    it only when the saved config says `tie_word_embeddings=True`; else that name is missing from
+    the files and initialized at random."""
+
+    def quoted(items: list[str], limit: int) -> str:
+        return names([f"`{n}`" for n in items], limit)
+
+    text = ""
+    for group in evidence.get("ties_lost") or []:
+        unsaved = [n for n in group if n in (evidence.get("not_saved") or [])]
+        kept = [n for n in group if n not in unsaved]
+        text += f"; {quoted(group, 3)} were one tensor in memory (tied)"
+        if unsaved and kept:
+            text += (
+                f": the save wrote it once, as {quoted(kept, 2)}, and the reload did not tie "
+                f"{quoted(unsaved, 2)} to it again (tie_word_embeddings={evidence.get('tie_word_embeddings')} "
+                f"in the saved config): {quoted(unsaved, 2)} was initialized at random"
+            )
+        else:
+            text += ", and are apart in the reloaded model"
+    for group in evidence.get("ties_added") or []:
+        text += f"; {quoted(group, 3)} were apart in memory and are one tensor (tied) in the reloaded model"
+    return text
+
+
 def _effect(evidence: Mapping[str, Any]) -> str:
     """The probe's outputs, when measured: the adapter's own effect and the merge's drift."""
     if evidence.get("adapter_effect") is None:
@@ -361,6 +391,14 @@ def reload_fix(evidence: Mapping[str, Any]) -> str | None:
             "A part trained outside the adapter was not saved with it: list the task head and any resized "
             "embeddings in LoraConfig(modules_to_save=[...]) (e.g. ['score'] or ['classifier'], "
             "['embed_tokens', 'lm_head'] after resize_token_embeddings) so that save_pretrained writes them."
+        )
+    if kind == OUTPUTS_DIFFER and evidence.get("ties_lost"):
+        return (
+            "The model trained with its output head tied to its input embeddings, and its config says they are "
+            "not tied: set model.config.tie_word_embeddings = True before save_pretrained (from_pretrained then "
+            "ties them again), or, to train the head apart, untie it before training: "
+            "model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone()) with "
+            "tie_word_embeddings=False (both tensors are then saved)."
         )
     if kind == OUTPUTS_DIFFER:
         return (
