@@ -45,6 +45,9 @@ def norms(tensors: list[Any]) -> list[Any]:
         return [torch.linalg.vector_norm(t) for t in tensors]
 
 
+_Tensor = torch.Tensor  # bound once: `kept` runs on every step, and skips a module attribute lookup
+
+
 def kept(value: Any) -> Any:
     """What the guard keeps of a loss or a norm until its next read.
 
@@ -57,7 +60,7 @@ def kept(value: Any) -> Any:
     step's autograd nodes (and what custom Functions put on ctx) alive until the read. Only an
     exact CPU `Tensor` is read: a subclass (DTensor) may need a collective to give its value.
     """
-    if type(value) is torch.Tensor and value.is_cpu:
+    if type(value) is _Tensor and value.is_cpu:
         # The hooks call this outside any try: a read refused here (under vmap, or a warning
         # turned into an error) must fall back to the alias, never fail the user's backward().
         # (A try costs nothing in Python 3.11 until it catches; `contextlib.suppress` would
