@@ -17,7 +17,8 @@ PyTorch's dispatch of small ops, a miss in the first-level caches costs several
 instructions' time: the misses the guard adds are where its wall-clock cost goes
 beyond its instructions.
 
-    python benchmarks/torch_guard_instructions.py [--steps 1000] [--every 100] [--clip 1.0] [--cache-sim] [--out-dir DIR]
+    python benchmarks/torch_guard_instructions.py [--steps 1000] [--every 100] [--clip 1.0] [--cache-sim]
+    python benchmarks/torch_guard_instructions.py --steps 300 --out-dir /tmp/cg   # keep callgrind's files
 
 `--out-dir DIR` keeps callgrind's files (DIR/bare.out, DIR/guarded.out): `callgrind_annotate
 --inclusive=yes DIR/guarded.out` then says which functions the guard's instructions go to.

@@ -94,10 +94,14 @@ def all_finite(losses: list[tuple[int, float]]) -> bool:
     return total - total == 0.0
 
 
-def all_read(values: list[Any]) -> bool:
-    """Every value is a float already (a CPU run's losses, read as they came), told at C speed:
-    the checks then take them as they are instead of looking at each one in Python."""
-    return list(map(type, values)).count(float) == len(values)
+def read_prefix(values: list[Any]) -> int:
+    """How many values, from the first, are floats already, told at C speed: a CPU run's losses
+    are read as they came but for a watched step's, kept with its graph until its check (the
+    last ones: losses are kept in step order). The checks take those as they are, and read only
+    the rest, instead of looking at each value in Python. 0 when the floats are not all first."""
+    types = list(map(type, values))
+    count = types.count(float)
+    return count if count == len(values) or types[:count].count(float) == count else 0
 
 
 def floats(values: list[Any]) -> list[float]:
