@@ -18,6 +18,10 @@ instructions' time: the misses the guard adds are where its wall-clock cost goes
 beyond its instructions.
 
     python benchmarks/torch_guard_instructions.py [--steps 1000] [--every 100] [--clip 1.0] [--cache-sim]
+    python benchmarks/torch_guard_instructions.py --steps 300 --out-dir /tmp/cg   # keep callgrind's files
+
+`--out-dir DIR` keeps callgrind's files (DIR/bare.out, DIR/guarded.out): `callgrind_annotate
+--inclusive=yes DIR/guarded.out` then says which functions the guard's instructions go to.
 
 Needs valgrind on PATH; each process takes a few minutes.
 """
@@ -83,6 +87,7 @@ CACHE_EVENTS = ("Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw"
 def count(mode: str, args: argparse.Namespace) -> dict[str, int]:
     """The measured steps' events in one process: instructions ("Ir"), and misses with --cache-sim."""
     with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(args.out_dir, f"{mode}.out") if args.out_dir else f"{tmp}/out"
         command = [
             "valgrind",
             "--tool=callgrind",
@@ -90,7 +95,7 @@ def count(mode: str, args: argparse.Namespace) -> dict[str, int]:
             "--instr-atstart=no",
             "--collect-atstart=no",
             "--toggle-collect=functools_reduce",
-            f"--callgrind-out-file={tmp}/out",
+            f"--callgrind-out-file={out}",
             sys.executable,
             __file__,
             "--child",
@@ -117,6 +122,7 @@ def main() -> None:
         "--clip", type=float, default=None, help="clip_grad_norm_ to this max norm every step"
     )
     parser.add_argument("--cache-sim", action="store_true", help="also count simulated cache misses (slower)")
+    parser.add_argument("--out-dir", help="keep callgrind's output files here (bare.out, guarded.out)")
     parser.add_argument("--child", choices=["bare", "guarded"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

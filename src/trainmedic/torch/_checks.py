@@ -18,7 +18,7 @@ from trainmedic.events import GuardObservation
 from trainmedic.torch._budget import clock
 from trainmedic.torch._manual import ParameterUpdates
 from trainmedic.torch._precision import PrecisionWatch
-from trainmedic.torch._reads import all_read, floats, norms, readable
+from trainmedic.torch._reads import floats, norms, read_prefix, readable
 from trainmedic.torch._safety import contained
 
 if TYPE_CHECKING:
@@ -102,10 +102,11 @@ class SampledChecks:
         clips = self.clipping.take()  # pre-clip norms since the last read: read in the same transfer
         measured = contained(monitor, "grad_norms", self.gradient_norms, optimizer)
         params, grad_tensors, grads_on_cpu = measured if measured is not None else ([], [], True)
-        # A CPU run's losses are floats already (read as they came): found at C speed, they are not
-        # walked in Python one by one (a check reads up to 100 a time on a small model).
-        read = all_read(losses)
-        unread: list[Any] = [] if read else losses
+        # A CPU run's losses are floats already (read as they came), but for a watched step's (its
+        # graph read at the check): found at C speed, the floats are not walked in Python one by
+        # one (a check takes up to 100 a time on a small model), and only the rest is read.
+        read = read_prefix(losses)
+        unread = losses[read:]
         self.budget.host_read = grads_on_cpu and all(
             not isinstance(t, torch.Tensor) or t.is_cpu for t in unread
         )
@@ -114,12 +115,12 @@ class SampledChecks:
         contained(monitor, "clipping", self.clipping.report, clips, values[: len(clips.kept)])
         values = values[len(clips.kept) :]
         if read:
-            values = [*losses, *values]
+            values = [*losses[:read], *values]
         freeing = clock()
         # The kept losses are values or detached aliases, except a watched step's, whose graph's nodes go
         # now: work a bare loop does at every step anyway (when its loss dies), so it is not
         # counted as the check's cost.
-        del losses
+        del losses, unread
         self.budget.freed_s = clock() - freeing
         loss_values = self.reads.values(loss_steps, values[: len(loss_steps)])
         grad_norms = values[len(loss_steps) :]

@@ -72,8 +72,15 @@ class LossReads:
         return losses, steps
 
     def of_step(self, step: int) -> list[Any]:
+        """The kept losses of `step`. They are the last ones kept (losses come in step order), taken
+        as a slice counted in C; a loop in Python only when they are not (an optimizer that took
+        over numbers its steps from its own count)."""
         monitor = self.monitor
-        return [t for t, s in zip(monitor.losses, monitor.loss_steps, strict=True) if s == step]
+        losses, steps = monitor.losses, monitor.loss_steps
+        count = steps.count(step)
+        if steps[len(steps) - count :].count(step) == count:
+            return losses[len(losses) - count :]
+        return [t for t, s in zip(losses, steps, strict=True) if s == step]
 
     def drain(self) -> list[tuple[int, float]]:
         losses, steps = self.take()

@@ -12,9 +12,10 @@ alias elsewhere (`_reads.kept`); no kernel, no host sync, no event, and three
 Python calls on most steps: PyTorch calls the monitor's `on_step_post` itself,
 and the backward and DataLoader wrappers of `_patches` do an ordinary step's work
 inline (`plain_backward` says when that is all a backward needs). PyTorch calls
-`on_step_pre` only on the steps that need it (a checked step, the end of a loss
-window): with one optimizer, `on_step_post` switches it off for the quiet
-stretches in between (`_stepplan`), and counts their steps on its shortest path.
+`on_step_pre` only on the steps that need it (a checked step, and the steps that arm
+the zeroing watch before it): with one optimizer, `on_step_post` switches it off for
+the quiet stretches in between (`_stepplan`), and counts their steps on its shortest
+path; the end of a loss window within a stretch is noted after its update.
 Anything else that needs a tensor op or a host sync (reading an accelerator's
 losses, gradient norms, the inputs of the loss, finiteness) runs on sampled
 steps only, every `every` steps, in one batched read. The trade-offs that follow, and how each is made up
@@ -34,8 +35,8 @@ Every loss is kept, and the loss curve has one point per `base_every` steps
 (a `Step` event with the window's mean loss, timing and data wait, and the record of every
 loss of the window, `Step.window`: count, range, the step of the highest, non-finite count;
 computed at the check from what it reads, so a spike between two points is seen at no cost to
-an ordinary step): on the steps in between that end a window, the hook only notes the time,
-the data wait and the learning rate. The reads and the gradient norms happen together on
+an ordinary step): on the steps in between that end a window, the post-step hook only notes
+the time, the data wait and the learning rate. The reads and the gradient norms happen together on
 checked steps, every `every` steps, and keep to a budget: after `WARMUP_CHECKS`
 checks at the base rate, when the tensors are on the CPU (where a check's time
 is all its own, not a wait for queued device work), the monitor times its
@@ -194,7 +195,6 @@ class Monitor:
         self.set_primary = plan.then_wake(self.optimizers.set_primary)
         self._new_state = self.optimizers.new_state
         self._decide_manual, self._drop_manual = self.optimizers.decide_manual, self.optimizers.drop_manual
-        self._end_window = self.curve.end_window
         self._check_losses_now = self.reads.check_now
         self.forward.open()  # the first step is always checked
 
@@ -275,8 +275,8 @@ class Monitor:
             if state.pre_done:
                 return None
             step = state.steps + 1
-            if step % self.base_every and step != 1 and not self.stop_on_nonfinite:
-                state.pre_done = True  # an unsampled step: nothing to measure before the update
+            if step % self.every and step != 1 and not self.stop_on_nonfinite:
+                state.pre_done = True  # an unchecked step: nothing to measure before the update
                 return None
             return self._sampled_step_pre(optimizer, args, kwargs)
         except Exception as exc:
@@ -324,7 +324,6 @@ class Monitor:
             self.hygiene.watch_zeroing(optimizer, state, step)
             self.checks.check(optimizer, state, step, primary)
             return
-        if primary and step % self.base_every == 0:
-            self._end_window(optimizer, step)  # a point of the loss curve, read at the next check
+        # (A window that ends on an unchecked step is noted after its update: `StepPlan.plan`.)
         if primary and self.stop_on_nonfinite:
             self._check_losses_now(step)

@@ -187,13 +187,22 @@ def _wrap(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
 
 
 def _backward(original: Any) -> Any:
-    def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+    # `torch.autograd.backward(tensors, grad_tensors, retain_graph, create_graph, ...)`, the call of
+    # nearly every loop (`Tensor.backward` passes these four positionally): named here, they are
+    # bound by the call itself, and what says whether the graph is kept is two locals, where a
+    # `*args` tuple would need its length and two subscripts read on every step.
+    def backward(
+        tensors: Any,
+        grad_tensors: Any = None,
+        retain_graph: Any = None,
+        create_graph: Any = False,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
         monitor = _active
         if monitor is None or monitor.broken:
-            return original(tensors, *args, **kwargs)
-        # backward(tensors, grad_tensors, retain_graph, create_graph, ...): Tensor.backward, the
-        # call of nearly every loop, passes the first three positionally, and is told apart first.
-        keeps = (args[1] or args[2]) if len(args) == 3 else _keeps_graph(args, kwargs)
+            return original(tensors, grad_tensors, retain_graph, create_graph, *args, **kwargs)
+        keeps = retain_graph or create_graph
         if (
             monitor.plain_backward
             and not keeps
@@ -205,12 +214,12 @@ def _backward(original: Any) -> Any:
             # `Monitor.on_backward` and `_reads.kept` for what is kept, and why).
             losses.append(kept(tensors))
             monitor.loss_steps.append(monitor.step + 1)
-            return original(tensors, *args, **kwargs)
+            return original(tensors, grad_tensors, retain_graph, create_graph, *args, **kwargs)
         try:
             monitor.on_backward(tensors, bool(keeps))
         except Exception as exc:
             turn_off(monitor, "on_backward", exc)
-        result = original(tensors, *args, **kwargs)
+        result = original(tensors, grad_tensors, retain_graph, create_graph, *args, **kwargs)
         if not monitor.broken:
             try:
                 monitor.after_backward(tensors)
@@ -219,14 +228,6 @@ def _backward(original: Any) -> Any:
         return result
 
     return backward
-
-
-def _keeps_graph(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Whether a `torch.autograd.backward(tensors, *args, **kwargs)` call retains or creates a graph."""
-    return bool(
-        (len(args) > 1 and (args[1] or (len(args) > 2 and args[2])))
-        or (kwargs and (kwargs.get("retain_graph") or kwargs.get("create_graph")))
-    )
 
 
 def _rescales_grads(original: Any) -> Any:

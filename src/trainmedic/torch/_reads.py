@@ -70,6 +70,9 @@ def norms(tensors: list[Any]) -> list[Any]:
         return [torch.linalg.vector_norm(t) for t in tensors]
 
 
+_Tensor = torch.Tensor  # bound once: `kept` runs on every step, and skips a module attribute lookup
+
+
 def kept(value: Any) -> Any:
     """What the guard keeps of a loss or a norm until its next read.
 
@@ -82,7 +85,7 @@ def kept(value: Any) -> Any:
     step's autograd nodes (and what custom Functions put on ctx) alive until the read. Only an
     exact CPU `Tensor` is read: a subclass (DTensor) may need a collective to give its value.
     """
-    if type(value) is torch.Tensor and value.is_cpu:
+    if type(value) is _Tensor and value.is_cpu:
         # The hooks call this outside any try: a read refused here (under vmap, or a warning
         # turned into an error) must fall back to the alias, never fail the user's backward().
         # (A try costs nothing in Python 3.11 until it catches; `contextlib.suppress` would
@@ -116,10 +119,14 @@ def all_finite(losses: list[tuple[int, float]]) -> bool:
     return total - total == 0.0
 
 
-def all_read(values: list[Any]) -> bool:
-    """Every value is a float already (a CPU run's losses, read as they came), told at C speed:
-    the checks then take them as they are instead of looking at each one in Python."""
-    return list(map(type, values)).count(float) == len(values)
+def read_prefix(values: list[Any]) -> int:
+    """How many values, from the first, are floats already, told at C speed: a CPU run's losses
+    are read as they came but for a watched step's, kept with its graph until its check (the
+    last ones: losses are kept in step order). The checks take those as they are, and read only
+    the rest, instead of looking at each value in Python. 0 when the floats are not all first."""
+    types = list(map(type, values))
+    count = types.count(float)
+    return count if count == len(values) or types[:count].count(float) == count else 0
 
 
 def floats(values: list[Any]) -> list[float]:

@@ -1,15 +1,20 @@
 """How the optimizer step hooks count a step, and what the next steps' hooks do (`StepPlan`).
 
 PyTorch calls the monitor's post-step hook on every optimizer step; most steps need nothing
-else. After a step, the plan says what the next ones need: the forward watch (opened for
-some checked steps), the zeroing watch (armed `ZERO_WATCH_STEPS` steps before each check),
-and how long a stretch of steps is only counted (`quiet_until`: until the zeroing watch arms,
-or the step before a loss window ends, whose pre-step hook notes it). In such a stretch of the
-only optimizer, the pre-step hook has nothing to do: it is switched off (`_patches.PreStepHook`,
-its entry out of PyTorch's dict of global pre-step hooks), so PyTorch calls no Python before
-those updates, and the post-step hook counts them on its shortest path (`Monitor.on_step_post`,
-the monitor's `_quiet`). An optimizer that first steps while the hook is off gets that hook's
-work after its update (`count`), and the hook stays on while two optimizers step.
+else. After a step, the plan notes where a loss window ended (on a step that ends one and was
+not checked: a timestamp, the data wait, the learning rate, `LossCurve.end_window`) and says
+what the next steps need: the forward watch (opened for some checked steps), the zeroing watch
+(armed `ZERO_WATCH_STEPS` steps before each check), and how long a stretch of steps is only
+counted (`quiet_until`: until the zeroing watch arms, or the next step that ends a loss
+window, whose post-step hook comes here to note it). The pre-step hook is needed on checked
+steps only (their gradients are measured before the update): for the other steps of the only
+optimizer it is switched off (`_patches.PreStepHook`, its entry out of PyTorch's dict of global
+pre-step hooks), so PyTorch calls no Python before those updates, and the post-step hook
+counts them on its shortest path (`Monitor.on_step_post`, the monitor's `_quiet`). Noting a
+window's end after its update rather than before it keeps the hook off across window ends:
+a window end costs one call of `plan`, not two switches of the pre-step hook and its calls.
+An optimizer that first steps while the hook is off gets that hook's work after its update
+(`count`), and the hook stays on while two optimizers step.
 """
 
 from __future__ import annotations
@@ -73,6 +78,10 @@ class StepPlan:
         """What the next steps' hooks do, up to the next check: the forward watch, the zeroing
         watch, and how long a stretch of steps is only counted (`quiet_until`)."""
         monitor = self.monitor
+        base = monitor.base_every
+        curve = monitor.curve
+        if step % base == 0 and step != curve.window_step:  # a window ends here, unchecked
+            curve.end_window(state.ref(), step)  # a point of the loss curve, read at the next check
         upcoming = step + 1
         # Forward hooks on every checked step at first (they find the model), then on every
         # fifth one: eval() mode can start late, but needs no fast answer to be useful.
@@ -86,15 +95,18 @@ class StepPlan:
         monitor._zero_armed = armed
         monitor.plain_backward = plain = not armed and not monitor.forward.is_open and monitor.manual is None
         # Only counted until the zeroing watch arms for the next check (`every` moves at checks)
-        # or the step before the next window's end, whose pre-step hook notes it (`_end_window`).
-        base = monitor.base_every
-        monitor.quiet_until = quiet_until = (
-            min((-(-upcoming // every)) * every - ZERO_WATCH_STEPS, (-(-upcoming // base)) * base - 1)
+        # or the next window's end, whose post-step hook comes back here to note it.
+        monitor.quiet_until = (
+            min((-(-upcoming // every)) * every - ZERO_WATCH_STEPS, (-(-upcoming // base)) * base)
             if plain
             else 0
         )
+        # The pre-step hook measures a checked step's gradients before its update, and nothing
+        # else: off until the step before a check, also while the zeroing watch is armed (those
+        # steps come back here from the post-step hook, which counts them).
         alone = (
-            quiet_until > step
+            upcoming % every != 0
+            and monitor.manual is None
             and len(monitor.opts) == 1
             and not monitor.stop_on_nonfinite
             and not monitor.adopt_next
