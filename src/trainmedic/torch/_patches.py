@@ -107,7 +107,8 @@ class PreStepHook:
     PyTorch calls no Python before them; the post-step hook, which counts every step, stays.
 
     Off and on are a deletion from and an insertion into PyTorch's dict of global pre-step hooks,
-    under the hook's own handle id: no handle made per switch. Once removed, it stays off.
+    under the hook's own handle id, in its place among the others: no handle made per switch.
+    Once removed, it stays off.
     """
 
     def __init__(self, hook: Callable[[Any, Any, Any], Any]) -> None:
@@ -119,7 +120,13 @@ class PreStepHook:
         if on is self.on or self.removed:
             return
         if on:
-            _optimizer._global_optimizer_pre_hooks[self.handle.id] = self.hook
+            hooks = _optimizer._global_optimizer_pre_hooks
+            hooks[self.handle.id] = self.hook
+            # Back in its place: the hooks registered after it (ids grow) go after it again. A
+            # one-off hook that removes itself while PyTorch iterates this OrderedDict (the
+            # resume check's) must stay the last entry, or the iteration raises.
+            for later in [key for key in hooks if key > self.handle.id]:
+                hooks[later] = hooks.pop(later)
         else:
             self.handle.remove()
         self.on = on

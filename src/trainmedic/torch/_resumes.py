@@ -208,13 +208,23 @@ def restored_from(saved: Saved | None) -> None:
             _state.hook = None
 
 
+def _last_pre_hook(hook_id: int) -> bool:
+    """Whether the hook is the last of PyTorch's global pre-step hooks. PyTorch iterates that
+    OrderedDict while it calls them, and removing an entry other than the last during the
+    iteration raises: a hook followed by another stays, idle (nothing is watched), until a
+    later step finds it last, or the next resume's watch uses it."""
+    from torch.optim import optimizer as torch_optimizer
+
+    return next(reversed(torch_optimizer._global_optimizer_pre_hooks), None) == hook_id
+
+
 def _first_step(optimizer: Any, active: Active) -> None:
     """The first optimizer step after a resume: compare, then stop watching."""
     saved, loaded, where = _state.resumed, set(_state.loaded), _state.where
     if saved is not None and saved.rng and set(saved.rng) <= _state.rng_restored:
         loaded.add(tor017.RNG)
     _state.resumed = None
-    if _state.hook is not None:
+    if _state.hook is not None and _last_pre_hook(_state.hook.id):
         _state.hook.remove()
         _state.hook = None
     monitor = active()
