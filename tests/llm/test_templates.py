@@ -1,6 +1,12 @@
 """DAT016 (training text vs the served chat template) and DAT017 (TRL's truncation at max_length),
 on the tiny chat model: real TRL runs under the boot module (as under `trainmedic run`) and with
-`trainmedic.hf.Guard` in process."""
+`trainmedic.hf.Guard` in process.
+
+Under the boot module, ONE child runs `run_templates.py` with two SFT-then-serve scenarios (TRL
+imported once; a marker event splits their events): Alpaca text truncated at 40 tokens, and its
+healthy twin, conversations at 256. The crash at 30 tokens (TRL drops every example) runs alone
+under `trainmedic run`: it is about the supervisor's reading of the crash and the exit status.
+"""
 
 from __future__ import annotations
 
@@ -22,57 +28,34 @@ from ..helpers import run_instrumented
 pytest.importorskip("trl")
 # TRL 1.16's SFTConfig sets transformers' deprecated `gradient_checkpointing` name itself
 pytestmark = pytest.mark.filterwarnings("ignore:`gradient_checkpointing` is deprecated:FutureWarning")
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "llm"
+HERE = Path(__file__).resolve().parent
+EXAMPLES = HERE.parents[1] / "examples" / "llm"
 LLAMA2_TEMPLATE = (
     "{% for m in messages %}{% if m['role'] == 'user' %}{{ '<s>[INST] ' + m['content'] + ' [/INST]' }}"
     "{% else %}{{ ' ' + m['content'] + ' </s>' }}{% endif %}{% endfor %}"
 )
 
-# SFT on tinylm, then a generation prompt rendered with the tokenizer's chat template.
-# argv: TINYLM_DIR FORMAT MAX_LENGTH OUTPUT_DIR
-SCRIPT = """
-import sys
-sys.path.insert(0, {examples!r})
-import tinylm
-from datasets import Dataset
-from transformers import AutoModelForCausalLM, AutoTokenizer
-from trl import SFTConfig, SFTTrainer
-
-path, fmt, max_length, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-tokenizer = AutoTokenizer.from_pretrained(path)
-model = AutoModelForCausalLM.from_pretrained(path)
-if fmt == "alpaca":  # prompt/completion in the Alpaca format: TRL trains on it as plain text
-    head = "### Instruction:\\n{{}}\\n\\n### Response:\\n"
-    pairs = tinylm.instructions(64)
-    rows = [{{"prompt": head.format(r["prompt"]), "completion": r["completion"]}} for r in pairs]
-else:  # conversational: TRL renders it with the chat template
-    rows = tinylm.conversations(64)
-args = SFTConfig(
-    output_dir=out, max_steps=8, per_device_train_batch_size=4, max_length=max_length,
-    report_to=[], save_strategy="no", use_cpu=True, disable_tqdm=True,
-)
-data = Dataset.from_list(rows)
-SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer).train()
-messages = [{{"role": "user", "content": "What is two plus three?"}}]
-prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
-print(tokenizer.decode(model.generate(**prompt, max_new_tokens=4, do_sample=False)[0]))
-"""
+SCENARIOS = ("alpaca:40", "chat:256")  # FORMAT:MAX_LENGTH, run by run_templates.py
 
 
-def _run(tmp_path: Path, tinylm_dir: Path, fmt: str, max_length: int) -> Any:
-    script = tmp_path / "sft_then_serve.py"
-    script.write_text(SCRIPT.format(examples=str(EXAMPLES)))
-    argv = [
-        sys.executable,
-        str(script),
-        str(tinylm_dir),
-        fmt,
-        str(max_length),
-        str(tmp_path / "out"),
-    ]
-    run = run_instrumented(argv, tmp_path, timeout=300)
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, tinylm_dir: Path) -> dict[str, RunRecord]:
+    """The SCENARIOS in one child under the boot module; each one's record (the events the
+    boot module sent before the first scenario, then that scenario's own)."""
+    tmp = tmp_path_factory.mktemp("templates")
+    argv = [sys.executable, str(HERE / "run_templates.py"), str(tinylm_dir), str(tmp / "out"), *SCENARIOS]
+    run = run_instrumented(argv, tmp, timeout=400)
     assert run.result.returncode == 0, run.result.stderr[-3000:]
-    return run
+    preamble: list[Any] = []
+    scenarios: dict[str, list[Any]] = {}
+    events = preamble
+    for event in run.record.events:
+        if isinstance(event, GuardObservation) and event.check == "example_start":
+            events = scenarios.setdefault(event.data["case"], [])
+        else:
+            events.append(event)
+    assert list(scenarios) == list(SCENARIOS)
+    return {case: RunRecord.of([*preamble, *events]) for case, events in scenarios.items()}
 
 
 def _observed(record: RunRecord, check: str) -> list[dict[str, Any]]:
@@ -119,11 +102,8 @@ def test_template_marker_is_the_turn_boundary_after_the_user(tinylm_dir: Path) -
 
 
 @pytest.mark.slow
-def test_alpaca_training_served_with_the_chat_template_and_truncated(
-    tmp_path: Path, tinylm_dir: Path
-) -> None:
-    run = _run(tmp_path, tinylm_dir, "alpaca", 40)
-    found = {f.code: f for f in run_rules(run.record)}
+def test_alpaca_training_served_with_the_chat_template_and_truncated(served: dict[str, RunRecord]) -> None:
+    found = {f.code: f for f in run_rules(served["alpaca:40"])}
     assert "DAT016" in found, [f.message for f in found.values()]
     template = found["DAT016"].evidence
     assert template["with_template"] == 0
@@ -144,9 +124,14 @@ def test_a_crash_on_an_empty_training_set_names_the_truncation_that_emptied_it(
 ) -> None:
     # the Alpaca prompts are 38 to 41 tokens: at 30 TRL drops all 64 examples and the Trainer's
     # RandomSampler raises "num_samples=0" deep in `train()`
-    script = tmp_path / "sft_then_serve.py"
-    script.write_text(SCRIPT.format(examples=str(EXAMPLES)))
-    argv = [sys.executable, str(script), str(tinylm_dir), "alpaca", "30", str(tmp_path / "out")]
+    # its own process, under `trainmedic run`: the supervisor reads the crash and the exit status
+    argv = [
+        sys.executable,
+        str(HERE / "run_templates.py"),
+        str(tinylm_dir),
+        str(tmp_path / "out"),
+        "alpaca:30",
+    ]
     result = run_cli("run", "--quiet", "--out", str(tmp_path / "run"), "--", *argv, timeout=300)
     assert result.returncode == 1, result.stderr[-3000:]
     found = {f["code"]: f for f in json.loads((tmp_path / "run" / "findings.json").read_text())["findings"]}
@@ -164,17 +149,17 @@ def test_a_crash_on_an_empty_training_set_names_the_truncation_that_emptied_it(
 
 @pytest.mark.slow
 def test_chat_template_on_both_sides_and_a_generous_max_length_are_quiet(
-    tmp_path: Path, tinylm_dir: Path
+    served: dict[str, RunRecord],
 ) -> None:
-    run = _run(tmp_path, tinylm_dir, "chat", 256)
+    record = served["chat:256"]
     # a healthy SFT run in TRL's quickstart shape: nothing at all to say (RUN004 once read the
     # curve without its last window: the Trainer's optimizer was gone when the process closed)
-    assert [f.message for f in run_rules(run.record) if f.severity != "info"] == []
-    assert max(s.step for s in run.record.steps) == 8
+    assert [f.message for f in run_rules(record) if f.severity != "info"] == []
+    assert max(s.step for s in record.steps) == 8
     # measured, not skipped: every sampled row carries the template, nothing was cut
-    [template] = _observed(run.record, templates.OBSERVATION)
+    [template] = _observed(record, templates.OBSERVATION)
     assert template["with_template"] == template["examples_checked"] == 32
-    [truncated] = _observed(run.record, sft.OBSERVATION)
+    [truncated] = _observed(record, sft.OBSERVATION)
     expected = {"trainer": "SFTTrainer", "max_length": 256, "examples": 64, "cut": 0, "dropped": 0}
     assert truncated == {**expected, "sampled": 64}
 
