@@ -53,6 +53,12 @@ class ScratchFolders:
             self.root = None
 
 
+def error_line(exc: BaseException) -> str:
+    """What a worker's result says of a failure: the exception's type and its first line."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:400]
+
+
 def start_worker(module: str, root: Path, env_updates: Mapping[str, str]) -> subprocess.Popen[bytes]:
     """`python -m module root`, uninstrumented, its stderr in `root/worker.stderr`."""
     env = dict(os.environ)

@@ -29,6 +29,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from trainmedic.instrument.save_scratch import error_line, start_worker
+
 IDLE = 3.0  # seconds without a new job before the worker exits
 POLL = 0.2
 MAX_NAMES = 5
@@ -73,8 +75,6 @@ def _claim_next(queue: Path) -> Path | None:
 def launch(root: Path) -> subprocess.Popen[bytes]:
     """This module started as the worker of the saves queued under `root`: the training
     process's Keras backend, no accelerator, the new Keras line."""
-    from trainmedic.instrument.save_scratch import start_worker
-
     env = {"CUDA_VISIBLE_DEVICES": "", "TF_USE_LEGACY_KERAS": "0"}
     with contextlib.suppress(Exception):
         import keras
@@ -96,7 +96,7 @@ def run_job(claimed: Path) -> None:
         try:
             result = {"tensors": tensor_stats(path), **reload_outputs(job, claimed.parent)}
         except Exception as exc:  # the result says what failed; the user's run is not concerned
-            result = {"error": _first_line(exc)}
+            result = {"error": error_line(exc)}
         if not path.exists():
             result = {"gone": True}
         elif not _same(path, job):  # overwritten while it was read
@@ -109,11 +109,6 @@ def run_job(claimed: Path) -> None:
 def _same(path: Path, job: dict[str, Any]) -> bool:
     stat = path.stat()
     return [stat.st_mtime_ns, stat.st_size] == list(job["stamp"])
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:400]
 
 
 def tensor_stats(path: Path) -> dict[str, Any]:
@@ -188,7 +183,7 @@ def reload_outputs(job: dict[str, Any], scratch: Path) -> dict[str, Any]:
             try:
                 model = keras.models.model_from_json(job["config"])
             except Exception as exc:  # the user loads weights into a model their code builds
-                return {"skipped": f"the architecture was not rebuilt here: {_first_line(exc)}"}
+                return {"skipped": f"the architecture was not rebuilt here: {error_line(exc)}"}
             model.load_weights(job["path"])
     except Exception as exc:
         located = NOT_LOCATED.search(str(exc))
@@ -196,7 +191,7 @@ def reload_outputs(job: dict[str, Any], scratch: Path) -> dict[str, Any]:
             if located.group(2) in script_only:  # registered by the script: only it can reload
                 return {"skipped": f"{located.group(2)} is registered in the script itself"}
             return {"reload_error": f"TypeError: {located.group(0)}", "missing_class": located.group(2)}
-        return {"reload_error": _first_line(exc)}
+        return {"reload_error": error_line(exc)}
     probe_file = scratch / "probe.pkl"
     if not probe_file.exists():
         return {"reloaded": True}

@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trainmedic.instrument.save_scratch import error_line, start_worker
+
 MAX_NAMES = 5
 # In a saved folder: the weight files transformers and PEFT write (not training_args.bin).
 WEIGHT_FILE = re.compile(r"(.*\.safetensors|(pytorch_model|adapter_model|model)[-.\w]*\.bin)$")
@@ -54,8 +56,6 @@ def main(argv: list[str]) -> int:
 
 def launch(root: Path) -> subprocess.Popen[bytes]:
     """This module started as the worker of the save checks queued under `root`, offline."""
-    from trainmedic.instrument.save_scratch import start_worker
-
     return start_worker(
         "trainmedic.torch._save_worker", root, {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     )
@@ -77,7 +77,7 @@ def run_job(job_path: Path) -> None:
         if not Path(job["path"]).exists():
             _write(job_path, {"gone": True})
             return
-        result["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+        result["error"] = error_line(exc)
     _write(job_path, result)
 
 
