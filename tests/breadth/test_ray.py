@@ -157,15 +157,21 @@ def test_no_process_of_the_nan_run_is_left(nan_run: RayRun) -> None:
 # -- a worker killed by Ray's memory monitor ----------------------------------------------------
 @pytest.fixture(scope="module")
 def monitor_oom_run(tmp_path_factory: pytest.TempPathFactory) -> RayRun:
-    """No cgroup limit: Ray's memory monitor kills rank 1 once the node passes a threshold set
-    5 GB above what the machine uses now. Ray and its two torch workers take ~2 GB of that,
-    rank 1's cache the rest (other jobs on the machine move the line a little)."""
+    """No cgroup limit: Ray's memory monitor kills a worker once the node passes a threshold set
+    5 GB above what the machine uses now. Ray's processes take ~1 GB of that, rank 1's cache
+    the rest (other jobs on the machine move the line a little). The cache grows 1 GB per
+    epoch: the line is crossed in ~5 epochs, not ~40 of 100 MB, so the run's length depends
+    little on how slowly a busy machine runs Ray's epochs (~2 s each at load 7)."""
     memory = psutil.virtual_memory()
     threshold = (memory.total - memory.available + (5 << 30)) / memory.total
     return run_tm(
         tmp_path_factory.mktemp("ray_oom"),
         "ray_train_worker_oom.py",
-        env={"RAY_memory_usage_threshold": f"{threshold:.3f}", "CACHE_LIMIT_MB": "9000"},
+        env={
+            "RAY_memory_usage_threshold": f"{threshold:.3f}",
+            "CACHE_LIMIT_MB": "9000",
+            "CACHE_STEP_MB": "1000",
+        },
     )
 
 
