@@ -139,7 +139,7 @@ x = torch.ones(64, 4) + noise
 y = (x.sum(1) > 4).long()
 model = torch.nn.Sequential(torch.nn.Linear(4, 2))
 fit(model, DataLoader(TensorDataset(x, y), batch_size=8, shuffle=True),
-    optimizer=torch.optim.SGD(model.parameters(), lr=0.1), loss_fn=F.cross_entropy, epochs=30,
+    optimizer=torch.optim.SGD(model.parameters(), lr=0.1), loss_fn=F.cross_entropy, epochs=8,
     checkpoint_dir="ck", checkpoint_every=4)
 """
 
