@@ -41,8 +41,15 @@ OPT_IN = pytest.mark.skipif(
     reason="a Ray cluster each; read as in the memory-monitor test: set TRAINMEDIC_RAY_TESTS=1",
 )
 # Ray's own settings for a quick, quiet local cluster: no usage-stats thread, every worker's
-# line forwarded as printed (the driver's log is where trainmedic reads a dead worker's rank).
-RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_DEDUP_LOGS": "0"}
+# line forwarded as printed (the driver's log is where trainmedic reads a dead worker's rank),
+# and Train v2's controller polling its workers every 0.5 s instead of 2 s: a worker's
+# `ray.train.report` waits for that poll, so each epoch here took 2 s, and so did noticing
+# that the group had finished or lost a worker.
+RAY_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_DEDUP_LOGS": "0",
+    "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5",
+}
 
 
 @dataclass(frozen=True)
