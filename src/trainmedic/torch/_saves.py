@@ -59,6 +59,7 @@ import torch
 from trainmedic.instrument import hooks
 from trainmedic.instrument.save_scratch import ScratchFolders
 from trainmedic.torch import _save_copy as save_copy
+from trainmedic.torch import _save_hold as save_hold
 from trainmedic.torch import _save_probe as save_probe
 from trainmedic.torch import _save_results as save_results
 from trainmedic.torch import _save_shards as save_shards
@@ -111,6 +112,8 @@ class SaveChecks:
     held: list[threading.Event] = field(default_factory=list)  # set when the save call returns
     notes: set[str] = field(default_factory=set)
     sharded_paths: set[str] = field(default_factory=set)  # saves of FSDP shards observed
+    deferred: save_hold.Holds = field(default_factory=save_hold.Holds)  # probed when training ends
+    ending: bool = False  # the checks finish: the training no longer runs
 
 
 _state = SaveChecks()
@@ -302,7 +305,9 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
     if kind != "state_dict":
         _state.folders.setdefault(path, set()).update(_templates())
     now = time.monotonic()
-    if len(_state.jobs) >= MAX_CHECKS or now - _state.last.get(path, -MIN_INTERVAL) < MIN_INTERVAL:
+    recent = now - _state.last.get(path, -MIN_INTERVAL) < MIN_INTERVAL
+    # a held copy of the path is stale once the file is overwritten: this save replaces it
+    if not _state.deferred.holding(path) and (len(_state.jobs) >= MAX_CHECKS or recent):
         return
     job = Job(
         kind, path, f"{Path(caller.f_code.co_filename).name}:{caller.f_lineno}", monitor.step, _scratch.next()
@@ -324,14 +329,14 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
             }
             _state.last[path] = now
             _state.jobs.append(job)
-            _probe_later(state, lambda s: _fingerprint(s, spec, job))
+            _probe_later(state, lambda s: _fingerprint(s, spec, job), job)
             return
         copied = save_copy.freeze(model)
         if copied is not None:
-            # The model copied here, the copy probed in a thread: the save returns at once.
+            # The model copied here, the copy probed when training ends: the save returns at once.
             _state.last[path] = now
             _state.jobs.append(job)
-            _probe_later(copied, lambda c: _probe_copy(c, kind, spec, job))
+            _probe_later(copied, lambda c: _probe_copy(c, kind, spec, job), job)
             return
         # On an accelerator: the probe's forward here (its kernels queue behind the save's).
         probe = save_probe.snapshot(model, kind, job.scratch, _pause)
@@ -344,7 +349,17 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
     _hand_over(job, spec)
 
 
-def _probe_later(copied: Any, probe: Callable[[Any], None]) -> None:
+def _probe_later(copied: Any, probe: Callable[[Any], None], job: Job) -> None:
+    """Hold the copy until the training ends (`_save_hold`), or, when it does not fit, probe it
+    in the probes' thread once the save call has returned."""
+    copy = save_hold.Held(job.path, copied, probe, save_hold.nbytes(copied), job)
+    held, earlier = _state.deferred.hold(copy)
+    if earlier is not None:  # the file it was saved to is overwritten: nothing left to compare
+        _state.jobs.remove(earlier.job)
+        with contextlib.suppress(OSError):
+            earlier.job.scratch.rmdir()
+    if held:
+        return
     go = threading.Event()
     _state.held.append(go)
     _state.probes.append(save_copy.start(copied, probe, go))
@@ -387,7 +402,23 @@ def _pump() -> None:
             return
         if not any(_waiting(job) for job in list(_state.jobs)):
             return
-        _state.worker = save_worker.launch(_state.jobs[0].scratch.parent)
+        # while training runs, the worker takes only the CPU no one else wants (`launch`)
+        _state.worker = save_worker.launch(_state.jobs[0].scratch.parent, idle=not _state.ending)
+
+
+def _lift_worker() -> None:
+    """The training is over: a worker started while it ran leaves the idle class, so that the
+    end does not wait on a machine that others keep busy. Without the right to lift it (an
+    unprivileged user whose RLIMIT_NICE is 0 cannot leave SCHED_IDLE), a worker that still has
+    reloads to do is replaced by one at the usual priority (the reload it was doing starts over)."""
+    worker = _state.worker
+    if worker is None or worker.poll() is not None or save_worker.lift(worker.pid):
+        return
+    if any(_waiting(job) for job in list(_state.jobs)):
+        worker.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            worker.wait(timeout=5)
+        _state.worker = None
 
 
 def _waiting(job: Job) -> bool:
@@ -422,6 +453,15 @@ def finish(monitor: MonitorLike, wait: float = WAIT_AT_EXIT) -> None:
     if not _state.jobs and not _state.folders:
         return
     deadline = time.monotonic() + wait
+    _state.ending = True
+    _lift_worker()
+    with _pause():
+        for held in _state.deferred.take():  # each hands its job over: the worker starts at the first
+            if Path(held.path).exists():
+                with contextlib.suppress(Exception):  # a probe reports its own failures
+                    held.probe(held.copied)
+            else:  # removed by the script since (a Trainer's rotated checkpoint): nothing to check
+                _state.jobs.remove(held.job)
     for probe in _state.probes:  # the probes of the last saves, off the training thread
         probe.wait(timeout=max(0.0, deadline - time.monotonic()))
     while not _all_done(reloads_only=True) and time.monotonic() < deadline:
