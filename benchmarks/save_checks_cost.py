@@ -13,8 +13,11 @@ without (what the training loop waits for: the wrapper, and for a `save_pretrain
 of the model, `trainmedic.torch._save_copy`), in wall time and in the CPU time of the calling
 thread (which a loaded machine's scheduling does not inflate). After each `save_pretrained`,
 checked or bare, the saved model takes `--steps` training steps (forward, backward and SGD on 4
-rows of 32 tokens), each timed: "next steps" is their median checked over bare, wall and CPU
-(what the check's probe and worker cost the training that follows a save).
+rows of 32 tokens), timed: "first step" is the median of the step right after the save, checked
+over bare, and "next N steps" the median of those steps' total, checked over bare, in wall time
+and in the training thread's CPU time (what the check's probe and worker cost the training that
+follows a save: a probe's forward lands in one or two of them, and a wall time shows it where
+the thread's CPU time does not, as the probe runs on another thread).
 
 Then the worker beside training (`--worker-rounds`): a `save_pretrained` of tinylm checked at
 once (as a copy that does not fit the held share is), which starts the worker, and tinylm's
@@ -218,7 +221,10 @@ def main() -> None:
         labels = ("checked", "bare", "cpu checked", "cpu bare")
         for r in range(args.rounds + 1):  # round 0 warms up (imports, first writes): not counted
             for name, (checked, bare, step) in saves.items():
-                slot = times.setdefault(name, {k: [] for k in labels + tuple(f"step {k}" for k in labels)})
+                slot = times.setdefault(
+                    name,
+                    {k: [] for k in labels + tuple(f"{s} {k}" for k in labels for s in ("step", "steps"))},
+                )
                 order = [("checked", checked), ("bare", bare)]
                 for label, call in order if r % 2 else order[::-1]:
                     path = out / f"{name}-{label}-{r}"
@@ -230,8 +236,10 @@ def main() -> None:
                         cpus: list[float] = []
                         steps(step, args.steps, walls, cpus)
                         if r:
-                            slot[f"step {label}"].extend(walls)
-                            slot[f"step cpu {label}"].extend(cpus)
+                            slot[f"step {label}"].append(walls[0])
+                            slot[f"step cpu {label}"].append(cpus[0])
+                            slot[f"steps {label}"].append(sum(walls))
+                            slot[f"steps cpu {label}"].append(sum(cpus))
         scratch = _saves._state.jobs[0].scratch.parent if _saves._state.jobs else None
         held = len(_saves._state.deferred.by_path)
         _saves._state.ending = False
@@ -251,19 +259,23 @@ def main() -> None:
     print(f"hold {args.hold}, worker while training {args.worker}, {args.steps} steps after each save")
     print(
         f"{'save':34} {'bare ms':>8} {'checked ms':>11} {'checked/bare':>13} {'CPU checked/bare':>17}"
-        f" {'next steps checked/bare':>24} {'CPU':>5}"
+        f" {'first step checked/bare, CPU':>36} {f'next {args.steps} steps checked/bare, CPU':>40}"
     )
     for name, slot in times.items():
         plain, watched = statistics.median(slot["bare"]), statistics.median(slot["checked"])
         cpu = ratio(slot["cpu checked"], slot["cpu bare"])
         next_step = ""
-        if slot["step bare"]:
-            before, after = statistics.median(slot["step bare"]), statistics.median(slot["step checked"])
-            next_step = f"{1000 * after:.1f} / {1000 * before:.1f} ms = {after / before:.2f}"
-            next_step += f" {ratio(slot['step cpu checked'], slot['step cpu bare']):5.2f}"
+        for what in ("step", "steps") if slot["step bare"] else ():
+            before, after = (
+                statistics.median(slot[f"{what} bare"]),
+                statistics.median(slot[f"{what} checked"]),
+            )
+            shown = f"{1000 * after:.1f} / {1000 * before:.1f} ms = {after / before:.2f}"
+            shown += f" {ratio(slot[f'{what} cpu checked'], slot[f'{what} cpu bare']):5.2f}"
+            next_step += f" {shown:>38}"
         print(
             f"{name:34} {1000 * plain:8.1f} {1000 * watched:11.1f} {watched / plain:13.2f} {cpu:17.2f}"
-            f" {next_step:>30}"
+            f"{next_step}"
         )
     for line in beside:
         print(line)

@@ -21,19 +21,22 @@ weights that overflow to inf, a tokenizer and its chat template not saved beside
   back, each tensor's bytes compared with the module's at the save (copied in the call).
 
 The save call only copies the model as it was saved (`_save_copy.freeze`: its weights cloned,
-its modules copied onto the clones) and returns; a thread of the process then runs on that copy
-a probe of `_save_probe.PROBE_TOKENS` token ids (drawn from a generator of its own, not the
-run's random state) under no_grad in eval mode, and writes the probe, the outputs and the
-base's config into a scratch folder (the run folder under `trainmedic run`, else a temp dir;
-never the user's output folder); a model on an accelerator is probed in the save call itself
-(see `_save_copy`). Then `trainmedic.torch._save_worker`, a separate, uninstrumented process
-at low priority, reloads and measures; nothing waits for it. At exit the process waits for its
-workers (`WAIT_AT_EXIT` at most) and observes their results, and checks that every model folder
-saved in a run that rendered a chat template holds the tokenizer with that template.
+its modules copied onto the clones) and returns; the copy is held until the training ends
+(`_save_hold`: the newest per path, within a share of the available memory; one that does not
+fit is probed at once in a thread of the process). Then a probe of `_save_probe.PROBE_TOKENS`
+token ids (drawn from a generator of its own, not the run's random state) runs on the copy under
+no_grad in eval mode, and writes the probe, the outputs and the base's config into a scratch
+folder (the run folder under `trainmedic run`, else a temp dir; never the user's output folder);
+a model on an accelerator is probed in the save call itself (see `_save_copy`). Then
+`trainmedic.torch._save_worker`, a separate, uninstrumented process, reloads and measures: in
+the SCHED_IDLE class while the training runs, at nice 10 after. At the end (`finish`) the held
+copies are probed, the process waits for its worker (`WAIT_AT_EXIT` at most) and observes its
+results, and checks that every model folder saved in a run that rendered a chat template holds
+the tokenizer with that template.
 
 Bounds: one worker running at a time (the others wait their turn), one check per saved path
-per `MIN_INTERVAL` seconds,
-`MAX_CHECKS` per process; models above `MAX_BYTES` are skipped with a one-line note. Off with
+per `MIN_INTERVAL` seconds (a held copy is replaced at every save of its path: its file is
+overwritten), `MAX_CHECKS` per process; models above `MAX_BYTES` are skipped with a one-line note. Off with
 TRAINMEDIC_SAVE_CHECKS=0.
 """
 
