@@ -36,8 +36,8 @@ the tokenizer with that template.
 
 Bounds: one worker running at a time (the others wait their turn), one check per saved path
 per `MIN_INTERVAL` seconds (a held copy is replaced at every save of its path: its file is
-overwritten), `MAX_CHECKS` per process; models above `MAX_BYTES` are skipped with a one-line note. Off with
-TRAINMEDIC_SAVE_CHECKS=0.
+overwritten), `MAX_CHECKS` per process; models above `MAX_BYTES` are skipped with a one-line
+note. Off with TRAINMEDIC_SAVE_CHECKS=0.
 """
 
 from __future__ import annotations
