@@ -17,10 +17,12 @@ before its end (a signal, the OOM killer) loses the checks it held. In a noteboo
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import chain
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -63,11 +65,16 @@ class Holds:
         self.by_path[held.path] = held
         return True, earlier
 
-    def take(self) -> list[Held]:
-        """Every held copy, oldest save first; none is held after."""
-        taken = list(self.by_path.values())
-        self.by_path.clear()
-        return taken
+    def probe_all(self, gone: Callable[[Any], None]) -> None:
+        """The training is over: every held copy probed, oldest save first, and released; the
+        job of a path the script removed since (a Trainer's rotated checkpoint) given to `gone`."""
+        while self.by_path:
+            held = self.by_path.pop(next(iter(self.by_path)))
+            if not Path(held.path).exists():
+                gone(held.job)
+                continue
+            with contextlib.suppress(Exception):  # a probe reports its own failures
+                held.probe(held.copied)
 
 
 def nbytes(copied: Any) -> int:

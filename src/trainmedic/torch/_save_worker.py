@@ -70,6 +70,19 @@ def launch(root: Path, *, idle: bool = False) -> subprocess.Popen[bytes]:
     return worker
 
 
+def after_training(worker: subprocess.Popen[bytes] | None) -> subprocess.Popen[bytes] | None:
+    """The training is over: a worker started while it ran leaves the idle class, so that the
+    end does not wait on a machine that others keep busy. Without the right to lift it, it is
+    stopped (None returned: the next one starts at nice 10, and a reload it was doing starts
+    over), else the end's reloads would queue on it."""
+    if worker is None or worker.poll() is not None or lift(worker.pid):
+        return worker
+    worker.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        worker.wait(timeout=5)
+    return None
+
+
 def lift(pid: int) -> bool:
     """Every thread of the worker `pid` back from SCHED_IDLE to the usual class (at the nice
     value it set itself); False when it cannot be (no right: Linux lets an unprivileged user

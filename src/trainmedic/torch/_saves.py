@@ -409,21 +409,6 @@ def _pump() -> None:
         _state.worker = save_worker.launch(_state.jobs[0].scratch.parent, idle=not _state.ending)
 
 
-def _lift_worker() -> None:
-    """The training is over: a worker started while it ran leaves the idle class, so that the
-    end does not wait on a machine that others keep busy. Without the right to lift it (an
-    unprivileged user whose RLIMIT_NICE is 0 cannot leave SCHED_IDLE), a worker that still has
-    reloads to do is replaced by one at the usual priority (the reload it was doing starts over)."""
-    worker = _state.worker
-    if worker is None or worker.poll() is not None or save_worker.lift(worker.pid):
-        return
-    if any(_waiting(job) for job in list(_state.jobs)):
-        worker.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            worker.wait(timeout=5)
-        _state.worker = None
-
-
 def _waiting(job: Job) -> bool:
     """A reload written for the worker and not done (a probe still running in its thread writes
     its job later, and pumps then)."""
@@ -456,15 +441,11 @@ def finish(monitor: MonitorLike, wait: float = WAIT_AT_EXIT) -> None:
     if not _state.jobs and not _state.folders:
         return
     deadline = time.monotonic() + wait
-    _state.ending = True
-    _lift_worker()
+    _state.ending = True  # a worker started from now on is at nice 10; the one running is lifted
+    with _pumping:
+        _state.worker = save_worker.after_training(_state.worker)
     with _pause():
-        for held in _state.deferred.take():  # each hands its job over: the worker starts at the first
-            if Path(held.path).exists():
-                with contextlib.suppress(Exception):  # a probe reports its own failures
-                    held.probe(held.copied)
-            else:  # removed by the script since (a Trainer's rotated checkpoint): nothing to check
-                _state.jobs.remove(held.job)
+        _state.deferred.probe_all(_state.jobs.remove)  # each hands its job to the worker
     for probe in _state.probes:  # the probes of the last saves, off the training thread
         probe.wait(timeout=max(0.0, deadline - time.monotonic()))
     while not _all_done(reloads_only=True) and time.monotonic() < deadline:
