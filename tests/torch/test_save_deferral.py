@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             (first,) = _saves._state.jobs
             seen["first"] = first
             seen["written while training"] = (first.scratch / "job.json").exists()
-            seen["held"] = list(_saves._state.deferred.by_path)
+            model.save_pretrained(out / "rotated")
+            shutil.rmtree(out / "rotated")  # as a Trainer's save_total_limit removes a checkpoint
+            seen["held"] = [Path(p).name for p in _saves._state.deferred.by_path]
             model.save_pretrained(out / "model")  # the same folder, within MIN_INTERVAL
             _step(model, ids)
             seen["jobs"] = list(_saves._state.jobs)
@@ -86,12 +89,15 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def test_a_saved_models_copy_is_held_not_probed_while_training(run: dict[str, Any]) -> None:
-    assert run["held"] == [run["first"].path]
+    assert run["held"] == ["model", "rotated"]
     assert run["written while training"] is False  # no probe ran in the steps after the save
 
 
-def test_a_folder_saved_again_replaces_its_held_copy(run: dict[str, Any]) -> None:
-    # The first save's file is overwritten: its copy is dropped unchecked, the second one is held.
+def test_a_folder_saved_again_replaces_its_held_copy_and_a_removed_one_is_dropped(
+    run: dict[str, Any],
+) -> None:
+    # The first save's file is overwritten: its copy is dropped unchecked, the second one is held;
+    # the removed folder's copy goes at that save too (its memory freed before the end).
     (second,) = run["jobs"]
     assert second.path == run["first"].path
     assert second.scratch != run["first"].scratch

@@ -9,7 +9,8 @@ checks finish (the guard's end, the script's exit).
 
 Only the newest save of each path can be compared: a path saved again is overwritten on disk,
 so its held copy is replaced by the new one (the older save goes unchecked: its file no longer
-exists). The held copies together stay within `SHARE` of the memory the machine has available
+exists); a copy whose path the script removed (a Trainer's rotated checkpoint) is dropped at the
+next save. The held copies together stay within `SHARE` of the memory the machine has available
 at each hold; a copy beyond it is probed at once, as it would be without holding. A run killed
 before its end (a signal, the OOM killer) loses the checks it held. In a notebook kernel
 (which never exits between cells) nothing is held: the copies are probed at once.
@@ -56,14 +57,17 @@ class Holds:
     def holding(self, path: str) -> bool:
         return path in self.by_path
 
-    def hold(self, held: Held) -> tuple[bool, Held | None]:
-        """Whether `held` is held (else: probe it now, it does not fit), and the path's earlier
-        copy, which the caller drops unchecked (its file is overwritten) in either case."""
-        earlier = self.by_path.pop(held.path, None)
+    def hold(self, held: Held) -> tuple[bool, list[Held]]:
+        """Whether `held` is held (else: probe it now, it does not fit), and the copies the
+        caller drops unchecked: the path's earlier one (its file is overwritten), and those whose
+        path the script removed since (a Trainer's rotated checkpoint), in either case."""
+        dropped = [h for h in self.by_path.values() if h.path == held.path or not Path(h.path).exists()]
+        for gone in dropped:
+            del self.by_path[gone.path]
         if _in_notebook() or self.total() + held.nbytes > SHARE * _available():
-            return False, earlier
+            return False, dropped
         self.by_path[held.path] = held
-        return True, earlier
+        return True, dropped
 
     def probe_all(self, gone: Callable[[Any], None]) -> None:
         """The training is over: every held copy probed, oldest save first, and released; the

@@ -356,8 +356,8 @@ def _probe_later(copied: Any, probe: Callable[[Any], None], job: Job) -> None:
     """Hold the copy until the training ends (`_save_hold`), or, when it does not fit, probe it
     in the probes' thread once the save call has returned."""
     copy = save_hold.Held(job.path, copied, probe, save_hold.nbytes(copied), job)
-    held, earlier = _state.deferred.hold(copy)
-    if earlier is not None:  # the file it was saved to is overwritten: nothing left to compare
+    held, dropped = _state.deferred.hold(copy)
+    for earlier in dropped:  # the file it was saved to is overwritten or removed: nothing to compare
         _state.jobs.remove(earlier.job)
         with contextlib.suppress(OSError):
             earlier.job.scratch.rmdir()
