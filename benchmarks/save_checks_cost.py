@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -258,6 +259,7 @@ def main() -> None:
             if result.exists():
                 worker.append(result.stat().st_mtime - job.stat().st_mtime)
     drop()
+    shutil.rmtree(out)  # hundreds of MB per round: the saves measured
     print(f"hold {args.hold}, worker while training {args.worker}, {args.steps} steps after each save")
     print(
         f"{'save':34} {'bare ms':>8} {'checked ms':>11} {'checked/bare':>13} {'CPU checked/bare':>17}"
