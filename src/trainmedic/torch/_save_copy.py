@@ -10,10 +10,11 @@ mappings (measured here: 18-60 ms for a 400 MB process, again more than a small 
 So the save call only copies the model (`freeze`): each parameter and buffer cloned (one memory
 copy of the weights, less than what the save itself copies and writes) and each module's own
 attributes (its training flag, a PEFT layer's merged and active adapters) copied onto those
-clones, without the deep copy of configs and other objects that training does not change. A
-thread of its own then runs the probe on that copy (`start`): the save
-returns at once, training goes on, and the reference is the model as it was saved whatever
-the next steps do to it. The copy keeps the user's module hooks but not trainmedic's (they
+clones, without the deep copy of configs and other objects that training does not change. The
+save returns at once, training goes on, and the reference is the model as it was saved whatever
+the next steps do to it: the probe runs on the copy when the training has ended (`_save_hold`),
+or, for a copy that is not held, in a thread of its own once the save call has returned
+(`start`). The copy keeps the user's module hooks but not trainmedic's (they
 would take the probe for a training batch), and its forward runs under `no_grad`, which
 trainmedic's global forward hooks ignore (grad mode is per thread).
 

@@ -54,11 +54,54 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def launch(root: Path) -> subprocess.Popen[bytes]:
-    """This module started as the worker of the save checks queued under `root`, offline."""
-    return start_worker(
+def launch(root: Path, *, idle: bool = False) -> subprocess.Popen[bytes]:
+    """This module started as the worker of the save checks queued under `root`, offline.
+
+    `idle` (while the training runs): the worker is put in Linux's SCHED_IDLE class, in which
+    it runs only on a core that nothing else of normal priority wants (nice 19 still takes a
+    share of a busy core); set from here the moment it starts, so its interpreter's start and
+    its imports are idle too, and inherited by every thread it makes."""
+    worker = start_worker(
         "trainmedic.torch._save_worker", root, {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     )
+    if idle and hasattr(os, "SCHED_IDLE"):
+        with contextlib.suppress(OSError):  # gone already, or a kernel without the class
+            os.sched_setscheduler(worker.pid, os.SCHED_IDLE, os.sched_param(0))
+    return worker
+
+
+def after_training(worker: subprocess.Popen[bytes] | None) -> subprocess.Popen[bytes] | None:
+    """The training is over: a worker started while it ran leaves the idle class, so that the
+    end does not wait on a machine that others keep busy. Without the right to lift it, it is
+    stopped (None returned: the next one starts at nice 10, and a reload it was doing starts
+    over), else the end's reloads would queue on it."""
+    if worker is None or worker.poll() is not None or lift(worker.pid):
+        return worker
+    worker.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        worker.wait(timeout=5)
+    return None
+
+
+def lift(pid: int) -> bool:
+    """Every thread of the worker `pid` back from SCHED_IDLE to the usual class (at the nice
+    value it set itself); False when it cannot be (no right: Linux lets an unprivileged user
+    leave SCHED_IDLE only within its RLIMIT_NICE, which is 0 by default)."""
+    if not hasattr(os, "SCHED_IDLE"):
+        return True  # never put there
+    try:
+        threads = [int(tid.name) for tid in Path(f"/proc/{pid}/task").iterdir()]
+    except OSError:
+        return True  # exited
+    for tid in threads:
+        try:
+            if os.sched_getscheduler(tid) == os.SCHED_IDLE:
+                os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+        except PermissionError:
+            return False
+        except OSError:  # a thread that ended meanwhile
+            continue
+    return True
 
 
 def run_job(job_path: Path) -> None:

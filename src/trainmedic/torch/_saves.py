@@ -21,20 +21,23 @@ weights that overflow to inf, a tokenizer and its chat template not saved beside
   back, each tensor's bytes compared with the module's at the save (copied in the call).
 
 The save call only copies the model as it was saved (`_save_copy.freeze`: its weights cloned,
-its modules copied onto the clones) and returns; a thread of the process then runs on that copy
-a probe of `_save_probe.PROBE_TOKENS` token ids (drawn from a generator of its own, not the
-run's random state) under no_grad in eval mode, and writes the probe, the outputs and the
-base's config into a scratch folder (the run folder under `trainmedic run`, else a temp dir;
-never the user's output folder); a model on an accelerator is probed in the save call itself
-(see `_save_copy`). Then `trainmedic.torch._save_worker`, a separate, uninstrumented process
-at low priority, reloads and measures; nothing waits for it. At exit the process waits for its
-workers (`WAIT_AT_EXIT` at most) and observes their results, and checks that every model folder
-saved in a run that rendered a chat template holds the tokenizer with that template.
+its modules copied onto the clones) and returns; the copy is held until the training ends
+(`_save_hold`: the newest per path, within a share of the available memory; one that does not
+fit is probed at once in a thread of the process). Then a probe of `_save_probe.PROBE_TOKENS`
+token ids (drawn from a generator of its own, not the run's random state) runs on the copy under
+no_grad in eval mode, and writes the probe, the outputs and the base's config into a scratch
+folder (the run folder under `trainmedic run`, else a temp dir; never the user's output folder);
+a model on an accelerator is probed in the save call itself (see `_save_copy`). Then
+`trainmedic.torch._save_worker`, a separate, uninstrumented process, reloads and measures: in
+the SCHED_IDLE class while the training runs, at nice 10 after. At the end (`finish`) the held
+copies are probed, the process waits for its worker (`WAIT_AT_EXIT` at most) and observes its
+results, and checks that every model folder saved in a run that rendered a chat template holds
+the tokenizer with that template.
 
 Bounds: one worker running at a time (the others wait their turn), one check per saved path
-per `MIN_INTERVAL` seconds,
-`MAX_CHECKS` per process; models above `MAX_BYTES` are skipped with a one-line note. Off with
-TRAINMEDIC_SAVE_CHECKS=0.
+per `MIN_INTERVAL` seconds (a held copy is replaced at every save of its path: its file is
+overwritten), `MAX_CHECKS` per process; models above `MAX_BYTES` are skipped with a one-line
+note. Off with TRAINMEDIC_SAVE_CHECKS=0.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ import torch
 from trainmedic.instrument import hooks
 from trainmedic.instrument.save_scratch import ScratchFolders
 from trainmedic.torch import _save_copy as save_copy
+from trainmedic.torch import _save_hold as save_hold
 from trainmedic.torch import _save_probe as save_probe
 from trainmedic.torch import _save_results as save_results
 from trainmedic.torch import _save_shards as save_shards
@@ -111,6 +115,8 @@ class SaveChecks:
     held: list[threading.Event] = field(default_factory=list)  # set when the save call returns
     notes: set[str] = field(default_factory=set)
     sharded_paths: set[str] = field(default_factory=set)  # saves of FSDP shards observed
+    deferred: save_hold.Holds = field(default_factory=save_hold.Holds)  # probed when training ends
+    ending: bool = False  # the checks finish: the training no longer runs
 
 
 _state = SaveChecks()
@@ -302,7 +308,9 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
     if kind != "state_dict":
         _state.folders.setdefault(path, set()).update(_templates())
     now = time.monotonic()
-    if len(_state.jobs) >= MAX_CHECKS or now - _state.last.get(path, -MIN_INTERVAL) < MIN_INTERVAL:
+    recent = now - _state.last.get(path, -MIN_INTERVAL) < MIN_INTERVAL
+    # a held copy of the path is stale once the file is overwritten: this save replaces it
+    if not _state.deferred.holding(path) and (len(_state.jobs) >= MAX_CHECKS or recent):
         return
     job = Job(
         kind, path, f"{Path(caller.f_code.co_filename).name}:{caller.f_lineno}", monitor.step, _scratch.next()
@@ -324,14 +332,14 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
             }
             _state.last[path] = now
             _state.jobs.append(job)
-            _probe_later(state, lambda s: _fingerprint(s, spec, job))
+            _probe_later(state, lambda s: _fingerprint(s, spec, job), job)
             return
         copied = save_copy.freeze(model)
         if copied is not None:
-            # The model copied here, the copy probed in a thread: the save returns at once.
+            # The model copied here, the copy probed when training ends: the save returns at once.
             _state.last[path] = now
             _state.jobs.append(job)
-            _probe_later(copied, lambda c: _probe_copy(c, kind, spec, job))
+            _probe_later(copied, lambda c: _probe_copy(c, kind, spec, job), job)
             return
         # On an accelerator: the probe's forward here (its kernels queue behind the save's).
         probe = save_probe.snapshot(model, kind, job.scratch, _pause)
@@ -344,7 +352,17 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
     _hand_over(job, spec)
 
 
-def _probe_later(copied: Any, probe: Callable[[Any], None]) -> None:
+def _probe_later(copied: Any, probe: Callable[[Any], None], job: Job) -> None:
+    """Hold the copy until the training ends (`_save_hold`), or, when it does not fit, probe it
+    in the probes' thread once the save call has returned."""
+    copy = save_hold.Held(job.path, copied, probe, save_hold.nbytes(copied), job)
+    held, dropped = _state.deferred.hold(copy)
+    for earlier in dropped:  # the file it was saved to is overwritten or removed: nothing to compare
+        _state.jobs.remove(earlier.job)
+        with contextlib.suppress(OSError):
+            earlier.job.scratch.rmdir()
+    if held:
+        return
     go = threading.Event()
     _state.held.append(go)
     _state.probes.append(save_copy.start(copied, probe, go))
@@ -387,7 +405,8 @@ def _pump() -> None:
             return
         if not any(_waiting(job) for job in list(_state.jobs)):
             return
-        _state.worker = save_worker.launch(_state.jobs[0].scratch.parent)
+        # while training runs, the worker takes only the CPU no one else wants (`launch`)
+        _state.worker = save_worker.launch(_state.jobs[0].scratch.parent, idle=not _state.ending)
 
 
 def _waiting(job: Job) -> bool:
@@ -422,6 +441,11 @@ def finish(monitor: MonitorLike, wait: float = WAIT_AT_EXIT) -> None:
     if not _state.jobs and not _state.folders:
         return
     deadline = time.monotonic() + wait
+    _state.ending = True  # a worker started from now on is at nice 10; the one running is lifted
+    with _pumping:
+        _state.worker = save_worker.after_training(_state.worker)
+    with _pause():
+        _state.deferred.probe_all(_state.jobs.remove)  # each hands its job to the worker
     for probe in _state.probes:  # the probes of the last saves, off the training thread
         probe.wait(timeout=max(0.0, deadline - time.monotonic()))
     while not _all_done(reloads_only=True) and time.monotonic() < deadline:
