@@ -59,7 +59,9 @@ import torch
 from trainmedic.instrument import hooks
 from trainmedic.instrument.save_scratch import ScratchFolders
 from trainmedic.torch import _save_copy as save_copy
+from trainmedic.torch import _save_inputs as save_inputs
 from trainmedic.torch import _save_probe as save_probe
+from trainmedic.torch import _save_reload as save_reload
 from trainmedic.torch import _save_results as save_results
 from trainmedic.torch import _save_shards as save_shards
 from trainmedic.torch import _save_worker as save_worker
@@ -190,7 +192,8 @@ def _torch_save(original: Any, active: Active) -> Any:
             caller = sys._getframe(1)
             shards = _state.sharded_paths
             contained(monitor, "torch.save", save_shards.observe, monitor, obj, f, caller, shards)
-            contained(monitor, "torch.save", after_save, monitor, "state_dict", None, f, caller)
+            owner = contained(monitor, "torch.save", save_reload.owner, monitor.roots(), obj)
+            contained(monitor, "torch.save", after_save, monitor, "state_dict", owner, f, caller)
         return result
 
     return save
@@ -316,6 +319,8 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
                 f"over {MAX_BYTES >> 30} GiB"
             )
             return
+        if kind in save_reload.KINDS and _reload_here(kind, model, job, spec, now):
+            return
         if kind == "lightning":  # the module's state as saved, fingerprinted off the training thread
             state = {
                 k: v.detach().to("cpu", copy=True)
@@ -327,14 +332,15 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
             _probe_later(state, lambda s: _fingerprint(s, spec, job))
             return
         copied = save_copy.freeze(model)
+        rows = save_inputs.rows_for(model, text=True)  # a row of the run's batch, copied at the save
         if copied is not None:
             # The model copied here, the copy probed in a thread: the save returns at once.
             _state.last[path] = now
             _state.jobs.append(job)
-            _probe_later(copied, lambda c: _probe_copy(c, kind, spec, job))
+            _probe_later(copied, lambda c: _probe_copy(c, kind, spec, job, rows))
             return
         # On an accelerator: the probe's forward here (its kernels queue behind the save's).
-        probe = save_probe.snapshot(model, kind, job.scratch, _pause)
+        probe = save_probe.snapshot(model, kind, job.scratch, _pause, rows)
         if probe is None:
             spec["kind"] = f"{kind}-files"  # read back, not reloaded
         else:
@@ -342,6 +348,21 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
     _state.last[path] = now
     _state.jobs.append(job)
     _hand_over(job, spec)
+
+
+def _reload_here(kind: str, model: Any, job: Job, spec: dict[str, Any], now: float) -> bool:
+    """A plain state dict's module or a Lightning module copied, to be reloaded in this process
+    off the training thread (`_save_reload`); False: a Lightning checkpoint not reloaded here."""
+    reload = save_reload.prepare(kind, model, job.path)
+    if reload is None and kind != "state_dict":
+        return False
+    _state.last[job.path] = now
+    _state.jobs.append(job)
+    if reload is None:  # not copied (on an accelerator): read back only
+        _hand_over(job, spec)
+    else:
+        _probe_later(reload.copied, lambda c: _hand_over(job, reload.check(c, spec)))
+    return True
 
 
 def _probe_later(copied: Any, probe: Callable[[Any], None]) -> None:
@@ -356,10 +377,12 @@ def _fingerprint(state: dict[str, Any], spec: dict[str, Any], job: Job) -> None:
     _hand_over(job, spec)
 
 
-def _probe_copy(copied: Any, kind: str, spec: dict[str, Any], job: Job) -> None:
+def _probe_copy(
+    copied: Any, kind: str, spec: dict[str, Any], job: Job, rows: save_inputs.Rows | None
+) -> None:
     """In the probe's thread: the copy's outputs on the probe, then the job to the worker."""
     try:
-        probe = save_probe.snapshot(copied, kind, job.scratch, contextlib.nullcontext)
+        probe = save_probe.snapshot(copied, kind, job.scratch, contextlib.nullcontext, rows)
     except Exception as exc:  # the check reads the files only; the run is not concerned
         probe = None
         _note(f"the model saved to {job.path} is read back, not reloaded: its probe failed ({exc!r:.200})")

@@ -292,8 +292,10 @@ def reload_message(evidence: Mapping[str, Any]) -> str:
         against = (
             "the adapter model before the merge" if kind == MERGE_DRIFT else "the model in memory at the save"
         )
+        probe = evidence.get("probe")
+        on = f" ({probe})" if probe and not str(evidence.get("saved", "")).startswith("keras") else ""
         return (
-            f"{what} answers a probe otherwise than {against}: outputs differ by up to "
+            f"{what} answers a probe{on} otherwise than {against}: outputs differ by up to "
             f"{evidence.get('max_abs_diff', 0):.3g} (largest output {evidence.get('output_scale', 0):.3g}, "
             f"{evidence.get('dtype')}); the top choice agrees on {100 * evidence.get('argmax_agree', 0):.0f}% of positions"
             + _ties(evidence)
@@ -314,7 +316,10 @@ def reload_message(evidence: Mapping[str, Any]) -> str:
         )
     if kind == RELOAD_FAILED:
         loader = evidence.get("loader") or "its framework's loader"
-        return f"the model saved to {path}{where} does not reload with {loader}: {evidence.get('error')}"
+        return (
+            f"the model saved to {path}{where} does not reload with {loader}: {evidence.get('error')}"
+            + _keys(evidence)
+        )
     if kind in (NONFINITE, EMPTY):
         count, examples = (
             (evidence.get("nonfinite"), evidence.get("nonfinite_examples"))
@@ -334,6 +339,29 @@ def reload_message(evidence: Mapping[str, Any]) -> str:
     return (
         f"the model folder {path} holds {state}, and training rendered its text with the tokenizer's chat "
         "template: served from this folder, prompts are rendered otherwise than in training"
+    )
+
+
+def _keys(evidence: Mapping[str, Any]) -> str:
+    """Why a strict load refused the file (a reload in the training process): the keys and the
+    prefix that maps them, or the arguments a Lightning module's `__init__` was not given."""
+    arguments = evidence.get("missing_arguments")
+    if arguments:
+        return (
+            f"; the checkpoint's hyperparameters lack {names([f'`{a}`' for a in arguments], 3)}, "
+            "which its __init__ requires"
+        )
+    if not evidence.get("missing") and not evidence.get("unexpected"):
+        return ""
+    text = (
+        f"; {evidence.get('unexpected')} of the file's {evidence.get('state_dict_keys')} keys are not "
+        f"the model's and {evidence.get('missing')} of its {evidence.get('model_tensors')} are not in the file"
+    )
+    if evidence.get("prefix_matches"):
+        text += f": {_renaming(evidence)} ({evidence.get('prefix_matches')} keys differ only by it)"
+    return (
+        f"{text} (not in the file: {names(evidence.get('missing_examples'), 3)}; "
+        f"not the model's: {names(evidence.get('unexpected_examples'), 3)})"
     )
 
 
@@ -425,6 +453,16 @@ def reload_fix(evidence: Mapping[str, Any]) -> str | None:
             "FullStateDictConfig(offload_to_cpu=True, rank0_only=True) under FSDP1; "
             "or save the shards with torch.distributed.checkpoint (dcp.save) and load them with dcp.load."
         )
+    if kind == RELOAD_FAILED and evidence.get("missing_arguments"):
+        arguments = evidence["missing_arguments"]
+        model = str(evidence.get("loader", "Module.")).split(".", 1)[0]
+        passed = ", ".join(f"{a}=..." for a in arguments)
+        return (
+            f"Call self.save_hyperparameters() in {model}.__init__ so that the checkpoint records "
+            f"{names(arguments, 3)}, or pass them when loading: {model}.load_from_checkpoint(path, {passed})."
+        )
+    if kind == RELOAD_FAILED and evidence.get("prefix_matches"):
+        return fix({**evidence, "reason": PREFIX})
     if kind == RELOAD_FAILED:
         return (
             "Save what the loader needs: resized embeddings in modules_to_save (or save the whole model), "
