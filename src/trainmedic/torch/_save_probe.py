@@ -1,7 +1,10 @@
 """The probe of the save checks (`trainmedic.torch._saves`): the outputs of a model in memory.
 
-A probe is `PROBE_TOKENS` token ids drawn from a generator of its own (the run's random state is
-not touched) in the vocabulary of the model's config; its outputs are computed once, under
+A probe is a row of the run's own batch, copied at the save (`_save_inputs`: the first row's
+`input_ids` and `attention_mask`), or, when the model was not seen in a checked forward (or its
+forward does not take that row), `PROBE_TOKENS` token ids drawn from a generator of its own (the
+run's random state is not touched) in the vocabulary of the model's config; the spec says which
+(`probe`). Its outputs are computed once, under
 no_grad in eval mode (every module's training flag restored after), with the guard's hooks
 paused so that the probe is not counted as a training forward (`pause`: the guard's
 `_patches.paused`, handed down by `_saves`; this module never imports the patches). The saves

@@ -8,7 +8,9 @@ weights that overflow to inf, a tokenizer and its chat template not saved beside
 
 - `torch.save(state_dict, path)` of a mapping of tensors: the file's tensors are read back (by
   the worker when one runs, else at the end, in this process: no second start of torch), and
-  the dict's FSDP2 shards (DTensors not gathered) are counted in the call (`_save_shards`);
+  the dict's FSDP2 shards (DTensors not gathered) are counted in the call (`_save_shards`); a
+  dict of a module the guard knows is loaded strictly into a copy of that module, here
+  (`_save_reload`);
 - `PreTrainedModel.save_pretrained` and `PeftModel.save_pretrained` (what `Trainer.save_model`
   calls): the folder's tensors are read back, and the model is reloaded with the framework's
   loader (`<ModelClass>.from_pretrained(folder)`; for an adapter, the base loaded with the
@@ -18,12 +20,14 @@ weights that overflow to inf, a tokenizer and its chat template not saved beside
   change that the merged weights hold (a 16-bit base rounds a small change away:
   `_merge_weights`);
 - Lightning's `Trainer.save_checkpoint` (`ModelCheckpoint`'s): the checkpoint's `state_dict` read
-  back, each tensor's bytes compared with the module's at the save (copied in the call).
+  back, each tensor's bytes compared with the module's at the save (copied in the call); a
+  module with a forward of its own is rebuilt with its `load_from_checkpoint`, here
+  (`_save_reload`).
 
 The save call only copies the model as it was saved (`_save_copy.freeze`: its weights cloned,
 its modules copied onto the clones) and returns; a thread of the process then runs on that copy
-a probe of `_save_probe.PROBE_TOKENS` token ids (drawn from a generator of its own, not the
-run's random state) under no_grad in eval mode, and writes the probe, the outputs and the
+a probe (rows of the batch the model was last seen with on a checked step, `_save_inputs`, else
+`_save_probe.PROBE_TOKENS` random token ids) under no_grad in eval mode, and writes the probe, the outputs and the
 base's config into a scratch folder (the run folder under `trainmedic run`, else a temp dir;
 never the user's output folder); a model on an accelerator is probed in the save call itself
 (see `_save_copy`). Then `trainmedic.torch._save_worker`, a separate, uninstrumented process
@@ -194,6 +198,7 @@ def _torch_save(original: Any, active: Active) -> Any:
             contained(monitor, "torch.save", save_shards.observe, monitor, obj, f, caller, shards)
             owner = contained(monitor, "torch.save", save_reload.owner, monitor.roots(), obj)
             contained(monitor, "torch.save", after_save, monitor, "state_dict", owner, f, caller)
+            _release()  # the reload of a module's state dict may run (`_save_reload`)
         return result
 
     return save

@@ -17,7 +17,8 @@ Second collector: `trainmedic.torch._saves` (saves, reloaded in a separate proce
 `trainmedic.torch._save_worker`). It observes `saved_reload_differs` with a `kind`:
 `outputs-differ` (the model reloaded with the framework's loader answers the probe otherwise than
 the model in memory did: `max_abs_diff`, `output_scale`, `argmax_agree`, `dtype`, `saved` for the
-save's kind; and when the model's tied parameters are not tied alike in the reload, `ties_lost`
+save's kind, `probe` (a row of the run's batch at a step, or random token ids), `loader` when not
+the framework's `from_pretrained`; and when the model's tied parameters are not tied alike in the reload, `ties_lost`
 and `ties_added`, groups of names that were one tensor on one side only, `not_saved`, the names
 of a lost tie the weight files lack, and the saved config's `tie_word_embeddings`), `merge-drift` (the same for `merge_and_unload`'s model against the adapter model),
 `merge-rounded` (the merged weights hold less than half of the adapter's weight change:
@@ -25,7 +26,12 @@ of a lost tie the weight files lack, and the saved config's `tie_word_embeddings
 outputs the adapter makes against the base with the adapter disabled; `judge_merge` decides),
 `sharded` (a state dict saved with sharded tensors, FSDP's DTensor shards, not gathered:
 `sharded`, `sharded_examples`, `shapes`),
-`reload-failed` (`error`), `nonfinite` or `empty` tensors written (counts and a few names),
+`reload-failed` (`error`; for a plain state dict loaded strictly into a copy of its module in
+the training process, `loader` and the keys, as for a `strict=False` load: `model_tensors`,
+`state_dict_keys`, `missing`, `unexpected`, their examples, `strip`, `add`, `prefix_matches`; for
+a Lightning module rebuilt with `load_from_checkpoint`, `missing_arguments`, those its `__init__`
+required and the checkpoint's hyperparameters lacked), `nonfinite` or `empty` tensors written
+(counts and a few names),
 `tokenizer-missing` / `template-differs` (a model folder saved without the chat template that
 training rendered). `judge_outputs` decides the outputs' cases.
 
