@@ -27,13 +27,14 @@ weights that overflow to inf, a tokenizer and its chat template not saved beside
 The save call only copies the model as it was saved (`_save_copy.freeze`: its weights cloned,
 its modules copied onto the clones) and returns; a thread of the process then runs on that copy
 a probe (rows of the batch the model was last seen with on a checked step, `_save_inputs`, else
-`_save_probe.PROBE_TOKENS` random token ids) under no_grad in eval mode, and writes the probe, the outputs and the
-base's config into a scratch folder (the run folder under `trainmedic run`, else a temp dir;
-never the user's output folder); a model on an accelerator is probed in the save call itself
-(see `_save_copy`). Then `trainmedic.torch._save_worker`, a separate, uninstrumented process
-at low priority, reloads and measures; nothing waits for it. At exit the process waits for its
-workers (`WAIT_AT_EXIT` at most) and observes their results, and checks that every model folder
-saved in a run that rendered a chat template holds the tokenizer with that template.
+`_save_probe.PROBE_TOKENS` random token ids) under no_grad in eval mode, and writes the probe,
+the outputs and the base's config into a scratch folder (the run folder under `trainmedic run`,
+else a temp dir; never the user's output folder); a model on an accelerator is probed in the
+save call itself (see `_save_copy`). Then `trainmedic.torch._save_worker`, a separate,
+uninstrumented process at low priority, reloads and measures; nothing waits for it. At exit the
+process waits for its workers (`WAIT_AT_EXIT` at most) and observes their results, and checks
+that every model folder saved in a run that rendered a chat template holds the tokenizer with
+that template.
 
 Bounds: one worker running at a time (the others wait their turn), one check per saved path
 per `MIN_INTERVAL` seconds,
