@@ -52,6 +52,7 @@ from trainmedic.events import Event
 from trainmedic.findings import FindingSpec, Severity
 from trainmedic.record import Rule
 from trainmedic.rules._helpers.guard import names, observation_rule, observed
+from trainmedic.rules._helpers.saves import effect_text, keys_text, renaming, shapes_text, ties_text
 
 #: The guard's observation this finding words.
 OBSERVATION = "load_keys_mismatch"
@@ -220,15 +221,6 @@ def _wrapper_only(prefix: str) -> bool:
     return all(part in WRAPPER_PARTS for part in prefix.split(".")[:-1])
 
 
-def _renaming(evidence: Mapping[str, Any]) -> str:
-    strip, add = evidence.get("strip") or "", evidence.get("add") or ""
-    if strip and add:
-        return f"the checkpoint's keys start with {strip!r} where the model's start with {add!r}"
-    if strip:
-        return f"the checkpoint's keys start with {strip!r} and the model's do not"
-    return f"the model's keys start with {add!r} and the checkpoint's do not"
-
-
 def message(evidence: Mapping[str, Any]) -> str:
     total, missing = evidence.get("model_tensors"), evidence.get("missing")
     loaded = int(total or 0) - int(missing or 0)
@@ -240,7 +232,7 @@ def message(evidence: Mapping[str, Any]) -> str:
         "matched nothing"
     )
     if evidence.get("reason") == PREFIX:
-        text += f": {_renaming(evidence)} ({evidence.get('prefix_matches')} keys differ only by it)"
+        text += f": {renaming(evidence)} ({evidence.get('prefix_matches')} keys differ only by it)"
     nested = evidence.get("nested")
     if nested:
         text += f"; the checkpoint holds whole dicts under {names(nested, 3)}: pass the model's entry"
@@ -304,7 +296,7 @@ def reload_message(evidence: Mapping[str, Any]) -> str:
             f"{what} answers a probe{on} otherwise than {against}: outputs differ by up to "
             f"{evidence.get('max_abs_diff', 0):.3g} (largest output {evidence.get('output_scale', 0):.3g}, "
             f"{evidence.get('dtype')}); the top choice agrees on {100 * evidence.get('argmax_agree', 0):.0f}% of positions"
-            + _ties(evidence)
+            + ties_text(evidence)
         )
     if kind == MERGE_ROUNDED:
         return (
@@ -312,19 +304,19 @@ def reload_message(evidence: Mapping[str, Any]) -> str:
             f"adapter's weight change into the {evidence.get('merged_dtype')} base "
             f"({100 * evidence.get('weight_lost', 0):.0f}% lost to rounding, {evidence.get('layers')} LoRA layers): "
             "the change is below the base weights' resolution, and W + BA rounds back to W"
-            + _effect(evidence)
+            + effect_text(evidence)
         )
     if kind == SHARDED:
         return (
             f"the save to {path}{where} wrote {evidence.get('sharded')} of its {evidence.get('total')} tensors "
-            f"as shards of this process, not the whole parameters ({_shapes(evidence)}): "
+            f"as shards of this process, not the whole parameters ({shapes_text(evidence)}): "
             "the other processes' parts are not in the file"
         )
     if kind == RELOAD_FAILED:
         loader = evidence.get("loader") or "its framework's loader"
         return (
             f"the model saved to {path}{where} does not reload with {loader}: {evidence.get('error')}"
-            + _keys(evidence)
+            + keys_text(evidence)
         )
     if kind in (NONFINITE, EMPTY):
         count, examples = (
@@ -346,74 +338,6 @@ def reload_message(evidence: Mapping[str, Any]) -> str:
         f"the model folder {path} holds {state}, and training rendered its text with the tokenizer's chat "
         "template: served from this folder, prompts are rendered otherwise than in training"
     )
-
-
-def _keys(evidence: Mapping[str, Any]) -> str:
-    """Why a strict load refused the file (a reload in the training process): the keys and the
-    prefix that maps them, or the arguments a Lightning module's `__init__` was not given."""
-    arguments = evidence.get("missing_arguments")
-    if arguments:
-        return (
-            f"; the checkpoint's hyperparameters lack {names([f'`{a}`' for a in arguments], 3)}, "
-            "which its __init__ requires"
-        )
-    if not evidence.get("missing") and not evidence.get("unexpected"):
-        return ""
-    text = (
-        f"; {evidence.get('unexpected')} of the file's {evidence.get('state_dict_keys')} keys are not "
-        f"the model's and {evidence.get('missing')} of its {evidence.get('model_tensors')} are not in the file"
-    )
-    if evidence.get("prefix_matches"):
-        text += f": {_renaming(evidence)} ({evidence.get('prefix_matches')} keys differ only by it)"
-    return (
-        f"{text} (not in the file: {names(evidence.get('missing_examples'), 3)}; "
-        f"not the model's: {names(evidence.get('unexpected_examples'), 3)})"
-    )
-
-
-def _ties(evidence: Mapping[str, Any]) -> str:
-    """Tied weights the reload did not tie again (or tied where memory had them apart): the
-    save writes a tied tensor once, under one name, and `from_pretrained` ties the other name to
-    it only when the saved config says `tie_word_embeddings=True`; else that name is missing from
-    the files and initialized at random."""
-
-    def quoted(items: list[str], limit: int) -> str:
-        return names([f"`{n}`" for n in items], limit)
-
-    text = ""
-    for group in evidence.get("ties_lost") or []:
-        unsaved = [n for n in group if n in (evidence.get("not_saved") or [])]
-        kept = [n for n in group if n not in unsaved]
-        text += f"; {quoted(group, 3)} were one tensor in memory (tied)"
-        if unsaved and kept:
-            text += (
-                f": the save wrote it once, as {quoted(kept, 2)}, and the reload did not tie "
-                f"{quoted(unsaved, 2)} to it again (tie_word_embeddings={evidence.get('tie_word_embeddings')} "
-                f"in the saved config): {quoted(unsaved, 2)} was initialized at random"
-            )
-        else:
-            text += ", and are apart in the reloaded model"
-    for group in evidence.get("ties_added") or []:
-        text += f"; {quoted(group, 3)} were apart in memory and are one tensor (tied) in the reloaded model"
-    return text
-
-
-def _effect(evidence: Mapping[str, Any]) -> str:
-    """The probe's outputs, when measured: the adapter's own effect and the merge's drift."""
-    if evidence.get("adapter_effect") is None:
-        return ""
-    return (
-        f"; on a probe the adapter moves the outputs by up to {evidence['adapter_effect']:.3g} and the merged "
-        f"model differs from the adapter model by up to {evidence.get('max_abs_diff', 0):.3g} "
-        f"(largest output {evidence.get('output_scale', 0):.3g})"
-    )
-
-
-def _shapes(evidence: Mapping[str, Any]) -> str:
-    shapes = evidence.get("shapes") or {}
-    return "; ".join(
-        f"{name} {local} of {whole}" for name, (local, whole) in list(shapes.items())[:2]
-    ) or names(evidence.get("sharded_examples"), 3)
 
 
 def reload_fix(evidence: Mapping[str, Any]) -> str | None:
