@@ -13,6 +13,7 @@ gradient (a loss module called on the model's outputs) is not kept: its graph wo
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -67,7 +68,8 @@ def keep(module: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None, s
     for value in chain(args, (kwargs or {}).values()):
         if isinstance(value, torch.Tensor) and value.requires_grad:
             return
-    _latest[module] = Seen(step, args, kwargs or {})
+    with contextlib.suppress(TypeError):  # a module that is not hashable or weakly referenced
+        _latest[module] = Seen(step, args, kwargs or {})
 
 
 def forget() -> None:
