@@ -313,9 +313,8 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
     now = time.monotonic()
     if len(_state.jobs) >= MAX_CHECKS or now - _state.last.get(path, -MIN_INTERVAL) < MIN_INTERVAL:
         return
-    job = Job(
-        kind, path, f"{Path(caller.f_code.co_filename).name}:{caller.f_lineno}", monitor.step, _scratch.next()
-    )
+    # the script's line: the one that called `trainer.fit` when ModelCheckpoint saves
+    job = Job(kind, path, save_probe.where(caller), monitor.step, _scratch.next())
     spec: dict[str, Any] = {"kind": kind, "path": path}
     if model is not None:
         size = sum(p.numel() * p.element_size() for p in model.parameters())
