@@ -54,11 +54,12 @@ _WRAPPERS = {"DistributedDataParallel": "module", "DataParallel": "module", "Opt
 _built: set[str] = set()  # the checkpoints a module was built from (`load_from_checkpoint`), once each
 
 
-def owner(roots: list[nn.Module], state: Mapping[Any, Any]) -> nn.Module | None:
+def owner(roots: list[nn.Module], state: Mapping[Any, Any], max_bytes: int) -> nn.Module | None:
     """The module `state` was taken from, among `roots` and their submodules: the one whose
     parameters and buffers are the dict's tensors under its names (a `state_dict()`, or a
     subset of one), or, for a converted copy (`.half()`), a root (or the module under its
-    wrappers) with the same names and shapes. None: none of them, or not on the CPU."""
+    wrappers) with the same names and shapes. None: none of them, not on the CPU, or its
+    parameters above `max_bytes` (two more copies of it here: the file is read back only)."""
     tensors = [(str(k), v) for k, v in state.items() if isinstance(v, torch.Tensor)]
     if not tensors:
         return None
@@ -70,7 +71,10 @@ def owner(roots: list[nn.Module], state: Mapping[Any, Any]) -> nn.Module | None:
     if found is None:
         return None
     first = next(chain(found.parameters(), found.buffers()), None)
-    return found if first is not None and first.device.type == "cpu" else None
+    if first is None or first.device.type != "cpu":
+        return None
+    size = sum(p.numel() * p.element_size() for p in found.parameters())
+    return found if size <= max_bytes else None
 
 
 def _sharing(root: nn.Module, tensors: list[tuple[str, Any]]) -> nn.Module | None:

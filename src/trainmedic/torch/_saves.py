@@ -197,7 +197,7 @@ def _torch_save(original: Any, active: Active) -> Any:
             caller = sys._getframe(1)
             shards = _state.sharded_paths
             contained(monitor, "torch.save", save_shards.observe, monitor, obj, f, caller, shards)
-            owner = contained(monitor, "torch.save", save_reload.owner, monitor.roots(), obj)
+            owner = contained(monitor, "torch.save", save_reload.owner, monitor.roots(), obj, MAX_BYTES)
             contained(monitor, "torch.save", after_save, monitor, "state_dict", owner, f, caller)
             _release()  # the reload of a module's state dict may run (`_save_reload`)
         return result
