@@ -172,8 +172,10 @@ def _state_dict(copied: Any, path: str, rows: save_inputs.Rows | None, spec: dic
         try:
             fresh.load_state_dict(loaded, strict=True)
         except RuntimeError as exc:
-            first = error_line(exc).rstrip(":")  # "Error(s) in loading state_dict for MLP:", the keys below
-            spec["reloaded"] = {"reload_error": first, **_keys(fresh, loaded)}
+            # "Error(s) in loading state_dict for MLP:", then a line per problem (keys, shapes)
+            lines = [line.strip().rstrip(":") for line in str(exc).strip().splitlines()]
+            error = f"{type(exc).__name__}: {'; '.join(lines[:2])}"[:400]
+            spec["reloaded"] = {"reload_error": error, **_keys(fresh, loaded)}
             return
     _compare(copied, fresh, rows, spec)
 
