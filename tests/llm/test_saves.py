@@ -16,6 +16,7 @@ CPU-only machine: the file is written by hand).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from trainmedic.record import RunRecord
 from trainmedic.registry import run_rules
 from trainmedic.rules.tor import tor015_saved_model_differs as tor015
 from trainmedic.rules.tor import tor016_adapter_saved_empty as tor016
+from trainmedic.torch import _save_probe as save_probe
 
 from ..helpers import InstrumentedRun, run_instrumented
 
@@ -78,9 +80,11 @@ def test_a_head_outside_modules_to_save_reloads_at_random(by_path, findings) -> 
     assert (data["kind"], data["saved"]) == (tor015.OUTPUTS_DIFFER, "peft")
     assert data["max_abs_diff"] > tor015.OUTPUT_TOLERANCE["float32"] * data["output_scale"]
     assert data["where"].startswith("run_saves.py:")
+    # the probe: the first row of the batch the classifier trained on (a checked step's)
+    assert data["probe"].startswith("a row of the run's batch at step ")
     message = tor015.reload_message(data)  # the finding words its first observation: the merge's
     assert "head-lost" in message
-    assert "reloaded with its framework's loader" in message
+    assert "reloaded with its framework's loader, answers a probe (a row of the run's batch" in message
     assert "modules_to_save" in (tor015.reload_fix(data) or "")
 
 
@@ -134,6 +138,17 @@ def test_the_probe_runs_after_the_script_on_the_model_as_saved(child, by_path) -
     assert "forwards in the save call: 0" in run.result.stdout
     assert "forwards of the copy while the script ran: 0" in run.result.stdout
     assert "trained-on" not in by_path
+
+
+def test_a_model_saved_before_any_forward_is_probed_with_random_token_ids(child) -> None:
+    run, _ = child
+    scratch = run.events_path.parent / "save-checks"
+    probes = {
+        Path(s["path"]).name: s.get("probe")
+        for s in map(json.loads, map(Path.read_text, scratch.glob("*/*/job.json")))
+    }
+    assert probes["before-training"] == save_probe.RANDOM  # saved before its first forward
+    assert probes["head-saved"].startswith("a row of the run's batch at step ")
 
 
 def test_an_adapter_saved_before_training_is_untrained(by_path, findings) -> None:

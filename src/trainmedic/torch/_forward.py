@@ -48,6 +48,7 @@ from trainmedic.rules.tor import tor002_eval_mode_training as tor002
 from trainmedic.rules.tor import tor004_softmax_into_crossentropy as tor004
 from trainmedic.rules.tor import tor009_single_class_cross_entropy as tor009
 from trainmedic.rules.trn.trn003_not_learning import LOSS_FUNCTION_OBSERVATION
+from trainmedic.torch import _save_inputs as save_inputs
 from trainmedic.torch import _watchers
 from trainmedic.torch._safety import check_failed
 
@@ -91,7 +92,7 @@ class ForwardWatch:
         self._classes = None
         self._eval = set()
         pre = nn.modules.module.register_module_forward_pre_hook(self._pre)
-        post = nn.modules.module.register_module_forward_hook(self._post, always_call=True)
+        post = nn.modules.module.register_module_forward_hook(self._post, with_kwargs=True, always_call=True)
         self._handles = [pre, post]
         self.is_open = True
         self.monitor.plain_backward = False
@@ -206,9 +207,11 @@ class ForwardWatch:
         """The loss input is the model's output type: three logit verdicts settle it (a host sync each)."""
         return self._ce_windows - len(self._ce_steps) < 3 and len(self._ce_steps) < _REPORT_AFTER
 
-    def _post(self, module: nn.Module, args: Any, output: Any) -> None:
+    def _post(self, module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
         if torch.is_grad_enabled():  # as in `_pre`: a call's grad mode is the same at both ends
             self._depth = max(0, self._depth - 1)
+            if not self._depth:  # an outermost forward: its batch, by reference, for a save's probe
+                save_inputs.keep(module, args, kwargs, self.monitor.step)
 
 
 def _probability_like(logits: Any) -> dict[str, Any] | None:

@@ -33,6 +33,7 @@ from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 import torch
 from trainmedic.torch import _clipping, _loads, _resumes, _saves
+from trainmedic.torch import _save_inputs as save_inputs
 from trainmedic.torch._batches import LOG_ATTR, MAX_NOTED
 from trainmedic.torch._losses import MAX_KEPT_LOSSES
 from trainmedic.torch._reads import kept
@@ -167,6 +168,7 @@ def uninstall() -> None:
     _active = None
     while _undo:
         _undo.pop()()
+    save_inputs.forget()  # the last batch kept for a save's probe
 
 
 def _silence_compile_warning() -> None:

@@ -49,6 +49,7 @@ import torch
 from torch import nn
 from trainmedic.rules.tor import tor017_resume_state_lost as tor017
 from trainmedic.torch import _rng
+from trainmedic.torch._aside import aside
 from trainmedic.torch._safety import contained
 
 if TYPE_CHECKING:
@@ -126,7 +127,7 @@ def _load(original: Any, active: Active) -> Any:
     def load(f: Any, *args: Any, **kwargs: Any) -> Any:
         result = original(f, *args, **kwargs)
         monitor = active()
-        if monitor is not None and not monitor.broken and isinstance(result, Mapping):
+        if monitor is not None and not monitor.broken and isinstance(result, Mapping) and not aside():
             contained(monitor, "torch.load", _note, result, f)
         return result
 
@@ -143,7 +144,7 @@ def _note(result: Mapping[str, Any], f: Any) -> None:
 def _model_load(original: Any, active: Active) -> Any:
     def load_state_dict(self: Any, state_dict: Any, *args: Any, **kwargs: Any) -> Any:
         result = original(self, state_dict, *args, **kwargs)
-        if _state.notes and active() is not None:
+        if _state.notes and active() is not None and not aside():  # not the save checks' reload
             found = next((n for n in reversed(_state.notes) if n.holds(state_dict)), None)
             if found is not None:
                 _resume(found, sys._getframe(1), active)

@@ -1,7 +1,10 @@
 """The probe of the save checks (`trainmedic.torch._saves`): the outputs of a model in memory.
 
-A probe is `PROBE_TOKENS` token ids drawn from a generator of its own (the run's random state is
-not touched) in the vocabulary of the model's config; its outputs are computed once, under
+A probe is a row of the run's own batch, copied at the save (`_save_inputs`: the first row's
+`input_ids` and `attention_mask`), or, when the model was not seen in a checked forward (or its
+forward does not take that row), `PROBE_TOKENS` token ids drawn from a generator of its own (the
+run's random state is not touched) in the vocabulary of the model's config; the spec says which
+(`probe`). Its outputs are computed once, under
 no_grad in eval mode (every module's training flag restored after), with the guard's hooks
 paused so that the probe is not counted as a training forward (`pause`: the guard's
 `_patches.paused`, handed down by `_saves`; this module never imports the patches). The saves
@@ -12,6 +15,8 @@ outputs with the adapter model's here, and its weights with the adapter's change
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -22,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from trainmedic.rules.tor import tor015_saved_model_differs as tor015
 from trainmedic.torch import _merge_weights as merge_weights
+from trainmedic.torch import _save_inputs as save_inputs
+from trainmedic.torch._safety import contained
 from trainmedic.torch._save_worker import output_of, tied_groups
 
 if TYPE_CHECKING:
@@ -31,6 +38,7 @@ if TYPE_CHECKING:
 Pause = Callable[[], AbstractContextManager[None]]
 
 PROBE_TOKENS = 32  # one row: enough tokens to go through every layer, a sequence-classifier's pad-free batch
+RANDOM = "random token ids"  # the probe when no batch of the run was seen (`_save_inputs`)
 
 
 def where(caller: FrameType) -> str:
@@ -45,13 +53,16 @@ def where(caller: FrameType) -> str:
     return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
 
 
-def snapshot(model: Any, kind: str, scratch: Path, pause: Pause) -> dict[str, Any] | None:
+def snapshot(
+    model: Any, kind: str, scratch: Path, pause: Pause, rows: save_inputs.Rows | None = None
+) -> dict[str, Any] | None:
     """The probe's inputs and the model's outputs for them, saved to the scratch folder; None
     for a model the probe does not fit (no vocabulary: not a text model; an adapter other than
     PEFT's `default`, saved in a subfolder; a quantized model; a model whose forward needs more
     than `input_ids`, such as an encoder-decoder's): its files are read back, it is not reloaded.
     `pause` is `contextlib.nullcontext` on a copy probed in a thread of its own (`_save_copy`):
-    pausing the guard's hooks is process-wide and would blind them to the training thread."""
+    pausing the guard's hooks is process-wide and would blind them to the training thread.
+    `rows`: the run's own row, copied at the save (`_save_inputs`), else random token ids."""
     base = model.get_base_model() if kind == "peft" else model
     config = getattr(base, "config", None)
     vocab = getattr(config, "vocab_size", None)
@@ -61,17 +72,15 @@ def snapshot(model: Any, kind: str, scratch: Path, pause: Pause) -> dict[str, An
         return None
     if getattr(config, "quantization_config", None) is not None:  # reloading needs its kernels (a GPU)
         return None
-    ids = torch.randint(0, vocab, (1, PROBE_TOKENS), generator=torch.Generator().manual_seed(0))
     param = next(model.parameters())
-    inputs = {"input_ids": ids}
-    try:
-        expected = outputs(model, {"input_ids": ids.to(param.device)}, pause)
-    except (TypeError, ValueError, RuntimeError):  # the forward asks for more than input_ids
+    found = probe_outputs(model, rows, vocab, pause)
+    if found is None:
         return None
-    if expected is None:
-        return None
+    inputs, expected, used = found
+    inputs = {k: v.cpu() for k, v in inputs.items()}
     torch.save({"inputs": inputs, "expected": expected}, scratch / "probe.pt")
     spec: dict[str, Any] = {
+        "probe": used,
         "dtype": str(param.dtype).removeprefix("torch."),
         "model_class": f"{type(base).__module__}:{type(base).__qualname__}",
         "tied": tied_groups(base),  # the copy keeps the model's ties (`_save_copy`)
@@ -81,6 +90,28 @@ def snapshot(model: Any, kind: str, scratch: Path, pause: Pause) -> dict[str, An
         spec["base"] = adapter.base_model_name_or_path
         config.save_pretrained(scratch / "base_config")
     return spec
+
+
+def probe_outputs(
+    model: Any, rows: save_inputs.Rows | None, vocab: int, pause: Pause
+) -> tuple[dict[str, Any], Any, str] | None:
+    """The probe's inputs, `model`'s outputs on them and which probe it is: the run's row when
+    one was seen and the forward takes it, else `PROBE_TOKENS` random token ids (None: the
+    forward asks for more than `input_ids`)."""
+    device = next(model.parameters()).device
+    if rows is not None:
+        with contextlib.suppress(TypeError, ValueError, RuntimeError, IndexError):
+            inputs = {k: v.to(device) for k, v in rows.kwargs.items()}
+            expected = outputs(model, inputs, pause)
+            if expected is not None:
+                return inputs, expected, rows.description
+    ids = torch.randint(0, vocab, (1, PROBE_TOKENS), generator=torch.Generator().manual_seed(0))
+    inputs = {"input_ids": ids.to(device)}
+    try:
+        expected = outputs(model, inputs, pause)
+    except (TypeError, ValueError, RuntimeError):  # the forward asks for more than input_ids
+        return None
+    return None if expected is None else (inputs, expected, RANDOM)
 
 
 def outputs(model: Any, inputs: dict[str, Any], pause: Pause) -> Any:
@@ -120,10 +151,11 @@ def merge_probe(tuner: Any, pause: Pause, adapter_names: list[str] | None = None
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
     if not isinstance(vocab, int) or vocab < 1:
         return before
-    ids = torch.randint(0, vocab, (1, PROBE_TOKENS), generator=torch.Generator().manual_seed(0))
-    inputs = {"input_ids": ids.to(param.device)}
+    found = probe_outputs(model, save_inputs.rows_for(model, text=True), vocab, pause)
+    if found is None:
+        return before
+    inputs, expected, _ = found
     try:
-        expected = outputs(model, inputs, pause)
         with _adapters_disabled(model):
             base = outputs(model, inputs, pause)
     except (TypeError, ValueError, RuntimeError):  # the forward asks for more than input_ids
@@ -191,3 +223,23 @@ def distance(got: Any, expected: Any) -> dict[str, float]:
         "output_scale": float(expected.abs().max()),
         "argmax_agree": float((got.argmax(-1) == expected.argmax(-1)).float().mean()),
     }
+
+
+def wrap_merge_and_unload(original: Any, active: Callable[[], MonitorLike | None], pause: Pause) -> Any:
+    """PEFT's `merge_and_unload`, checked in the call: both models are in memory there
+    (`merge_probe` before the merge, `after_merge` on what it returns)."""
+
+    def merge_and_unload(self: Any, *args: Any, **kwargs: Any) -> Any:
+        monitor = active()
+        before = None
+        if monitor is not None and not monitor.broken:
+            names = kwargs.get("adapter_names", args[2] if len(args) > 2 else None)
+            before = contained(monitor, "merge_and_unload", merge_probe, self, pause, names)
+        merged = original(self, *args, **kwargs)
+        if before is not None and monitor is not None and not monitor.broken:
+            contained(
+                monitor, "merge_and_unload", after_merge, monitor, merged, before, sys._getframe(1), pause
+            )
+        return merged
+
+    return merge_and_unload

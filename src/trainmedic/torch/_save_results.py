@@ -25,6 +25,20 @@ if TYPE_CHECKING:
 CHECKPOINT_DIR = re.compile(r"checkpoint-\d+$")
 # What the worker tells of tied weights the reload did not tie as memory had them (`tie_changes`).
 TIE_EVIDENCE = ("ties_lost", "ties_added", "not_saved", "tie_word_embeddings")
+# What a reload in the training process tells of a file it could not load (`_save_reload`): the
+# keys against the module's, with the prefix that maps them; the arguments `__init__` missed.
+KEY_EVIDENCE = (
+    "model_tensors",
+    "state_dict_keys",
+    "missing",
+    "unexpected",
+    "missing_examples",
+    "unexpected_examples",
+    "strip",
+    "add",
+    "prefix_matches",
+    "missing_arguments",
+)
 
 
 def observe(monitor: MonitorLike, job: Job, result: Mapping[str, Any]) -> None:
@@ -57,19 +71,28 @@ def observe(monitor: MonitorLike, job: Job, result: Mapping[str, Any]) -> None:
             step=job.step or None,
         )
         return
+    spec = json.loads((job.scratch / "job.json").read_text())
+    how = {k: spec[k] for k in ("loader", "probe") if spec.get(k)}
     if result.get("reload_error"):
-        evidence = {**base, "kind": tor015.RELOAD_FAILED, "error": result["reload_error"], "saved": job.kind}
+        evidence = {
+            **base,
+            "kind": tor015.RELOAD_FAILED,
+            "error": result["reload_error"],
+            "saved": job.kind,
+            **how,
+            **{k: result[k] for k in KEY_EVIDENCE if k in result},
+        }
         monitor.observe(tor015.RELOAD_OBSERVATION, evidence, once=False, step=job.step or None)
         return
     if "max_abs_diff" in result:
         measure = {k: float(result[k]) for k in ("max_abs_diff", "output_scale", "argmax_agree")}
-        spec = json.loads((job.scratch / "job.json").read_text())
         if tor015.judge_outputs(dtype=spec.get("dtype", "float32"), **measure) is not None:
             evidence = {
                 **base,
                 "kind": tor015.OUTPUTS_DIFFER,
                 "saved": job.kind,
                 "dtype": spec.get("dtype"),
+                **how,
                 **measure,
                 **{k: result[k] for k in TIE_EVIDENCE if k in result},
             }

@@ -114,6 +114,7 @@ def run_job(job_path: Path) -> None:
         result["tensors"] = tensor_stats(Path(job["path"]), whole=job["kind"] == "lightning")
         if job["kind"] == "lightning":
             result["state"] = state_differences(Path(job["path"]), job["fingerprints"])
+        result.update(job.get("reloaded") or {})  # reloaded in the training process (`_save_reload`)
         if job["kind"] in ("transformers", "peft"):
             result.update(reload_outputs(job, job_path.parent))
     except Exception as exc:  # the result says what failed; the user's run is not concerned

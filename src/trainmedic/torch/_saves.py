@@ -6,9 +6,10 @@ under ZeRO-3/FSDP without gathering (empty tensors) or before it trained (`lora_
 weights that overflow to inf, a tokenizer and its chat template not saved beside the model.
 `install` wraps the saves (always calling the original unchanged):
 
-- `torch.save(state_dict, path)` of a mapping of tensors: the file's tensors are read back (by
-  the worker when one runs, else at the end, in this process: no second start of torch), and
-  the dict's FSDP2 shards (DTensors not gathered) are counted in the call (`_save_shards`);
+- `torch.save(state_dict, path)` of a mapping of tensors: the file's tensors are read back (by the
+  worker when one runs, else at the end, in this process: no second start of torch), the dict's
+  FSDP2 shards (DTensors not gathered) counted in the call (`_save_shards`); a dict of a module
+  the guard knows is loaded strictly into a copy of that module, here (`_save_reload`);
 - `PreTrainedModel.save_pretrained` and `PeftModel.save_pretrained` (what `Trainer.save_model`
   calls): the folder's tensors are read back, and the model is reloaded with the framework's
   loader (`<ModelClass>.from_pretrained(folder)`; for an adapter, the base loaded with the
@@ -18,13 +19,16 @@ weights that overflow to inf, a tokenizer and its chat template not saved beside
   change that the merged weights hold (a 16-bit base rounds a small change away:
   `_merge_weights`);
 - Lightning's `Trainer.save_checkpoint` (`ModelCheckpoint`'s): the checkpoint's `state_dict` read
-  back, each tensor's bytes compared with the module's at the save (copied in the call).
+  back, each tensor's bytes compared with the module's at the save (copied in the call); a
+  module with a forward of its own is rebuilt with its `load_from_checkpoint`, here
+  (`_save_reload`).
 
 The save call only copies the model as it was saved (`_save_copy.freeze`: its weights cloned,
 its modules copied onto the clones) and returns; the copy is held until the training ends
 (`_save_hold`: the newest per path, within a share of the available memory; one that does not
-fit is probed at once in a thread of the process). Then a probe of `_save_probe.PROBE_TOKENS`
-token ids (drawn from a generator of its own, not the run's random state) runs on the copy under
+fit is probed at once in a thread of the process). Then a probe (rows of the batch the model was
+last seen with on a checked step, `_save_inputs`, else `_save_probe.PROBE_TOKENS` random token
+ids drawn from a generator of its own, not the run's random state) runs on the copy under
 no_grad in eval mode, and writes the probe, the outputs and the base's config into a scratch
 folder (the run folder under `trainmedic run`, else a temp dir; never the user's output folder);
 a model on an accelerator is probed in the save call itself (see `_save_copy`). Then
@@ -63,7 +67,9 @@ from trainmedic.instrument import hooks
 from trainmedic.instrument.save_scratch import ScratchFolders
 from trainmedic.torch import _save_copy as save_copy
 from trainmedic.torch import _save_hold as save_hold
+from trainmedic.torch import _save_inputs as save_inputs
 from trainmedic.torch import _save_probe as save_probe
+from trainmedic.torch import _save_reload as save_reload
 from trainmedic.torch import _save_results as save_results
 from trainmedic.torch import _save_shards as save_shards
 from trainmedic.torch import _save_worker as save_worker
@@ -159,7 +165,9 @@ def install(wrap: Wrap, active: Active, pause: save_probe.Pause) -> None:
     )
     when(
         "peft.tuners.tuners_utils",
-        lambda m: wrap(m.BaseTuner, "merge_and_unload", lambda o: _merge_and_unload(o, active)),
+        lambda m: wrap(
+            m.BaseTuner, "merge_and_unload", lambda o: save_probe.wrap_merge_and_unload(o, active, pause)
+        ),
     )
     when(
         "lightning.pytorch.trainer.trainer",
@@ -196,7 +204,9 @@ def _torch_save(original: Any, active: Active) -> Any:
             caller = sys._getframe(1)
             shards = _state.sharded_paths
             contained(monitor, "torch.save", save_shards.observe, monitor, obj, f, caller, shards)
-            contained(monitor, "torch.save", after_save, monitor, "state_dict", None, f, caller)
+            owner = contained(monitor, "torch.save", save_reload.owner, monitor.roots(), obj, MAX_BYTES)
+            contained(monitor, "torch.save", after_save, monitor, "state_dict", owner, f, caller)
+            _release()  # the reload of a module's state dict may run (`_save_reload`)
         return result
 
     return save
@@ -251,30 +261,6 @@ def _release() -> None:
         _state.held.pop().set()
 
 
-def _merge_and_unload(original: Any, active: Active) -> Any:
-    def merge_and_unload(self: Any, *args: Any, **kwargs: Any) -> Any:
-        monitor = active()
-        before = None
-        if monitor is not None and not monitor.broken:
-            names = kwargs.get("adapter_names", args[2] if len(args) > 2 else None)
-            before = contained(monitor, "merge_and_unload", save_probe.merge_probe, self, _pause, names)
-        merged = original(self, *args, **kwargs)
-        if before is not None and monitor is not None and not monitor.broken:
-            contained(
-                monitor,
-                "merge_and_unload",
-                save_probe.after_merge,
-                monitor,
-                merged,
-                before,
-                sys._getframe(1),
-                _pause,
-            )
-        return merged
-
-    return merge_and_unload
-
-
 def _apply_chat_template(original: Any) -> Any:
     def apply_chat_template(self: Any, *args: Any, **kwargs: Any) -> Any:
         if self not in _state.chat_tokenizers:
@@ -312,9 +298,8 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
     # a held copy of the path is stale once the file is overwritten: this save replaces it
     if not _state.deferred.holding(path) and (len(_state.jobs) >= MAX_CHECKS or recent):
         return
-    job = Job(
-        kind, path, f"{Path(caller.f_code.co_filename).name}:{caller.f_lineno}", monitor.step, _scratch.next()
-    )
+    # the script's line: the one that called `trainer.fit` when ModelCheckpoint saves
+    job = Job(kind, path, save_probe.where(caller), monitor.step, _scratch.next())
     spec: dict[str, Any] = {"kind": kind, "path": path}
     if model is not None:
         size = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -323,6 +308,8 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
                 f"the model saved to {path} ({size / 2**30:.1f} GiB) is not reloaded: "
                 f"over {MAX_BYTES >> 30} GiB"
             )
+            return
+        if kind in save_reload.KINDS and _reload_here(kind, model, job, spec, now):
             return
         if kind == "lightning":  # the module's state as saved, fingerprinted off the training thread
             state = {
@@ -335,14 +322,15 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
             _probe_later(state, lambda s: _fingerprint(s, spec, job), job)
             return
         copied = save_copy.freeze(model)
+        rows = save_inputs.rows_for(model, text=True)  # a row of the run's batch, copied at the save
         if copied is not None:
             # The model copied here, the copy probed when training ends: the save returns at once.
             _state.last[path] = now
             _state.jobs.append(job)
-            _probe_later(copied, lambda c: _probe_copy(c, kind, spec, job), job)
+            _probe_later(copied, lambda c: _probe_copy(c, kind, spec, job, rows), job)
             return
         # On an accelerator: the probe's forward here (its kernels queue behind the save's).
-        probe = save_probe.snapshot(model, kind, job.scratch, _pause)
+        probe = save_probe.snapshot(model, kind, job.scratch, _pause, rows)
         if probe is None:
             spec["kind"] = f"{kind}-files"  # read back, not reloaded
         else:
@@ -350,6 +338,21 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
     _state.last[path] = now
     _state.jobs.append(job)
     _hand_over(job, spec)
+
+
+def _reload_here(kind: str, model: Any, job: Job, spec: dict[str, Any], now: float) -> bool:
+    """A plain state dict's module or a Lightning module copied, to be reloaded in this process
+    off the training thread (`_save_reload`); False: a Lightning checkpoint not reloaded here."""
+    reload = save_reload.prepare(kind, model, job.path)
+    if reload is None and kind != "state_dict":
+        return False
+    _state.last[job.path] = now
+    _state.jobs.append(job)
+    if reload is None:  # not copied (on an accelerator): read back only
+        _hand_over(job, spec)
+    else:
+        _probe_later(reload.copied, lambda c: _hand_over(job, reload.check(c, spec)), job)
+    return True
 
 
 def _probe_later(copied: Any, probe: Callable[[Any], None], job: Job) -> None:
@@ -374,10 +377,12 @@ def _fingerprint(state: dict[str, Any], spec: dict[str, Any], job: Job) -> None:
     _hand_over(job, spec)
 
 
-def _probe_copy(copied: Any, kind: str, spec: dict[str, Any], job: Job) -> None:
+def _probe_copy(
+    copied: Any, kind: str, spec: dict[str, Any], job: Job, rows: save_inputs.Rows | None
+) -> None:
     """In the probe's thread: the copy's outputs on the probe, then the job to the worker."""
     try:
-        probe = save_probe.snapshot(copied, kind, job.scratch, contextlib.nullcontext)
+        probe = save_probe.snapshot(copied, kind, job.scratch, contextlib.nullcontext, rows)
     except Exception as exc:  # the check reads the files only; the run is not concerned
         probe = None
         _note(f"the model saved to {job.path} is read back, not reloaded: its probe failed ({exc!r:.200})")

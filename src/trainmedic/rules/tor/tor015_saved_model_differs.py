@@ -17,7 +17,8 @@ Second collector: `trainmedic.torch._saves` (saves, reloaded in a separate proce
 `trainmedic.torch._save_worker`). It observes `saved_reload_differs` with a `kind`:
 `outputs-differ` (the model reloaded with the framework's loader answers the probe otherwise than
 the model in memory did: `max_abs_diff`, `output_scale`, `argmax_agree`, `dtype`, `saved` for the
-save's kind; and when the model's tied parameters are not tied alike in the reload, `ties_lost`
+save's kind, `probe` (a row of the run's batch at a step, or random token ids), `loader` when not
+the framework's `from_pretrained`; and when the model's tied parameters are not tied alike in the reload, `ties_lost`
 and `ties_added`, groups of names that were one tensor on one side only, `not_saved`, the names
 of a lost tie the weight files lack, and the saved config's `tie_word_embeddings`), `merge-drift` (the same for `merge_and_unload`'s model against the adapter model),
 `merge-rounded` (the merged weights hold less than half of the adapter's weight change:
@@ -25,7 +26,12 @@ of a lost tie the weight files lack, and the saved config's `tie_word_embeddings
 outputs the adapter makes against the base with the adapter disabled; `judge_merge` decides),
 `sharded` (a state dict saved with sharded tensors, FSDP's DTensor shards, not gathered:
 `sharded`, `sharded_examples`, `shapes`),
-`reload-failed` (`error`), `nonfinite` or `empty` tensors written (counts and a few names),
+`reload-failed` (`error`; for a plain state dict loaded strictly into a copy of its module in
+the training process, `loader` and the keys, as for a `strict=False` load: `model_tensors`,
+`state_dict_keys`, `missing`, `unexpected`, their examples, `strip`, `add`, `prefix_matches`; for
+a Lightning module rebuilt with `load_from_checkpoint`, `missing_arguments`, those its `__init__`
+required and the checkpoint's hyperparameters lacked), `nonfinite` or `empty` tensors written
+(counts and a few names),
 `tokenizer-missing` / `template-differs` (a model folder saved without the chat template that
 training rendered). `judge_outputs` decides the outputs' cases.
 
@@ -46,6 +52,7 @@ from trainmedic.events import Event
 from trainmedic.findings import FindingSpec, Severity
 from trainmedic.record import Rule
 from trainmedic.rules._helpers.guard import names, observation_rule, observed
+from trainmedic.rules._helpers.saves import effect_text, keys_text, renaming, shapes_text, ties_text
 
 #: The guard's observation this finding words.
 OBSERVATION = "load_keys_mismatch"
@@ -214,15 +221,6 @@ def _wrapper_only(prefix: str) -> bool:
     return all(part in WRAPPER_PARTS for part in prefix.split(".")[:-1])
 
 
-def _renaming(evidence: Mapping[str, Any]) -> str:
-    strip, add = evidence.get("strip") or "", evidence.get("add") or ""
-    if strip and add:
-        return f"the checkpoint's keys start with {strip!r} where the model's start with {add!r}"
-    if strip:
-        return f"the checkpoint's keys start with {strip!r} and the model's do not"
-    return f"the model's keys start with {add!r} and the checkpoint's do not"
-
-
 def message(evidence: Mapping[str, Any]) -> str:
     total, missing = evidence.get("model_tensors"), evidence.get("missing")
     loaded = int(total or 0) - int(missing or 0)
@@ -234,7 +232,7 @@ def message(evidence: Mapping[str, Any]) -> str:
         "matched nothing"
     )
     if evidence.get("reason") == PREFIX:
-        text += f": {_renaming(evidence)} ({evidence.get('prefix_matches')} keys differ only by it)"
+        text += f": {renaming(evidence)} ({evidence.get('prefix_matches')} keys differ only by it)"
     nested = evidence.get("nested")
     if nested:
         text += f"; the checkpoint holds whole dicts under {names(nested, 3)}: pass the model's entry"
@@ -292,11 +290,13 @@ def reload_message(evidence: Mapping[str, Any]) -> str:
         against = (
             "the adapter model before the merge" if kind == MERGE_DRIFT else "the model in memory at the save"
         )
+        probe = evidence.get("probe")
+        on = f" ({probe})" if probe and not str(evidence.get("saved", "")).startswith("keras") else ""
         return (
-            f"{what} answers a probe otherwise than {against}: outputs differ by up to "
+            f"{what} answers a probe{on} otherwise than {against}: outputs differ by up to "
             f"{evidence.get('max_abs_diff', 0):.3g} (largest output {evidence.get('output_scale', 0):.3g}, "
             f"{evidence.get('dtype')}); the top choice agrees on {100 * evidence.get('argmax_agree', 0):.0f}% of positions"
-            + _ties(evidence)
+            + ties_text(evidence)
         )
     if kind == MERGE_ROUNDED:
         return (
@@ -304,17 +304,20 @@ def reload_message(evidence: Mapping[str, Any]) -> str:
             f"adapter's weight change into the {evidence.get('merged_dtype')} base "
             f"({100 * evidence.get('weight_lost', 0):.0f}% lost to rounding, {evidence.get('layers')} LoRA layers): "
             "the change is below the base weights' resolution, and W + BA rounds back to W"
-            + _effect(evidence)
+            + effect_text(evidence)
         )
     if kind == SHARDED:
         return (
             f"the save to {path}{where} wrote {evidence.get('sharded')} of its {evidence.get('total')} tensors "
-            f"as shards of this process, not the whole parameters ({_shapes(evidence)}): "
+            f"as shards of this process, not the whole parameters ({shapes_text(evidence)}): "
             "the other processes' parts are not in the file"
         )
     if kind == RELOAD_FAILED:
         loader = evidence.get("loader") or "its framework's loader"
-        return f"the model saved to {path}{where} does not reload with {loader}: {evidence.get('error')}"
+        return (
+            f"the model saved to {path}{where} does not reload with {loader}: {evidence.get('error')}"
+            + keys_text(evidence)
+        )
     if kind in (NONFINITE, EMPTY):
         count, examples = (
             (evidence.get("nonfinite"), evidence.get("nonfinite_examples"))
@@ -335,51 +338,6 @@ def reload_message(evidence: Mapping[str, Any]) -> str:
         f"the model folder {path} holds {state}, and training rendered its text with the tokenizer's chat "
         "template: served from this folder, prompts are rendered otherwise than in training"
     )
-
-
-def _ties(evidence: Mapping[str, Any]) -> str:
-    """Tied weights the reload did not tie again (or tied where memory had them apart): the
-    save writes a tied tensor once, under one name, and `from_pretrained` ties the other name to
-    it only when the saved config says `tie_word_embeddings=True`; else that name is missing from
-    the files and initialized at random."""
-
-    def quoted(items: list[str], limit: int) -> str:
-        return names([f"`{n}`" for n in items], limit)
-
-    text = ""
-    for group in evidence.get("ties_lost") or []:
-        unsaved = [n for n in group if n in (evidence.get("not_saved") or [])]
-        kept = [n for n in group if n not in unsaved]
-        text += f"; {quoted(group, 3)} were one tensor in memory (tied)"
-        if unsaved and kept:
-            text += (
-                f": the save wrote it once, as {quoted(kept, 2)}, and the reload did not tie "
-                f"{quoted(unsaved, 2)} to it again (tie_word_embeddings={evidence.get('tie_word_embeddings')} "
-                f"in the saved config): {quoted(unsaved, 2)} was initialized at random"
-            )
-        else:
-            text += ", and are apart in the reloaded model"
-    for group in evidence.get("ties_added") or []:
-        text += f"; {quoted(group, 3)} were apart in memory and are one tensor (tied) in the reloaded model"
-    return text
-
-
-def _effect(evidence: Mapping[str, Any]) -> str:
-    """The probe's outputs, when measured: the adapter's own effect and the merge's drift."""
-    if evidence.get("adapter_effect") is None:
-        return ""
-    return (
-        f"; on a probe the adapter moves the outputs by up to {evidence['adapter_effect']:.3g} and the merged "
-        f"model differs from the adapter model by up to {evidence.get('max_abs_diff', 0):.3g} "
-        f"(largest output {evidence.get('output_scale', 0):.3g})"
-    )
-
-
-def _shapes(evidence: Mapping[str, Any]) -> str:
-    shapes = evidence.get("shapes") or {}
-    return "; ".join(
-        f"{name} {local} of {whole}" for name, (local, whole) in list(shapes.items())[:2]
-    ) or names(evidence.get("sharded_examples"), 3)
 
 
 def reload_fix(evidence: Mapping[str, Any]) -> str | None:
@@ -425,6 +383,16 @@ def reload_fix(evidence: Mapping[str, Any]) -> str | None:
             "FullStateDictConfig(offload_to_cpu=True, rank0_only=True) under FSDP1; "
             "or save the shards with torch.distributed.checkpoint (dcp.save) and load them with dcp.load."
         )
+    if kind == RELOAD_FAILED and evidence.get("missing_arguments"):
+        arguments = evidence["missing_arguments"]
+        model = str(evidence.get("loader", "Module.")).split(".", 1)[0]
+        passed = ", ".join(f"{a}=..." for a in arguments)
+        return (
+            f"Call self.save_hyperparameters() in {model}.__init__ so that the checkpoint records "
+            f"{names(arguments, 3)}, or pass them when loading: {model}.load_from_checkpoint(path, {passed})."
+        )
+    if kind == RELOAD_FAILED and evidence.get("prefix_matches"):
+        return fix({**evidence, "reason": PREFIX})
     if kind == RELOAD_FAILED:
         return (
             "Save what the loader needs: resized embeddings in modules_to_save (or save the whole model), "
