@@ -2,7 +2,10 @@
 
 The usual cause is a Dense layer on a flattened feature map (or a batch) sized for
 another machine. On a GPU this is "OOM when allocating tensor"; on CPU TensorFlow's
-allocator refuses the same way once a single tensor is larger than memory.
+allocator refuses the same way once a single tensor is larger than memory. With oneDNN
+(TensorFlow's default on x86) the refusal comes after 10 s: its allocator first waits for
+memory to be returned, as a GPU's does; under TF_ENABLE_ONEDNN_OPTS=0 (as the failure
+benchmark runs it) the plain CPU allocator refuses at once.
 """
 
 import os
