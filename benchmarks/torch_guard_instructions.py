@@ -164,9 +164,12 @@ def hooks_child(calls: int) -> None:
 HOOKS = ("backward wrapper", "DataLoader __next__ wrapper", "optimizer post-step hook")
 
 
-def count_hooks(calls: int) -> None:
-    """`--hooks`: one callgrind dump per reduce(), in the order of `hooks_child`'s loops."""
+def count_hooks(calls: int, out_dir: str | None) -> None:
+    """`--hooks`: one callgrind dump per reduce(), in the order of `hooks_child`'s loops (kept as
+    OUT_DIR/hooks.out.1 to .6 with `--out-dir`: `callgrind_annotate --inclusive=yes` on .2 shows
+    the backward wrapper's `THPVariable_item`)."""
     with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(out_dir, "hooks.out") if out_dir else f"{tmp}/out"
         command = [
             "valgrind",
             "--tool=callgrind",
@@ -174,7 +177,7 @@ def count_hooks(calls: int) -> None:
             "--collect-atstart=no",
             "--toggle-collect=functools_reduce",
             "--dump-after=functools_reduce",
-            f"--callgrind-out-file={tmp}/out",
+            f"--callgrind-out-file={out}",
             sys.executable,
             __file__,
             "--child",
@@ -186,7 +189,7 @@ def count_hooks(calls: int) -> None:
         counts = []
         for part in range(1, 2 * len(HOOKS) + 1):
             try:
-                with open(f"{tmp}/out.{part}") as dump:
+                with open(f"{out}.{part}") as dump:
                     found = re.search(r"^(?:summary|totals): (\d+)", dump.read(), re.MULTILINE)
             except OSError:
                 found = None
@@ -256,7 +259,7 @@ def main() -> None:
         child(args.child, args.steps, args.every, args.clip)
         return
     if args.hooks:
-        count_hooks(args.steps)
+        count_hooks(args.steps, args.out_dir)
         return
     with concurrent.futures.ThreadPoolExecutor(2) as pool:  # the two processes run side by side
         bare_events, guarded_events = pool.map(lambda mode: count(mode, args), ["bare", "guarded"])
