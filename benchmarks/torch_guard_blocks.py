@@ -130,11 +130,22 @@ def ablate(parts: list[str]) -> None:
         def backward_keeping_nothing(original: object) -> object:
             guarded = keeping(original)
 
-            def backward(tensors: object, *args: object, **kwargs: object) -> object:
-                monitor = _patches.active()
-                if monitor is not None and monitor.plain_backward:
-                    return original(tensors, *args, **kwargs)  # type: ignore[operator]
-                return guarded(tensors, *args, **kwargs)
+            # The guard's own signature and ordinary call (`_patches._backward`), without the loss.
+            def backward(
+                tensors: object,
+                grad_tensors: object = None,
+                retain_graph: object = None,
+                create_graph: object = False,
+                *args: object,
+                inputs: object = None,
+                **kwargs: object,
+            ) -> object:
+                monitor = _patches._active
+                if not (args or kwargs) and monitor is not None and monitor.plain_backward:
+                    return original(tensors, grad_tensors, retain_graph, create_graph, inputs=inputs)  # type: ignore[operator]
+                return guarded(
+                    tensors, grad_tensors, retain_graph, create_graph, *args, inputs=inputs, **kwargs
+                )
 
             return backward
 
