@@ -18,8 +18,6 @@ import torch
 import trainmedic.torch as tm
 from torch import nn
 
-torch.set_num_threads(1)
-
 
 def _grads(guarded: bool, call: Callable[[torch.Tensor, nn.Module], Any]) -> tuple[list[Any], list[int]]:
     """The gradients after one optimizer step and a second backward made by `call`, and the steps
