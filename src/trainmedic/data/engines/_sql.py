@@ -227,10 +227,12 @@ class SqlTableEngine:
         return Conflicts(groups.conflicted, groups.conflict_rows, groups.shared, examples)
 
     @remembered
-    def overlap(self, earlier: str, later: str, features: Sequence[str], *, limit: int) -> Matches:
+    def overlap(
+        self, earlier: str, later: str, features: Sequence[str], *, limit: int, label: str | None = None
+    ) -> Matches:
         if not set(features) <= set(self.column_kinds(earlier)):
             return Matches(0, 0)  # a column the earlier split lacks: no row can be equal
-        mine, theirs = self._hashes(later, features, None), self._hashes(earlier, features, None)
+        mine, theirs = self._hashes(later, features, label), self._hashes(earlier, features, label)
         # one spillable aggregation over both sides, not a hash join on the larger split
         both = f"SELECT h, 0 AS side FROM {theirs} UNION ALL SELECT h, 1 AS side FROM {mine}"
         shared = (
