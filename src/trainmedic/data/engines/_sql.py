@@ -151,8 +151,6 @@ class SqlTableEngine:
         self._id: str | None = None
         self._kinds: dict[str, dict[str, str]] = {}
         self._hashed: dict[tuple[str, tuple[str, ...], str | None], str] = {}
-        self._profiles: dict[str, Profile] = {}
-        self._groups: dict[str, HashGroups] = {}
         self._answers: dict[tuple[object, ...], object] = {}
         self.sample_rows = MAX_SAMPLE_ROWS
 
@@ -187,9 +185,7 @@ class SqlTableEngine:
         known = self._profile(split).moments
         other = [c for c in columns if c not in known]  # not numeric in this split: asked as they are
         if other:
-            values = {c: self._value(split, c) for c in other}
-            row = self.runner.rows(profile_query(self.dialect.relation(split), values, other))[0]
-            known = {**known, **read_profile(row, other, other).moments}
+            known = {**known, **self._profile(split, tuple(other)).moments}
         return {c: known[c] for c in columns}
 
     @remembered
@@ -343,21 +339,19 @@ class SqlTableEngine:
 
     # -- helpers -------------------------------------------------------------------------
 
-    def _profile(self, split: str) -> Profile:
-        """Rows, missing values and numeric moments of every column of a split (one pass)."""
-        if split not in self._profiles:
-            kinds = self.column_kinds(split)
-            values = {c: self._value(split, c) for c in kinds}
-            numeric = [c for c, kind in kinds.items() if kind == "number"]
-            row = self.runner.rows(profile_query(self.dialect.relation(split), values, numeric))[0]
-            self._profiles[split] = read_profile(row, list(values), numeric)
-        return self._profiles[split]
+    @remembered
+    def _profile(self, split: str, only: tuple[str, ...] = ()) -> Profile:
+        """Rows, missing values and numeric moments of every column of a split, in one pass
+        (`only`: moments of these columns, whatever their kind)."""
+        values = {c: self._value(split, c) for c in only or self.column_kinds(split)}
+        numeric = list(only) or [c for c, kind in self.column_kinds(split).items() if kind == "number"]
+        row = self.runner.rows(profile_query(self.dialect.relation(split), values, numeric))[0]
+        return read_profile(row, list(values), numeric)
 
+    @remembered
     def _hash_groups(self, table: str) -> HashGroups:
         """Duplicates' and conflicts' counts over one hash relation (one query for both)."""
-        if table not in self._groups:
-            self._groups[table] = read_hash_groups(self.runner.rows(hash_groups_query(table))[0])
-        return self._groups[table]
+        return read_hash_groups(self.runner.rows(hash_groups_query(table))[0])
 
     def _value(self, split: str, column: str) -> str:
         return self.dialect.comparable(column, self.column_kinds(split)[column])
