@@ -115,7 +115,9 @@ def split_overlap(ctx: EngineData) -> list[Finding]:
     for earlier, later in leakage.split_pairs(ctx.data):
         if not later.features or later.features != earlier.features:
             continue  # hashes over other columns never match (as in the pandas check)
-        answer = ctx.engine.overlap(earlier.name, later.name, later.features, limit=MAX_EXAMPLES)
+        answer = ctx.engine.overlap(
+            earlier.name, later.name, later.features, limit=MAX_EXAMPLES, label=ctx.data.roles.label
+        )
         if answer.rows == 0:
             continue
         sizes = (ctx.rows[earlier.name], ctx.rows[later.name])

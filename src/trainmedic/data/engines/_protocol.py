@@ -77,9 +77,13 @@ class TableEngine(Protocol):
 
     def conflicts(self, split: str, features: Sequence[str], label: str, *, limit: int) -> Conflicts: ...
 
-    def overlap(self, earlier: str, later: str, features: Sequence[str], *, limit: int) -> Matches:
+    def overlap(
+        self, earlier: str, later: str, features: Sequence[str], *, limit: int, label: str | None = None
+    ) -> Matches:
         """Rows of `later` whose row hash over `features` is the hash of some row of `earlier`
-        (none when `earlier` lacks one of them); `distinct` counts the distinct hashes among them."""
+        (none when `earlier` lacks one of them); `distinct` counts the distinct hashes among them.
+        `label` does not change the answer: an engine may keep it beside the hashes, which the
+        duplicates and conflicts of the same features then read without hashing again."""
         ...
 
     def shared_values(self, earlier: str, later: str, column: str, *, limit: int) -> SharedValues: ...

@@ -128,9 +128,10 @@ def schema_mismatch(ctx: EngineData) -> list[Finding]:
         unseen: dict[str, dat010.Values] = {}
         chance: dict[str, dat010.UnseenChance] = {}
         for column in parity.category_columns(train.features, train_kinds, other_kinds):
-            if ctx.engine.distinct_count(train.name, column) > parity.CATEGORY_MAX_LEVELS:
+            # one more than the most levels: as many as there are, or enough to say there are more
+            train_counts = ctx.engine.value_counts(train.name, column, limit=parity.CATEGORY_MAX_LEVELS + 1)
+            if len(train_counts) > parity.CATEGORY_MAX_LEVELS:
                 continue  # free text: unseen values are expected
-            train_counts = ctx.engine.value_counts(train.name, column, limit=parity.CATEGORY_MAX_LEVELS)
             known = pd.Series([v for v, _ in train_counts])
             counts = ctx.engine.unseen_values(train.name, other.name, column, limit=MAX_UNSEEN)
             parity.sort_unseen(column, counts, known, ctx.rows[other.name], into=(variants, unseen))

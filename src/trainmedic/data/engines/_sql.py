@@ -19,6 +19,15 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from trainmedic.data.engines._batches import (
+    HashGroups,
+    Profile,
+    hash_groups_query,
+    profile_query,
+    read_hash_groups,
+    read_profile,
+    remembered,
+)
 from trainmedic.data.engines._budget import MAX_SAMPLE_ROWS
 from trainmedic.data.engines._protocol import Conflicts, Duplicates, Matches, Moments, SharedValues
 
@@ -142,7 +151,7 @@ class SqlTableEngine:
         self._id: str | None = None
         self._kinds: dict[str, dict[str, str]] = {}
         self._hashed: dict[tuple[str, tuple[str, ...], str | None], str] = {}
-        self._counts: dict[str, int] = {}
+        self._answers: dict[tuple[object, ...], object] = {}
         self.sample_rows = MAX_SAMPLE_ROWS
 
     def splits(self) -> list[str]:
@@ -152,9 +161,7 @@ class SqlTableEngine:
         self._id = column
 
     def row_count(self, split: str) -> int:
-        if split not in self._counts:
-            self._counts[split] = int(self._one(f"SELECT count(*) FROM {self.dialect.relation(split)}"))
-        return self._counts[split]
+        return self._profile(split).rows
 
     def column_kinds(self, split: str) -> dict[str, str]:
         if split not in self._kinds:
@@ -163,84 +170,65 @@ class SqlTableEngine:
         return self._kinds[split]
 
     def null_counts(self, split: str, columns: Sequence[str]) -> dict[str, int]:
-        if not columns:
-            return {}
-        parts = [f"sum(CASE WHEN {self._value(split, c)} IS NULL THEN 1 ELSE 0 END)" for c in columns]
-        (row,) = self.runner.rows(f"SELECT {', '.join(parts)} FROM {self.dialect.relation(split)}")
-        return {c: int(v or 0) for c, v in zip(columns, row, strict=True)}
+        nulls = self._profile(split).nulls
+        return {c: nulls[c] for c in columns}
 
+    @remembered
     def missing_rows(self, split: str, column: str, *, limit: int) -> Matches:
-        source = f"FROM {self.dialect.relation(split)} WHERE {self._value(split, column)} IS NULL"
-        rows = int(self._one(f"SELECT count(*) {source}"))
+        rows = self._profile(split).nulls[column]
         if rows == 0:
             return Matches(0, 0)
+        source = f"FROM {self.dialect.relation(split)} WHERE {self._value(split, column)} IS NULL"
         return Matches(rows, rows, self._ids(f"SELECT {self._id_expr(split)}, {ROW} {source}", limit))
 
     def moments(self, split: str, columns: Sequence[str]) -> dict[str, Moments]:
-        if not columns:
-            return {}
-        parts = []
-        for column in columns:
-            value = self._value(split, column)
-            finite = f"(CASE WHEN {value} IS NOT NULL AND {value} - {value} = 0 THEN {value} END)"
-            fractional = f"(CASE WHEN {finite} <> floor({finite}) THEN 1 ELSE 0 END)"
-            squares = f"{finite} * {finite}"
-            parts.append(
-                f"count({finite}), sum({finite}), sum({squares}), min({finite}), max({finite}), "
-                f"max({fractional})"
-            )
-        (row,) = self.runner.rows(f"SELECT {', '.join(parts)} FROM {self.dialect.relation(split)}")
-        out = {}
-        for i, column in enumerate(columns):
-            n, total, squares, low, high, fractional = row[6 * i : 6 * i + 6]
-            if not n:
-                out[column] = Moments(0, 0.0, 0.0, float("inf"), float("-inf"), False)
-            else:
-                out[column] = Moments(
-                    int(n), float(total), float(squares), float(low), float(high), bool(fractional)
-                )
-        return out
+        known = self._profile(split).moments
+        other = [c for c in columns if c not in known]  # not numeric in this split: asked as they are
+        if other:
+            known = {**known, **self._profile(split, tuple(other)).moments}
+        return {c: known[c] for c in columns}
 
+    @remembered
     def distinct_count(self, split: str, column: str) -> int:
         value = self._value(split, column)  # a spillable GROUP BY, not count(DISTINCT)
         relation = self.dialect.relation(split)
         values = f"SELECT {value} AS v FROM {relation} WHERE {value} IS NOT NULL GROUP BY {value}"
         return int(self._one(f"SELECT count(*) FROM ({values}) AS d"))
 
+    @remembered
     def duplicates(self, split: str, features: Sequence[str], label: str | None, *, limit: int) -> Duplicates:
         table = self._hashes(split, features, label)
+        groups = self._hash_groups(table)
+        if not groups.repeated:
+            return Duplicates(0, 0, 0)
         repeated = (
             f"SELECT h, y, count(*) AS n, min({ROW}) AS first FROM {table} GROUP BY h, y HAVING count(*) > 1"
         )
-        extra, involved, distinct = self.runner.rows(
-            f"SELECT sum(n - 1), sum(n), count(*) FROM ({repeated}) AS r"
-        )[0]
-        if not distinct:
-            return Duplicates(0, 0, 0)
         examples = self._ids(
             f"SELECT t.{_ID}, t.{ROW} FROM {table} AS t JOIN ({repeated}) AS r "
             f"ON t.h = r.h AND (t.y = r.y OR (t.y IS NULL AND r.y IS NULL)) WHERE t.{ROW} > r.first",
             limit,
         )
-        return Duplicates(int(extra), int(involved), int(distinct), examples)
+        return Duplicates(groups.extra, groups.involved, groups.repeated, examples)
 
+    @remembered
     def conflicts(self, split: str, features: Sequence[str], label: str, *, limit: int) -> Conflicts:
         table = self._hashes(split, features, label)
-        conflicted = f"SELECT h FROM {table} WHERE y IS NOT NULL GROUP BY h HAVING min(y) <> max(y)"
-        hashes = int(self._one(f"SELECT count(*) FROM ({conflicted}) AS k"))
-        if hashes == 0:
+        groups = self._hash_groups(table)
+        if groups.conflicted == 0:
             return Conflicts(0, 0, 0)
+        conflicted = f"SELECT h FROM {table} WHERE y IS NOT NULL GROUP BY h HAVING min(y) <> max(y)"
         rows_sql = f"FROM {table} AS t WHERE t.y IS NOT NULL AND t.h IN ({conflicted})"
-        rows = int(self._one(f"SELECT count(*) {rows_sql}"))
-        repeated = f"SELECT count(*) AS n FROM {table} GROUP BY h HAVING count(*) > 1"
-        involved = int(self._one(f"SELECT sum(n) FROM ({repeated}) AS r") or 0)
         examples = self._ids(f"SELECT t.{_ID}, t.{ROW} {rows_sql}", limit)
-        return Conflicts(hashes, rows, involved, examples)
+        return Conflicts(groups.conflicted, groups.conflict_rows, groups.shared, examples)
 
-    def overlap(self, earlier: str, later: str, features: Sequence[str], *, limit: int) -> Matches:
+    @remembered
+    def overlap(
+        self, earlier: str, later: str, features: Sequence[str], *, limit: int, label: str | None = None
+    ) -> Matches:
         if not set(features) <= set(self.column_kinds(earlier)):
             return Matches(0, 0)  # a column the earlier split lacks: no row can be equal
-        mine, theirs = self._hashes(later, features, None), self._hashes(earlier, features, None)
+        mine, theirs = self._hashes(later, features, label), self._hashes(earlier, features, label)
         # one spillable aggregation over both sides, not a hash join on the larger split
         both = f"SELECT h, 0 AS side FROM {theirs} UNION ALL SELECT h, 1 AS side FROM {mine}"
         shared = (
@@ -252,6 +240,7 @@ class SqlTableEngine:
         matched = f"FROM {mine} AS t WHERE t.h IN (SELECT h FROM ({shared}) AS s)"
         return Matches(int(rows), int(distinct), self._ids(f"SELECT t.{_ID}, t.{ROW} {matched}", limit))
 
+    @remembered
     def shared_values(self, earlier: str, later: str, column: str, *, limit: int) -> SharedValues:
         mine, theirs = self._value(later, column), self._value(earlier, column)
         known = f"SELECT DISTINCT {theirs} FROM {self.dialect.relation(earlier)} WHERE {theirs} IS NOT NULL"
@@ -268,6 +257,7 @@ class SqlTableEngine:
         )
         return SharedValues(int(rows), int(shared), distinct, [_plain(v) for v, _ in first])
 
+    @remembered
     def value_counts(self, split: str, column: str, *, limit: int) -> list[tuple[object, int]]:
         value, raw = self._value(split, column), self.dialect.quote(column)
         rows = self.runner.rows(
@@ -276,6 +266,7 @@ class SqlTableEngine:
         )
         return [(_plain(v), int(n)) for v, n, _ in rows]
 
+    @remembered
     def unseen_values(self, earlier: str, later: str, column: str, *, limit: int) -> list[tuple[object, int]]:
         mine, theirs = self._value(later, column), self._value(earlier, column)
         known = f"SELECT DISTINCT {theirs} FROM {self.dialect.relation(earlier)} WHERE {theirs} IS NOT NULL"
@@ -286,6 +277,7 @@ class SqlTableEngine:
         )
         return [(_plain(v), int(n)) for v, n, _ in rows]
 
+    @remembered
     def non_numbers(self, split: str, column: str, *, limit: int) -> tuple[int, list[tuple[object, int]]]:
         raw = self.dialect.quote(column)
         number = f"TRY_CAST({raw} AS DOUBLE)"
@@ -301,12 +293,14 @@ class SqlTableEngine:
         )
         return rows, [(_plain(v), int(n)) for v, n, _ in values]
 
+    @remembered
     def time_bounds(self, split: str, column: str) -> tuple[object, object]:
         time = self.dialect.time_value(column, self.column_kinds(split)[column])
         sql = f"SELECT min({time}), max({time}) FROM {self.dialect.relation(split)}"
         low, high = self.runner.rows(sql)[0]
         return _plain(low), _plain(high)
 
+    @remembered
     def rows_before(self, split: str, column: str, earlier: str, *, limit: int) -> Matches:
         mine = self.dialect.time_value(column, self.column_kinds(split)[column])
         theirs = self.dialect.time_value(column, self.column_kinds(earlier)[column])
@@ -322,18 +316,20 @@ class SqlTableEngine:
     def sample(self, split: str, n: int, seed: int) -> pd.DataFrame:
         """The `n` rows of the smallest random-order hashes, in read order. A filter on the
         hash passes about `_OVERSAMPLE` x `n` rows to the top-n, so the scan streams and
-        only those rows are held; in the rare case fewer pass, the top-n runs on every row."""
+        only those rows are held; in the rare case fewer pass, the top-n runs on every row.
+        The rows arrive in any order and are put in read order here: at most `n` of them,
+        which a sort on the driver orders without the engine's sort (a shuffle on Spark)."""
         relation = self.dialect.relation(split)
         total = self.row_count(split)
         if total <= n:
-            return _indexed(self.runner.frame(f"SELECT * FROM {relation} ORDER BY {ROW}"))
+            return _indexed(self.runner.frame(f"SELECT * FROM {relation}"))
         order = self.dialect.random_order.format(seed=int(seed))
         share = min(_OVERSAMPLE * n / total + 64 / total, 1.0)
         below = self.dialect.hash_low + int(share * 2**64)
         frame = pd.DataFrame()
         for where in (f" WHERE {order} < {below}" if share < 1.0 else "", ""):
             chosen = f"SELECT * FROM {relation}{where} ORDER BY {order} LIMIT {int(n)}"
-            frame = _indexed(self.runner.frame(f"SELECT * FROM ({chosen}) AS s ORDER BY {ROW}"))
+            frame = _indexed(self.runner.frame(chosen))
             if len(frame) == n:
                 break
         return frame
@@ -342,6 +338,20 @@ class SqlTableEngine:
         self.runner.close()
 
     # -- helpers -------------------------------------------------------------------------
+
+    @remembered
+    def _profile(self, split: str, only: tuple[str, ...] = ()) -> Profile:
+        """Rows, missing values and numeric moments of every column of a split, in one pass
+        (`only`: moments of these columns, whatever their kind)."""
+        values = {c: self._value(split, c) for c in only or self.column_kinds(split)}
+        numeric = list(only) or [c for c, kind in self.column_kinds(split).items() if kind == "number"]
+        row = self.runner.rows(profile_query(self.dialect.relation(split), values, numeric))[0]
+        return read_profile(row, list(values), numeric)
+
+    @remembered
+    def _hash_groups(self, table: str) -> HashGroups:
+        """Duplicates' and conflicts' counts over one hash relation (one query for both)."""
+        return read_hash_groups(self.runner.rows(hash_groups_query(table))[0])
 
     def _value(self, split: str, column: str) -> str:
         return self.dialect.comparable(column, self.column_kinds(split)[column])
@@ -381,7 +391,9 @@ class SqlTableEngine:
 
 
 def _indexed(frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame indexed by its `__tm_row` column (the row numbers in read order)."""
+    """The frame in read order, indexed by its `__tm_row` column (the row numbers)."""
+    if not frame[ROW].is_monotonic_increasing:
+        frame = frame.sort_values(ROW, ignore_index=True)  # row numbers are unique: any sort is stable
     index = pd.Index(frame.pop(ROW).to_numpy())
     return frame.set_axis(index, axis=0)
 
