@@ -110,7 +110,7 @@ def test_the_held_copy_is_probed_and_reloaded_at_the_end_and_matches(run: dict[s
     result = run["results"]["model"]
     assert result["max_abs_diff"] <= 1e-4 * result["output_scale"]
     assert run["results"]["other"]["max_abs_diff"] <= 1e-4 * run["results"]["other"]["output_scale"]
-    assert [f.code for f in run["findings"] if f.code in ("TOR015", "TOR016")] == []
+    assert [f.message for f in run["findings"] if f.code in ("TOR015", "TOR016")] == []
     assert run["out"] == ["model", "other"]  # nothing of trainmedic's in the user's output folder
 
 

@@ -207,11 +207,15 @@ class ForwardWatch:
         """The loss input is the model's output type: three logit verdicts settle it (a host sync each)."""
         return self._ce_windows - len(self._ce_steps) < 3 and len(self._ce_steps) < _REPORT_AFTER
 
-    def _post(self, module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+    def _post(self, module: nn.Module, args: Any, *kwargs_output: Any) -> None:
+        """`(args, kwargs, output)` after a forward; `(args, output)` when the forward raised:
+        PyTorch's `Module._call_impl` calls the global `always_call` hooks without the kwargs
+        on that path, whatever `with_kwargs` says (torch 2.13)."""
         if torch.is_grad_enabled():  # as in `_pre`: a call's grad mode is the same at both ends
             self._depth = max(0, self._depth - 1)
-            if not self._depth:  # an outermost forward: its batch, by reference, for a save's probe
-                save_inputs.keep(module, args, kwargs, self.monitor.step)
+            if not self._depth and len(kwargs_output) == 2:
+                # an outermost forward that returned: its batch, by reference, for a save's probe
+                save_inputs.keep(module, args, kwargs_output[0], self.monitor.step)
 
 
 def _probability_like(logits: Any) -> dict[str, Any] | None:

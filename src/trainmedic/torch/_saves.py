@@ -38,10 +38,10 @@ copies are probed, the process waits for its worker (`WAIT_AT_EXIT` at most) and
 results, and checks that every model folder saved in a run that rendered a chat template holds
 the tokenizer with that template.
 
-Bounds: one worker running at a time (the others wait their turn), one check per saved path
-per `MIN_INTERVAL` seconds (a held copy is replaced at every save of its path: its file is
-overwritten), `MAX_CHECKS` per process; models above `MAX_BYTES` are skipped with a one-line
-note. Off with TRAINMEDIC_SAVE_CHECKS=0.
+Bounds: one worker running at a time (the others wait their turn), one check per saved path per
+`MIN_INTERVAL` seconds (a held copy is replaced at every save of its path: its file is
+overwritten), `MAX_CHECKS` per process; models above `MAX_BYTES` are skipped with a one-line note.
+Off with TRAINMEDIC_SAVE_CHECKS=0.
 """
 
 from __future__ import annotations
@@ -140,7 +140,9 @@ def enabled() -> bool:
 
 def install(wrap: Wrap, active: Active, pause: save_probe.Pause) -> None:
     """Wrap `torch.save`, and the frameworks' saves once they are imported; `pause` pauses the
-    guard's hooks while a probe or a read-back runs a model here."""
+    guard's hooks while a probe or a read-back runs a model here; an earlier guard's state goes."""
+    global _state, _active, _pause
+    _state = SaveChecks()
     if not enabled():
         return
     wrap(torch, "save", lambda original: _torch_save(original, active))
@@ -177,7 +179,6 @@ def install(wrap: Wrap, active: Active, pause: save_probe.Pause) -> None:
         "transformers.tokenization_utils_base",
         lambda m: wrap(m.PreTrainedTokenizerBase, "apply_chat_template", _apply_chat_template),
     )
-    global _active, _pause
     _active, _pause = active, pause
 
 
@@ -298,8 +299,7 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
     # a held copy of the path is stale once the file is overwritten: this save replaces it
     if not _state.deferred.holding(path) and (len(_state.jobs) >= MAX_CHECKS or recent):
         return
-    # the script's line: the one that called `trainer.fit` when ModelCheckpoint saves
-    job = Job(kind, path, save_probe.where(caller), monitor.step, _scratch.next())
+    job = Job(kind, path, save_probe.where(caller), monitor.step, _scratch.next())  # the script's line
     spec: dict[str, Any] = {"kind": kind, "path": path}
     if model is not None:
         size = sum(p.numel() * p.element_size() for p in model.parameters())
