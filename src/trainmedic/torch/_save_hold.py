@@ -81,6 +81,23 @@ class Holds:
                 held.probe(held.copied)
 
 
+def drop_unchecked(jobs: list[Any], path: str) -> bool:
+    """Drop from `jobs` the saves of `path` handed over (`job.json` written) and not compared yet
+    (no `result.json`): the file they would read back is being overwritten, and compared with
+    the model of an earlier save it would differ by the steps between them. A worker reloading
+    one meanwhile finishes it; its result is not read. True when one was dropped."""
+    stale = [
+        job
+        for job in jobs
+        if job.path == path
+        and (job.scratch / "job.json").exists()
+        and not (job.scratch / "result.json").exists()
+    ]
+    for job in stale:
+        jobs.remove(job)
+    return bool(stale)
+
+
 def nbytes(copied: Any) -> int:
     """The bytes of a copy's tensors: a module's parameters and buffers, or a state dict's."""
     if isinstance(copied, torch.nn.Module):
@@ -97,5 +114,8 @@ def _available() -> int:
 
 
 def _in_notebook() -> bool:
-    """An IPython kernel: it runs until it is shut down, long after the cell that trained."""
-    return "ipykernel" in sys.modules
+    """A running IPython kernel: it runs until it is shut down, long after the cell that trained.
+    Its app, not its module: a process that merely imported ipykernel (a library, a test session
+    that started kernels elsewhere) exits as scripts do."""
+    kernelapp = sys.modules.get("ipykernel.kernelapp")
+    return kernelapp is not None and bool(kernelapp.IPKernelApp.initialized())

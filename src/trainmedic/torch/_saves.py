@@ -91,8 +91,7 @@ TEMP_PREFIX = "trainmedic-saves-"
 POLL = 0.05  # seconds between two looks for the worker's results at the end
 WAIT_AT_EXIT = 300.0  # seconds a worker may still run when the script ends
 PEEK = 8  # values looked at to tell a state dict
-# Files only read back (no model reloaded): by the worker when one runs, else at the end, here.
-READ_HERE = ("state_dict", "lightning")
+READ_HERE = ("state_dict", "lightning")  # read back only: by the worker when one runs, else here at the end
 
 
 @dataclass
@@ -296,8 +295,9 @@ def after_save(monitor: MonitorLike, kind: str, model: Any, target: Any, caller:
         _state.folders.setdefault(path, set()).update(_templates())
     now = time.monotonic()
     recent = now - _state.last.get(path, -MIN_INTERVAL) < MIN_INTERVAL
-    # a held copy of the path is stale once the file is overwritten: this save replaces it
-    if not _state.deferred.holding(path) and (len(_state.jobs) >= MAX_CHECKS or recent):
+    # an earlier save of the path not compared yet is stale once its file is overwritten: replaced
+    replaced = save_hold.drop_unchecked(_state.jobs, path)
+    if not _state.deferred.holding(path) and not replaced and (len(_state.jobs) >= MAX_CHECKS or recent):
         return
     job = Job(kind, path, save_probe.where(caller), monitor.step, _scratch.next())  # the script's line
     spec: dict[str, Any] = {"kind": kind, "path": path}
