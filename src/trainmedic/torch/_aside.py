@@ -1,7 +1,7 @@
 """Work of trainmedic's own on a thread of the training process, which the guard lets pass.
 
 The save checks reload a plain state dict or a Lightning checkpoint in the training process, on
-the probes' thread (`_save_reload`): the module's class is the script's, which a separate
+a thread that is not training (`_save_reload`): the module's class is the script's, which a separate
 process cannot import from `__main__`. Those reloads call `torch.load` and `load_state_dict`,
 which the guard wraps to follow the script's own loads (a resume, TOR017; a load with
 `strict=False`, TOR015). A flag of the thread (`aside`) tells those wrappers to let them pass:

@@ -25,9 +25,10 @@ import torch
 # Rows of a plain module's batch in its probe: several rows show more of the outputs than one,
 # and 4 keep the forward on the copy a small share of a training step's.
 PLAIN_ROWS = 4
-# Tokens of a language model's row in its probe. The probe's forward runs beside training, and
-# its cost grows with the length (attention's quadratically); 64 positions go through every
-# layer as a longer row does, and a weight that did not come back moves the outputs at every one.
+# Tokens of a language model's row in its probe. The probe's forward may run beside training (a
+# copy that is not held, `_save_hold`), and its cost grows with the length (attention's
+# quadratically); 64 positions go through every layer as a longer row does, and a weight that did
+# not come back moves the outputs at every one.
 MAX_TOKENS = 64
 # The inputs of a language model's probe that a reloaded model is called with (what `generate` and
 # a served model receive); labels and the like are the training loss's.

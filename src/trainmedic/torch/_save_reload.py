@@ -6,8 +6,9 @@ instance of the model's class: `model.load_state_dict(torch.load(path, weights_o
 strict. A Lightning checkpoint by the module's own loader, `Module.load_from_checkpoint(path)`,
 which builds the module from the hyperparameters the checkpoint recorded. Both need the
 script's class, which a separate process cannot import when the script defines it (`__main__`):
-so the reload runs here, on the probes' thread (`_save_copy.start`, after the save call has
-returned), never on the training thread, with the guard's load wrappers told to let it pass
+so the reload runs here, with the probe of its held copy when the training has ended
+(`_save_hold`), or on the probes' thread for a copy that is not held (`_save_copy.start`, after
+the save call has returned), never in a training step, with the guard's load wrappers told to let it pass
 (`_aside`). The reference is the module as it was saved, copied in the save call
 (`_save_copy.freeze`); the probe is a few rows of the batch it was last seen with
 (`_save_inputs`), so a module never seen in a checked forward gets the key check only.
